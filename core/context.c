@@ -1,0 +1,159 @@
+/* Contexts, backend selection and params defaults. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#ifndef LPATTN_HAVE_CPU
+const lpattn_backend_vtable *lpattn_cpu_backend(void) { return NULL; }
+#endif
+#ifndef LPATTN_HAVE_CUDA
+const lpattn_backend_vtable *lpattn_cuda_backend(void) { return NULL; }
+#endif
+#ifndef LPATTN_HAVE_HIP
+const lpattn_backend_vtable *lpattn_hip_backend(void) { return NULL; }
+#endif
+
+static const lpattn_backend_vtable *vtable_of(lpattn_backend b) {
+  switch (b) {
+    case LPATTN_BACKEND_REF: return &lpattn_ref_backend;
+    case LPATTN_BACKEND_CPU: return lpattn_cpu_backend();
+    case LPATTN_BACKEND_CUDA: return lpattn_cuda_backend();
+    case LPATTN_BACKEND_HIP: return lpattn_hip_backend();
+    default: return NULL;
+  }
+}
+
+const char *lpattn_backend_name(lpattn_backend b) {
+  switch (b) {
+    case LPATTN_BACKEND_AUTO: return "auto";
+    case LPATTN_BACKEND_REF: return "ref";
+    case LPATTN_BACKEND_CPU: return "cpu";
+    case LPATTN_BACKEND_CUDA: return "cuda";
+    case LPATTN_BACKEND_HIP: return "hip";
+  }
+  return "unknown";
+}
+
+void lpattn_context_params_init(lpattn_context_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+}
+
+/* A probe context: GPU backends report no device through init. */
+int lpattn_backend_available(lpattn_backend b) {
+  lpattn_ctx *c = NULL;
+  if (b == LPATTN_BACKEND_AUTO) return 1;
+  if (lpattn_create(b, NULL, &c) != LPATTN_OK) return 0;
+  lpattn_free(c);
+  return 1;
+}
+
+static lpattn_status create_one(lpattn_backend b, const lpattn_context_params *p,
+                                lpattn_ctx **out) {
+  const lpattn_backend_vtable *vt = vtable_of(b);
+  if (!vt) return LPATTN_ERR_UNSUPPORTED_HARDWARE;
+  lpattn_ctx *c = calloc(1, sizeof *c);
+  if (!c) return LPATTN_ERR_OUT_OF_MEMORY;
+  c->kind = b;
+  c->vt = vt;
+  c->params = *p;
+  lpattn_status st = vt->init ? vt->init(c, p) : LPATTN_OK;
+  if (st != LPATTN_OK) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return LPATTN_OK;
+}
+
+lpattn_status lpattn_create(lpattn_backend backend, const lpattn_context_params *params,
+                            lpattn_ctx **out) {
+  if (!out) return LPATTN_ERR_NULL_POINTER;
+  *out = NULL;
+  lpattn_context_params p;
+  lpattn_context_params_init(&p);
+  if (params) {
+    if (params->struct_size < sizeof(size_t) || params->struct_size > sizeof p)
+      return LPATTN_ERR_PARAMS_SIZE;
+    memcpy(&p, params, params->struct_size);
+    p.struct_size = sizeof p;
+  }
+  if (p.num_threads < 0 || p.device < 0) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (backend == LPATTN_BACKEND_AUTO) {
+    static const lpattn_backend order[] = {LPATTN_BACKEND_CUDA, LPATTN_BACKEND_HIP,
+                                           LPATTN_BACKEND_CPU, LPATTN_BACKEND_REF};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+      if (create_one(order[i], &p, out) == LPATTN_OK) return LPATTN_OK;
+    return LPATTN_ERR_UNSUPPORTED_HARDWARE;
+  }
+  if (backend < LPATTN_BACKEND_REF || backend > LPATTN_BACKEND_HIP)
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  return create_one(backend, &p, out);
+}
+
+void lpattn_free(lpattn_ctx *ctx) {
+  if (!ctx) return;
+  if (ctx->vt->fini) ctx->vt->fini(ctx);
+  free(ctx);
+}
+
+lpattn_backend lpattn_context_backend(const lpattn_ctx *ctx) {
+  return ctx ? ctx->kind : LPATTN_BACKEND_AUTO;
+}
+
+lpattn_tensor lpattn_tensor_4d(void *data, lpattn_dtype dtype, int64_t b, int64_t h, int64_t s,
+                               int64_t d) {
+  lpattn_tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.shape[0] = b, t.shape[1] = h, t.shape[2] = s, t.shape[3] = d;
+  t.stride[3] = 1, t.stride[2] = d, t.stride[1] = s * d, t.stride[0] = h * s * d;
+  return t;
+}
+
+void lpattn_quant_params_init(lpattn_quant_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->format = LPATTN_FMT_NVFP4;
+  p->rounding = LPATTN_ROUND_NEAREST_EVEN;
+  p->axis = LPATTN_AXIS_D;
+  p->tile = 64;
+}
+
+void lpattn_attn_params_init(lpattn_attn_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->precision = LPATTN_PREC_HIGH;
+  p->block_q = 64;
+  p->block_k = 64;
+  p->thrift_low = LPATTN_FMT_NVFP4;
+  p->thrift_budget = 0.05f;
+  p->selection = LPATTN_SELECT_CAUSAL;
+}
+
+void lpattn_attn_aux_init(lpattn_attn_aux *a) {
+  if (!a) return;
+  memset(a, 0, sizeof *a);
+  a->struct_size = sizeof *a;
+}
+
+void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->num_seqs = 1;
+  p->tile = 64;
+  p->high_dtype = LPATTN_F16;
+  p->precision = LPATTN_PREC_NVFP4;
+  p->thrift_low = LPATTN_FMT_NVFP4;
+}
+
+lpattn_status lpattn_synchronize(lpattn_ctx *ctx) {
+  if (!ctx) return LPATTN_ERR_NULL_POINTER;
+  return ctx->vt->synchronize ? ctx->vt->synchronize(ctx) : LPATTN_OK;
+}

@@ -1,0 +1,89 @@
+/* Internal interfaces between core/ and the backends. Not installed. */
+#ifndef LPATTN_INTERNAL_H
+#define LPATTN_INTERNAL_H
+
+#include "lpattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An attention call after validation: every default resolved, every size
+ * checked for overflow. Backends read only this. */
+typedef struct {
+  const lpattn_tensor *q, *k, *v, *out;
+  const lpattn_tensor *lse, *entropy, *selection; /* NULL when not wanted */
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  int causal, leaky;
+  float sm_scale;
+  int Bq, Bk;
+  lpattn_precision precision;
+  lpattn_format low;          /* format of low tiles (FP8/NVFP4/MXFP4 or thrift_low) */
+  int thrift_k;               /* resolved k (THRIFT), else 0 */
+  lpattn_selection selection_mode;
+  int pasa;
+  float pasa_beta;            /* resolved */
+  int score_f16;
+  int mx_round_up;
+  float thrift_budget;        /* decode derives k from it when thrift_k == 0 */
+} lpattn_attn_problem;
+
+typedef struct lpattn_kv_cache lpattn_kv_cache;
+
+typedef struct {
+  const char *name;
+  lpattn_status (*init)(lpattn_ctx *ctx, const lpattn_context_params *p);
+  void (*fini)(lpattn_ctx *ctx);
+  lpattn_status (*quantize)(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
+                            const lpattn_quant_params *p);
+  lpattn_status (*dequantize)(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y);
+  lpattn_status (*attention)(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
+  lpattn_status (*merge)(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+                         const lpattn_tensor *h_a, const lpattn_tensor *o_b,
+                         const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
+                         const lpattn_tensor *o, const lpattn_tensor *lse, const lpattn_tensor *h);
+  /* KV cache; host backends share core/kvcache.c. */
+  lpattn_status (*cache_create)(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
+                                lpattn_kv_cache **out);
+  void (*cache_free)(lpattn_kv_cache *c);
+  lpattn_status (*cache_append)(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
+                                const lpattn_tensor *k, const lpattn_tensor *v,
+                                const lpattn_tensor *q);
+  lpattn_status (*decode)(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
+                          const lpattn_tensor *out, const lpattn_attn_problem *pr);
+  int (*host_memory)(void); /* 1: tensors are host pointers (validation may read them) */
+  lpattn_status (*synchronize)(lpattn_ctx *ctx); /* NULL: nothing queued */
+} lpattn_backend_vtable;
+
+struct lpattn_ctx {
+  lpattn_backend kind;
+  const lpattn_backend_vtable *vt;
+  lpattn_context_params params;
+  void *impl; /* backend state (thread pool, stream, ...) */
+};
+
+/* Every KV cache begins with this header so core can validate calls. */
+struct lpattn_kv_cache {
+  lpattn_ctx *ctx;
+  lpattn_kv_cache_params p; /* resolved: every default filled in */
+  int64_t *lengths;         /* tokens per sequence, kept by the backend */
+  void *impl;
+};
+
+/* SPEC 7 on host memory (core/merge.c); the host backends' merge entry. */
+lpattn_status lp_host_merge(const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+                            const lpattn_tensor *h_a, const lpattn_tensor *o_b,
+                            const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
+                            const lpattn_tensor *o, const lpattn_tensor *lse,
+                            const lpattn_tensor *h);
+
+/* Backends compiled in (NULL vtable when not). */
+extern const lpattn_backend_vtable lpattn_ref_backend;
+const lpattn_backend_vtable *lpattn_cpu_backend(void);
+const lpattn_backend_vtable *lpattn_cuda_backend(void);
+const lpattn_backend_vtable *lpattn_hip_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,376 @@
+/* The public entry points: validate every argument, resolve defaults, then
+ * dispatch to the context's backend. Nothing is written before validation
+ * has passed. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "formats.h"
+#include "internal.h"
+
+#define TRY(expr)                          \
+  do {                                     \
+    lpattn_status st_ = (expr);            \
+    if (st_ != LPATTN_OK) return st_;      \
+  } while (0)
+
+static int is_float_io(lpattn_dtype t) {
+  return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16;
+}
+
+static size_t dtype_bytes(lpattn_dtype t) {
+  switch (t) {
+    case LPATTN_F32: case LPATTN_I32: return 4;
+    case LPATTN_F16: case LPATTN_BF16: return 2;
+    default: return 1;
+  }
+}
+
+/* Copies a caller's params struct of any known size over the defaults. */
+static lpattn_status take_params(void *dst, size_t dst_size, const void *src) {
+  if (!src) return LPATTN_OK;
+  size_t n = *(const size_t *)src;
+  if (n < sizeof(size_t) || n > dst_size) return LPATTN_ERR_PARAMS_SIZE;
+  memcpy(dst, src, n);
+  *(size_t *)dst = dst_size;
+  return LPATTN_OK;
+}
+
+/* Positive shape, sane strides, and every byte offset representable. */
+static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
+  if (!t) return LPATTN_ERR_NULL_POINTER;
+  if (!t->data) return LPATTN_ERR_NULL_POINTER;
+  if ((unsigned)t->dtype > LPATTN_I32) return LPATTN_ERR_BAD_DTYPE;
+  int64_t span = 0, count = 1;
+  for (int i = 0; i < 4; i++) {
+    if (t->shape[i] <= 0) return LPATTN_ERR_BAD_SHAPE;
+    if (t->stride[i] < 0) return LPATTN_ERR_BAD_STRIDE;
+    if (t->shape[i] > 1 && t->stride[i] == 0 && want_output) return LPATTN_ERR_BAD_STRIDE;
+    if (count > INT64_MAX / t->shape[i]) return LPATTN_ERR_SIZE_OVERFLOW;
+    count *= t->shape[i];
+    if (t->stride[i] && t->shape[i] - 1 > (INT64_MAX - span) / t->stride[i])
+      return LPATTN_ERR_SIZE_OVERFLOW;
+    span += (t->shape[i] - 1) * t->stride[i];
+  }
+  if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
+    return LPATTN_ERR_SIZE_OVERFLOW;
+  return LPATTN_OK;
+}
+
+static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
+  return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
+}
+
+static lpattn_status check_head_dim(int64_t d) {
+  return (d >= 16 && d <= 256 && d % 16 == 0) ? LPATTN_OK : LPATTN_ERR_BAD_HEAD_DIM;
+}
+
+static int valid_format(lpattn_format f) {
+  return f == LPATTN_FMT_NVFP4 || f == LPATTN_FMT_MXFP4 || f == LPATTN_FMT_FP8;
+}
+
+static int valid_block(int b) { return b >= 32 && b <= 256 && b % 32 == 0; }
+
+static lpattn_status scan_finite(const lpattn_tensor *t) {
+  for (int64_t a = 0; a < t->shape[0]; a++)
+    for (int64_t b = 0; b < t->shape[1]; b++)
+      for (int64_t c = 0; c < t->shape[2]; c++)
+        for (int64_t d = 0; d < t->shape[3]; d++) {
+          int64_t off = a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+          if (!isfinite(lp_load_f32(t->data, t->dtype, off))) return LPATTN_ERR_NONFINITE;
+        }
+  return LPATTN_OK;
+}
+
+static int host(const lpattn_ctx *ctx) { return ctx->vt->host_memory && ctx->vt->host_memory(); }
+
+/* ---- quantization ------------------------------------------------------- */
+
+lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
+                              const lpattn_quant_params *params) {
+  if (!ctx || !x || !q) return LPATTN_ERR_NULL_POINTER;
+  lpattn_quant_params p;
+  lpattn_quant_params_init(&p);
+  TRY(take_params(&p, sizeof p, params));
+  TRY(check_view(x, 0));
+  if (!is_float_io(x->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  if (!valid_format(p.format) || (p.axis != LPATTN_AXIS_D && p.axis != LPATTN_AXIS_S) ||
+      (p.rounding != LPATTN_ROUND_NEAREST_EVEN && p.rounding != LPATTN_ROUND_STOCHASTIC))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p.axis == LPATTN_AXIS_S && !valid_block(p.tile)) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (q->format != p.format || q->axis != p.axis || (p.axis == LPATTN_AXIS_S && q->tile != p.tile))
+    return LPATTN_ERR_BAD_LAYOUT;
+  if (!same_shape(x, q->shape)) return LPATTN_ERR_BAD_SHAPE;
+  size_t cb, sb, oc;
+  TRY(lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
+  if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
+  if (p.check_finite && host(ctx)) TRY(scan_finite(x));
+  return ctx->vt->quantize(ctx, x, q, &p);
+}
+
+lpattn_status lpattn_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
+  if (!ctx || !q || !y) return LPATTN_ERR_NULL_POINTER;
+  TRY(check_view(y, 1));
+  if (!is_float_io(y->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  if (!valid_format(q->format) || (q->axis != LPATTN_AXIS_D && q->axis != LPATTN_AXIS_S))
+    return LPATTN_ERR_BAD_LAYOUT;
+  if (q->axis == LPATTN_AXIS_S && !valid_block(q->tile)) return LPATTN_ERR_BAD_LAYOUT;
+  if (!same_shape(y, q->shape)) return LPATTN_ERR_BAD_SHAPE;
+  size_t cb, sb, oc;
+  TRY(lpattn_qtensor_sizes(q->format, q->axis, q->tile, q->shape, &cb, &sb, &oc));
+  if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
+  return ctx->vt->dequantize(ctx, q, y);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+static lpattn_status check_aux_row_tensor(const lpattn_tensor *t, const int64_t want[4],
+                                          lpattn_dtype dt) {
+  TRY(check_view(t, 1));
+  if (t->dtype != dt) return LPATTN_ERR_BAD_DTYPE;
+  return same_shape(t, want) ? LPATTN_OK : LPATTN_ERR_BAD_SHAPE;
+}
+
+/* Params shared by prefill and decode: fills every default into pr. */
+static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int64_t Skv,
+                                    lpattn_attn_problem *pr) {
+  if ((unsigned)p->precision > LPATTN_PREC_THRIFT) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (!valid_format(p->thrift_low)) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p->selection != LPATTN_SELECT_CAUSAL && p->selection != LPATTN_SELECT_PAPER)
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (!valid_block(p->block_q) || !valid_block(p->block_k)) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p->sm_scale != 0.0f && !(isfinite(p->sm_scale) && p->sm_scale > 0.0f))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p->precision == LPATTN_PREC_THRIFT &&
+      (!(p->thrift_budget > 0.0f && p->thrift_budget <= 1.0f) || p->thrift_k < 0))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  pr->precision = p->precision;
+  switch (p->precision) {
+    case LPATTN_PREC_FP8: pr->low = LPATTN_FMT_FP8; break;
+    case LPATTN_PREC_MXFP4: pr->low = LPATTN_FMT_MXFP4; break;
+    case LPATTN_PREC_THRIFT: pr->low = p->thrift_low; break;
+    default: pr->low = LPATTN_FMT_NVFP4; break;
+  }
+  if (p->precision != LPATTN_PREC_HIGH && pr->low == LPATTN_FMT_MXFP4 && D % 32)
+    return LPATTN_ERR_BAD_HEAD_DIM;
+  pr->causal = p->causal != 0;
+  pr->leaky = p->leaky != 0;
+  pr->sm_scale = p->sm_scale != 0.0f ? p->sm_scale : (float)(1.0 / sqrt((double)D));
+  pr->Bq = p->block_q;
+  pr->Bk = p->block_k;
+  pr->selection_mode = p->selection;
+  pr->thrift_budget = p->thrift_budget;
+  pr->thrift_k = 0;
+  if (p->precision == LPATTN_PREC_THRIFT) {
+    int n = (int)((Skv + pr->Bk - 1) / pr->Bk);
+    pr->thrift_k = p->thrift_k ? (p->thrift_k < n ? p->thrift_k : n)
+                               : lpattn_thrift_k(n, p->thrift_budget, pr->causal);
+  }
+  pr->pasa = p->pasa != 0;
+  pr->pasa_beta = p->pasa_beta != 0.0f ? p->pasa_beta
+                                        : (float)lpattn_pasa_beta(LPATTN_F16, pr->Bk, 0.0);
+  pr->score_f16 = p->score_f16 != 0;
+  pr->mx_round_up = p->mx_scale_round_up != 0;
+  return LPATTN_OK;
+}
+
+static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux *aux,
+                                 lpattn_attn_problem *pr) {
+  lpattn_attn_aux_init(aux);
+  TRY(take_params(aux, sizeof *aux, aux_in));
+  const int64_t row[4] = {pr->B, pr->Hq, pr->Sq, 1};
+  pr->lse = pr->entropy = pr->selection = NULL;
+  if (aux->lse.data) {
+    TRY(check_aux_row_tensor(&aux->lse, row, LPATTN_F32));
+    pr->lse = &aux->lse;
+  }
+  if (aux->entropy.data) {
+    TRY(check_aux_row_tensor(&aux->entropy, row, LPATTN_F32));
+    pr->entropy = &aux->entropy;
+  }
+  if (aux->selection.data) {
+    if (pr->precision != LPATTN_PREC_THRIFT) return LPATTN_ERR_INVALID_ARGUMENT;
+    const int64_t sel[4] = {pr->B, pr->Hq, (pr->Sq + pr->Bq - 1) / pr->Bq, pr->thrift_k};
+    TRY(check_aux_row_tensor(&aux->selection, sel, LPATTN_I32));
+    pr->selection = &aux->selection;
+  }
+  return LPATTN_OK;
+}
+
+lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
+                               const lpattn_tensor *v, const lpattn_tensor *out,
+                               const lpattn_attn_params *params, const lpattn_attn_aux *aux_in) {
+  if (!ctx || !q || !k || !v || !out) return LPATTN_ERR_NULL_POINTER;
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  TRY(take_params(&p, sizeof p, params));
+  TRY(check_view(q, 0));
+  TRY(check_view(k, 0));
+  TRY(check_view(v, 0));
+  TRY(check_view(out, 1));
+  if (!is_float_io(q->dtype) || !is_float_io(k->dtype) || !is_float_io(out->dtype) ||
+      v->dtype != k->dtype)
+    return LPATTN_ERR_BAD_DTYPE;
+  lpattn_attn_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.B = q->shape[0], pr.Hq = q->shape[1], pr.Sq = q->shape[2], pr.D = q->shape[3];
+  pr.Hkv = k->shape[1], pr.Skv = k->shape[2];
+  if (k->shape[0] != pr.B || k->shape[3] != pr.D || !same_shape(v, k->shape) ||
+      !same_shape(out, q->shape))
+    return LPATTN_ERR_BAD_SHAPE;
+  TRY(check_head_dim(pr.D));
+  if (pr.Hq % pr.Hkv) return LPATTN_ERR_BAD_GQA;
+  if (pr.Sq > INT32_MAX || pr.Skv > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
+  lpattn_attn_aux aux;
+  TRY(resolve_aux(aux_in, &aux, &pr));
+  pr.q = q, pr.k = k, pr.v = v, pr.out = out;
+  if (p.check_finite && host(ctx)) {
+    TRY(scan_finite(q));
+    TRY(scan_finite(k));
+    TRY(scan_finite(v));
+  }
+  return ctx->vt->attention(ctx, &pr);
+}
+
+/* ---- KV cache and decode ------------------------------------------------ */
+
+lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *params,
+                                     lpattn_kv_cache **out) {
+  if (!ctx || !params || !out) return LPATTN_ERR_NULL_POINTER;
+  *out = NULL;
+  lpattn_kv_cache_params p;
+  lpattn_kv_cache_params_init(&p);
+  TRY(take_params(&p, sizeof p, params));
+  if (p.num_seqs < 1 || p.num_kv_heads < 1 || p.num_q_heads < 1 || p.max_tokens < 1)
+    return LPATTN_ERR_BAD_SHAPE;
+  TRY(check_head_dim(p.head_dim));
+  if (p.num_q_heads % p.num_kv_heads) return LPATTN_ERR_BAD_GQA;
+  if (!valid_block(p.tile)) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (!is_float_io(p.high_dtype)) return LPATTN_ERR_BAD_DTYPE;
+  if ((unsigned)p.precision > LPATTN_PREC_THRIFT || !valid_format(p.thrift_low))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  lpattn_format low = p.precision == LPATTN_PREC_FP8     ? LPATTN_FMT_FP8
+                      : p.precision == LPATTN_PREC_MXFP4 ? LPATTN_FMT_MXFP4
+                      : p.precision == LPATTN_PREC_THRIFT ? p.thrift_low
+                                                          : LPATTN_FMT_NVFP4;
+  if (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32)
+    return LPATTN_ERR_BAD_HEAD_DIM;
+  if (p.pasa_beta != 0.0f && !(p.pasa_beta > 0.0f && p.pasa_beta < 1.0f))
+    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p.pasa_beta == 0.0f) p.pasa_beta = (float)lpattn_pasa_beta(LPATTN_F16, p.tile, 0.0);
+  /* Worst case: every token stored in f32, for K and V, of every sequence. */
+  int64_t per_seq = (int64_t)p.num_kv_heads * p.head_dim * 8;
+  if (p.max_tokens > INT64_MAX / per_seq / p.num_seqs) return LPATTN_ERR_SIZE_OVERFLOW;
+  if ((uint64_t)(p.max_tokens * per_seq * p.num_seqs) > (uint64_t)SIZE_MAX / 2)
+    return LPATTN_ERR_SIZE_OVERFLOW;
+  if (!ctx->vt->cache_create) return LPATTN_ERR_UNSUPPORTED;
+  return ctx->vt->cache_create(ctx, &p, out);
+}
+
+void lpattn_kv_cache_free(lpattn_kv_cache *cache) {
+  if (!cache) return;
+  cache->ctx->vt->cache_free(cache);
+}
+
+lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq, int64_t *len) {
+  if (!cache || !len) return LPATTN_ERR_NULL_POINTER;
+  if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
+  *len = cache->lengths[seq];
+  return LPATTN_OK;
+}
+
+lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *cache, int seq,
+                                     const lpattn_tensor *k, const lpattn_tensor *v,
+                                     const lpattn_tensor *q) {
+  if (!ctx || !cache || !k || !v) return LPATTN_ERR_NULL_POINTER;
+  if (cache->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
+  TRY(check_view(k, 0));
+  TRY(check_view(v, 0));
+  if (!is_float_io(k->dtype) || !is_float_io(v->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  const int64_t T = k->shape[2];
+  const int64_t kv[4] = {1, cache->p.num_kv_heads, T, cache->p.head_dim};
+  if (!same_shape(k, kv) || !same_shape(v, kv)) return LPATTN_ERR_BAD_SHAPE;
+  if (q) {
+    TRY(check_view(q, 0));
+    if (!is_float_io(q->dtype)) return LPATTN_ERR_BAD_DTYPE;
+    const int64_t qs[4] = {1, cache->p.num_q_heads, T, cache->p.head_dim};
+    if (!same_shape(q, qs)) return LPATTN_ERR_BAD_SHAPE;
+  }
+  if (T > cache->p.max_tokens - cache->lengths[seq]) return LPATTN_ERR_CACHE_FULL;
+  return ctx->vt->cache_append(ctx, cache, seq, k, v, q);
+}
+
+lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpattn_tensor *q,
+                            const lpattn_tensor *out, const lpattn_attn_params *params,
+                            const lpattn_attn_aux *aux_in) {
+  if (!ctx || !cache || !q || !out) return LPATTN_ERR_NULL_POINTER;
+  if (cache->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  TRY(take_params(&p, sizeof p, params));
+  TRY(check_view(q, 0));
+  TRY(check_view(out, 1));
+  if (!is_float_io(q->dtype) || !is_float_io(out->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  const lpattn_kv_cache_params *cp = &cache->p;
+  if (q->shape[0] != cp->num_seqs || q->shape[1] != cp->num_q_heads ||
+      q->shape[3] != cp->head_dim || !same_shape(out, q->shape))
+    return LPATTN_ERR_BAD_SHAPE;
+  const int64_t Sq = q->shape[2];
+  if (Sq > cp->tile) return LPATTN_ERR_BAD_SHAPE;
+  int64_t max_len = 0;
+  for (int s = 0; s < cp->num_seqs; s++) {
+    if (cache->lengths[s] < Sq) return LPATTN_ERR_BAD_SHAPE;
+    if (cache->lengths[s] > max_len) max_len = cache->lengths[s];
+  }
+  /* The cache fixes tile, precision and PASA; the call fixes the rest. */
+  p.block_q = p.block_k = cp->tile;
+  p.precision = cp->precision;
+  p.thrift_low = cp->thrift_low;
+  p.pasa = cp->pasa;
+  p.pasa_beta = cp->pasa_beta;
+  p.mx_scale_round_up = cp->mx_scale_round_up;
+  p.causal = 1;
+  p.leaky = 0;
+  lpattn_attn_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.B = cp->num_seqs, pr.Hq = cp->num_q_heads, pr.Hkv = cp->num_kv_heads;
+  pr.Sq = Sq, pr.Skv = max_len, pr.D = cp->head_dim;
+  TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
+  if (p.thrift_k == 0) pr.thrift_k = 0; /* derived per sequence from its own length */
+  lpattn_attn_aux aux;
+  TRY(resolve_aux(aux_in, &aux, &pr));
+  if (pr.selection) return LPATTN_ERR_INVALID_ARGUMENT; /* decode has no selection output */
+  pr.q = q, pr.out = out;
+  if (p.check_finite && host(ctx)) TRY(scan_finite(q));
+  return ctx->vt->decode(ctx, cache, q, out, &pr);
+}
+
+/* ---- merge -------------------------------------------------------------- */
+
+lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tensor *o_a,
+                                  const lpattn_tensor *lse_a, const lpattn_tensor *h_a,
+                                  const lpattn_tensor *o_b, const lpattn_tensor *lse_b,
+                                  const lpattn_tensor *h_b, const lpattn_tensor *o,
+                                  const lpattn_tensor *lse, const lpattn_tensor *h) {
+  if (!ctx || !o_a || !lse_a || !o_b || !lse_b || !o || !lse) return LPATTN_ERR_NULL_POINTER;
+  int nh = (h_a != NULL) + (h_b != NULL) + (h != NULL);
+  if (nh != 0 && nh != 3) return LPATTN_ERR_INVALID_ARGUMENT;
+  TRY(check_view(o_a, 0));
+  TRY(check_view(o_b, 0));
+  TRY(check_view(o, 1));
+  if (!is_float_io(o_a->dtype) || !is_float_io(o_b->dtype) || !is_float_io(o->dtype))
+    return LPATTN_ERR_BAD_DTYPE;
+  if (!same_shape(o_b, o_a->shape) || !same_shape(o, o_a->shape)) return LPATTN_ERR_BAD_SHAPE;
+  const int64_t row[4] = {o_a->shape[0], o_a->shape[1], o_a->shape[2], 1};
+  const lpattn_tensor *rows[6] = {lse_a, lse_b, lse, h_a, h_b, h};
+  for (int i = 0; i < 3 + nh; i++) {
+    TRY(check_view(rows[i], i == 2 || i == 5));
+    if (rows[i]->dtype != LPATTN_F32) return LPATTN_ERR_BAD_DTYPE;
+    if (!same_shape(rows[i], row)) return LPATTN_ERR_BAD_SHAPE;
+  }
+  return ctx->vt->merge(ctx, o_a, lse_a, h_a, o_b, lse_b, h_b, o, lse, h);
+}

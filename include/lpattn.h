@@ -1,0 +1,343 @@
+/*
+ * lpattn: low-precision attention kernels (FP4/FP8/f16) behind one C API.
+ *
+ * The numerical contract is SPEC.md (shipped as docs/SPEC.md): formats are
+ * bit-exact on every backend, attention is compared with the `ref` backend
+ * within stated tolerances, and causal attention never lets a row depend on
+ * a future token (SPEC 4), whatever the precision.
+ *
+ * Conventions
+ * - Every function returns an lpattn_status; LPATTN_OK is 0. Arguments are
+ *   validated in full before any backend touches memory: a call that fails
+ *   validation writes nothing.
+ * - Tensors are described, never owned: lpattn_tensor is a view (pointer,
+ *   dtype, 4-D shape, strides in elements). The caller keeps ownership of all
+ *   memory passed in. Objects created by lpattn_*_create are owned by the
+ *   caller and released with the matching NULL-safe *_free.
+ * - Host backends (ref, cpu) take host pointers; GPU backends (cuda, hip) take
+ *   device pointers and run asynchronously on the context's stream.
+ * - Thread safety: a context may be used by one thread at a time (it owns a
+ *   thread pool or stream). Distinct contexts are independent. The pure
+ *   helpers (status strings, formats, budget, beta, merge on host) are
+ *   reentrant.
+ * - Params structs begin with `struct_size`; initialise them with the
+ *   matching lpattn_*_params_init(), which sets defaults and the size. A
+ *   newer library accepts an older, smaller struct (missing fields take their
+ *   defaults); an unknown larger one is rejected with LPATTN_ERR_PARAMS_SIZE.
+ */
+#ifndef LPATTN_H
+#define LPATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(LPATTN_DLL_EXPORT)
+#define LPATTN_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define LPATTN_API __attribute__((visibility("default")))
+#else
+#define LPATTN_API
+#endif
+
+/* ---- version ------------------------------------------------------------ */
+#define LPATTN_VERSION_MAJOR 0
+#define LPATTN_VERSION_MINOR 1
+#define LPATTN_VERSION_PATCH 0
+#define LPATTN_VERSION_NUMBER \
+  (LPATTN_VERSION_MAJOR * 10000 + LPATTN_VERSION_MINOR * 100 + LPATTN_VERSION_PATCH)
+#define LPATTN_STRINGIFY_(x) #x
+#define LPATTN_STRINGIFY(x) LPATTN_STRINGIFY_(x)
+#define LPATTN_VERSION_STRING                                              \
+  LPATTN_STRINGIFY(LPATTN_VERSION_MAJOR) "." LPATTN_STRINGIFY(LPATTN_VERSION_MINOR) "." \
+  LPATTN_STRINGIFY(LPATTN_VERSION_PATCH)
+
+/* Run-time version, to compare with the macros the caller compiled against. */
+LPATTN_API unsigned lpattn_version_number(void);
+LPATTN_API const char *lpattn_version_string(void);
+
+/* ---- status codes (values are stable; new codes are only appended) ------ */
+typedef enum {
+  LPATTN_OK = 0,
+  LPATTN_ERR_INVALID_ARGUMENT = 1,   /* a value out of its documented range */
+  LPATTN_ERR_NULL_POINTER = 2,       /* a required pointer is NULL */
+  LPATTN_ERR_BAD_SHAPE = 3,          /* shapes disagree or are not positive */
+  LPATTN_ERR_BAD_STRIDE = 4,         /* negative, zero-size overlap, or unsupported */
+  LPATTN_ERR_BAD_DTYPE = 5,          /* dtype not accepted for this tensor */
+  LPATTN_ERR_BAD_HEAD_DIM = 6,       /* D not a multiple of 16 in [16, 256], or format needs more */
+  LPATTN_ERR_BAD_GQA = 7,            /* Hq % Hkv != 0 */
+  LPATTN_ERR_SIZE_OVERFLOW = 8,      /* an extent or byte count overflows int64/size_t */
+  LPATTN_ERR_UNSUPPORTED = 9,        /* valid, but this backend lacks the variant */
+  LPATTN_ERR_UNSUPPORTED_HARDWARE = 10, /* backend not built in, or no device */
+  LPATTN_ERR_OUT_OF_MEMORY = 11,
+  LPATTN_ERR_NONFINITE = 12,         /* non-finite input with check_finite set */
+  LPATTN_ERR_BACKEND = 13,           /* a device/runtime call failed */
+  LPATTN_ERR_PARAMS_SIZE = 14,       /* struct_size unknown to this version */
+  LPATTN_ERR_CACHE_FULL = 15,        /* KV cache capacity exceeded */
+  LPATTN_ERR_BAD_LAYOUT = 16         /* quantized tensor of the wrong format/axis */
+} lpattn_status;
+
+/* Never NULL; "unknown status" for values this version does not know. */
+LPATTN_API const char *lpattn_status_string(lpattn_status s);
+
+/* ---- element types ------------------------------------------------------ */
+typedef enum {
+  LPATTN_F32 = 0,
+  LPATTN_F16 = 1,
+  LPATTN_BF16 = 2,
+  LPATTN_E4M3 = 3, /* OCP fp8 e4m3fn */
+  LPATTN_E5M2 = 4,
+  LPATTN_E2M1 = 5, /* fp4, two codes per byte, element 2k in the low nibble */
+  LPATTN_E8M0 = 6,
+  LPATTN_I32 = 7
+} lpattn_dtype;
+
+/* A strided 4-D view. Attention tensors are [B, H, S, D]; strides are in
+ * elements (not bytes) and may describe BHSD, BSHD or any permutation. Views
+ * of fewer dimensions use shape 1 in the leading dimensions. */
+typedef struct {
+  void *data;
+  lpattn_dtype dtype;
+  int64_t shape[4];
+  int64_t stride[4];
+} lpattn_tensor;
+
+/* Fill a contiguous row-major view. */
+LPATTN_API lpattn_tensor lpattn_tensor_4d(void *data, lpattn_dtype dtype, int64_t b,
+                                          int64_t h, int64_t s, int64_t d);
+
+/* ---- context ------------------------------------------------------------ */
+typedef enum {
+  LPATTN_BACKEND_AUTO = 0, /* cuda, then hip, then cpu, whichever is usable */
+  LPATTN_BACKEND_REF = 1,  /* plain C, f64 accumulation: the oracle */
+  LPATTN_BACKEND_CPU = 2,  /* Highway SIMD, multithreaded */
+  LPATTN_BACKEND_CUDA = 3,
+  LPATTN_BACKEND_HIP = 4
+} lpattn_backend;
+
+typedef struct {
+  size_t struct_size;
+  int num_threads;  /* cpu: 0 = all online cores */
+  int device;       /* cuda/hip device ordinal */
+  void *stream;     /* cudaStream_t / hipStream_t; NULL = default stream */
+} lpattn_context_params;
+
+typedef struct lpattn_ctx lpattn_ctx;
+
+LPATTN_API void lpattn_context_params_init(lpattn_context_params *p);
+/* params may be NULL (defaults). UNSUPPORTED_HARDWARE when the backend is not
+ * compiled in or has no usable device. */
+LPATTN_API lpattn_status lpattn_create(lpattn_backend backend, const lpattn_context_params *params,
+                                       lpattn_ctx **out);
+LPATTN_API void lpattn_free(lpattn_ctx *ctx); /* NULL-safe */
+LPATTN_API lpattn_backend lpattn_context_backend(const lpattn_ctx *ctx);
+LPATTN_API const char *lpattn_backend_name(lpattn_backend b);
+/* 1 when the backend was compiled in and can run here. */
+LPATTN_API int lpattn_backend_available(lpattn_backend b);
+/* Wait for the context's queued work (no-op on host backends). */
+LPATTN_API lpattn_status lpattn_synchronize(lpattn_ctx *ctx);
+
+/* ---- block formats and quantization (SPEC 2) ---------------------------- */
+typedef enum {
+  LPATTN_FMT_NVFP4 = 0, /* E2M1, groups of 16, E4M3 scale, local f32 outer scale */
+  LPATTN_FMT_MXFP4 = 1, /* E2M1, groups of 32, E8M0 scale */
+  LPATTN_FMT_FP8 = 2    /* E4M3 elements, one f32 scale per domain */
+} lpattn_format;
+
+typedef enum { LPATTN_ROUND_NEAREST_EVEN = 0, LPATTN_ROUND_STOCHASTIC = 1 } lpattn_rounding;
+
+/* Quantized axis. D: groups along the head dim, outer scale per token (Q, K).
+ * S: groups along the sequence, outer scale per (channel, tile of `tile`
+ * tokens) (V); a partial last tile is zero-padded. */
+typedef enum { LPATTN_AXIS_D = 0, LPATTN_AXIS_S = 1 } lpattn_axis;
+
+typedef struct {
+  size_t struct_size;
+  lpattn_format format;     /* default NVFP4 */
+  lpattn_rounding rounding; /* default nearest-even */
+  uint64_t seed;            /* stochastic rounding: Philox4x32-10 key */
+  lpattn_axis axis;         /* default AXIS_D */
+  int tile;                 /* AXIS_S outer-scale domain, default 64, multiple of 32 */
+  int mx_scale_round_up;    /* MXFP4: 2^ceil(log2(amax/6)) instead of OCP floor rule */
+  int check_finite;         /* return LPATTN_ERR_NONFINITE instead of NaN scales */
+} lpattn_quant_params;
+
+LPATTN_API void lpattn_quant_params_init(lpattn_quant_params *p);
+
+/* A quantized [B, H, S, D] tensor in lpattn's own contiguous layout:
+ *   AXIS_D: codes [B][H][S][D] (E2M1 packed: D/2 bytes a row), group scales
+ *           [B][H][S][D/G], outer [B][H][S].
+ *   AXIS_S: codes [B][H][D][Sp] (Sp = S rounded up to `tile`), group scales
+ *           [B][H][D][Sp/G], outer [B][H][Sp/tile][D].
+ * FP8 has no group scales (scales_bytes = 0) and its f32 scale lives in
+ * `outer`. MXFP4 has no outer scale (outer_count = 0). Memory is owned by the
+ * caller; lpattn_qtensor_sizes() says how much. Host backends use host
+ * memory, GPU backends device memory. */
+typedef struct {
+  lpattn_format format;
+  lpattn_axis axis;
+  int tile;
+  int64_t shape[4]; /* logical B, H, S, D */
+  uint8_t *codes;
+  uint8_t *scales;  /* E4M3 (NVFP4) or E8M0 (MXFP4) codes */
+  float *outer;
+} lpattn_qtensor;
+
+LPATTN_API lpattn_status lpattn_qtensor_sizes(lpattn_format format, lpattn_axis axis, int tile,
+                                              const int64_t shape[4], size_t *codes_bytes,
+                                              size_t *scales_bytes, size_t *outer_count);
+
+/* x (f32/f16/bf16, any strides) -> q. q's shape, format, axis and tile must
+ * agree with params. */
+LPATTN_API lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x,
+                                         const lpattn_qtensor *q, const lpattn_quant_params *params);
+/* q -> y (f32/f16/bf16, any strides; f16/bf16 rounded to nearest even). */
+LPATTN_API lpattn_status lpattn_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q,
+                                           const lpattn_tensor *y);
+
+/* Scalar conversions (bit-exact, the same on every backend). Decoders return
+ * the exact value; encoders round to nearest even and saturate as SPEC 2 says
+ * (E2M1 and E4M3 saturate to +-6 / +-448; E5M2 overflows to inf). */
+LPATTN_API float lpattn_e2m1_to_f32(uint8_t code);
+LPATTN_API uint8_t lpattn_f32_to_e2m1(float x);
+LPATTN_API float lpattn_e4m3_to_f32(uint8_t code);
+LPATTN_API uint8_t lpattn_f32_to_e4m3(float x);
+LPATTN_API float lpattn_e5m2_to_f32(uint8_t code);
+LPATTN_API uint8_t lpattn_f32_to_e5m2(float x);
+LPATTN_API float lpattn_e8m0_to_f32(uint8_t code);
+LPATTN_API float lpattn_f16_to_f32(uint16_t h);
+LPATTN_API uint16_t lpattn_f32_to_f16(float x);
+LPATTN_API float lpattn_bf16_to_f32(uint16_t h);
+LPATTN_API uint16_t lpattn_f32_to_bf16(float x);
+
+/* ---- attention (SPEC 3-6) ----------------------------------------------- */
+typedef enum {
+  LPATTN_PREC_HIGH = 0,  /* f16/bf16/f32 inputs, f32 accumulation */
+  LPATTN_PREC_FP8 = 1,   /* off-diagonal tiles in E4M3 (causal: diagonal tiles high) */
+  LPATTN_PREC_NVFP4 = 2,
+  LPATTN_PREC_MXFP4 = 3,
+  LPATTN_PREC_THRIFT = 4 /* top-k tiles high, the rest in thrift_low */
+} lpattn_precision;
+
+typedef enum {
+  LPATTN_SELECT_CAUSAL = 0, /* SPEC 4: score full tiles with the previous query tile's mean */
+  LPATTN_SELECT_PAPER = 1   /* as published: current query tile's mean (leaks in causal) */
+} lpattn_selection;
+
+typedef struct {
+  size_t struct_size;
+  lpattn_precision precision;  /* default HIGH */
+  int causal;                  /* bottom-right aligned mask */
+  float sm_scale;              /* 0 = 1/sqrt(D) */
+  int block_q, block_k;        /* tile sizes Bq, Bk; default 64, multiples of 32 */
+  int leaky;                   /* research only: every tile low, scales span the tile */
+  /* ThriftAttention */
+  lpattn_format thrift_low;    /* precision of unselected tiles, default NVFP4 */
+  float thrift_budget;         /* fraction f of tiles in high precision, default 0.05 */
+  int thrift_k;                /* > 0 overrides the budget */
+  lpattn_selection selection;  /* default CAUSAL */
+  /* PASA */
+  int pasa;                    /* shift K by beta * tile mean, f16 scores */
+  float pasa_beta;             /* 0 = lpattn_pasa_beta(F16, block_k) */
+  int score_f16;               /* store raw scores q.k in f16 before scaling (the
+                                  overflow-prone baseline PASA is compared with) */
+  int mx_scale_round_up;       /* MXFP4 scale rule, see lpattn_quant_params */
+  int check_finite;            /* LPATTN_ERR_NONFINITE on non-finite Q/K/V */
+} lpattn_attn_params;
+
+LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);
+
+/* Optional outputs; leave data NULL for the ones not wanted.
+ *   lse, entropy: f32 [B, Hq, Sq, 1]  (natural log / nats)
+ *   selection:    i32 [B, Hq, Sq/Bq rounded up, k] ascending KV-tile indices
+ *                 of the high tiles of each query tile, -1 padded (THRIFT only;
+ *                 k is what lpattn_thrift_k() returns for the call). */
+typedef struct {
+  size_t struct_size;
+  lpattn_tensor lse;
+  lpattn_tensor entropy;
+  lpattn_tensor selection;
+} lpattn_attn_aux;
+
+LPATTN_API void lpattn_attn_aux_init(lpattn_attn_aux *a);
+
+/* out = softmax(sm_scale * q k^T [mask]) v.
+ * q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], out [B, Hq, Sq, D];
+ * q/k/v/out dtypes f32, f16 or bf16 (k and v the same dtype). aux may be NULL.
+ * A fully masked row gives out = 0, lse = -inf, entropy = 0. */
+LPATTN_API lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q,
+                                          const lpattn_tensor *k, const lpattn_tensor *v,
+                                          const lpattn_tensor *out, const lpattn_attn_params *params,
+                                          const lpattn_attn_aux *aux);
+
+/* ---- decode against a quantized KV cache -------------------------------- */
+/* The cache holds `num_seqs` independent sequences of up to `max_tokens`
+ * tokens. Tokens are grouped in tiles of `tile` keys: a completed tile is
+ * quantized once, when the first token of the next tile arrives, and never
+ * again; the two newest tiles are also kept in high precision, because they
+ * can be diagonal (partially masked) tiles of the rows being decoded. The
+ * cache also keeps each completed tile's key mean and each completed query
+ * tile's mean, so a token decoded at position t sees the tile precisions and
+ * selection inputs of row t of a causal prefill (SPEC 4). */
+typedef struct {
+  size_t struct_size;
+  int num_seqs, num_kv_heads, num_q_heads, head_dim;
+  int64_t max_tokens;
+  int tile;                  /* default 64; decode uses Bq = Bk = tile */
+  lpattn_dtype high_dtype;   /* storage of the high tiles: F32, F16 or BF16 */
+  lpattn_precision precision;/* HIGH, FP8, NVFP4, MXFP4 or THRIFT */
+  lpattn_format thrift_low;  /* THRIFT: format of the quantized tiles */
+  int pasa;                  /* store K shifted by beta * tile mean (SPEC 6) */
+  float pasa_beta;
+  int mx_scale_round_up;
+} lpattn_kv_cache_params;
+
+typedef struct lpattn_kv_cache lpattn_kv_cache;
+
+LPATTN_API void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p);
+LPATTN_API lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
+                                                lpattn_kv_cache **out);
+LPATTN_API void lpattn_kv_cache_free(lpattn_kv_cache *cache); /* NULL-safe */
+LPATTN_API lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq,
+                                                int64_t *len);
+
+/* Append T tokens to sequence `seq` (k, v: [1, Hkv, T, D]; q: NULL or
+ * [1, Hq, T, D], the queries of the same positions, recorded for causal
+ * selection; positions whose queries were never given count as zero means).
+ * Tokens already in the cache are never touched. */
+LPATTN_API lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *cache, int seq,
+                                                const lpattn_tensor *k, const lpattn_tensor *v,
+                                                const lpattn_tensor *q);
+
+/* q [num_seqs, Hq, Sq, D] holds the queries of each sequence's last Sq
+ * positions (Sq <= tile; 1 for plain decode); their means are recorded as
+ * by append. out like q. Params used: causal is implied; sm_scale,
+ * thrift_budget/thrift_k, selection, check_finite. */
+LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
+                                       const lpattn_tensor *q, const lpattn_tensor *out,
+                                       const lpattn_attn_params *params, const lpattn_attn_aux *aux);
+
+/* ---- merging partial states (SPEC 7) ------------------------------------ */
+/* (o_a, lse_a, h_a) and (o_b, lse_b, h_b) over disjoint key sets ->
+ * (o, lse, h). o_*: [B, H, S, D] f32/f16/bf16; lse_*, h_*: f32 [B, H, S, 1];
+ * h_a/h_b/h may all be NULL (entropy not merged). Outputs may alias inputs. */
+LPATTN_API lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tensor *o_a,
+                                             const lpattn_tensor *lse_a, const lpattn_tensor *h_a,
+                                             const lpattn_tensor *o_b, const lpattn_tensor *lse_b,
+                                             const lpattn_tensor *h_b, const lpattn_tensor *o,
+                                             const lpattn_tensor *lse, const lpattn_tensor *h);
+
+/* ---- helpers ------------------------------------------------------------ */
+/* ThriftAttention k for n KV tiles and budget f (SPEC 5); 0 when n < 1. */
+LPATTN_API int lpattn_thrift_k(int n_tiles, float budget, int causal);
+/* PASA beta by the fixed-point iteration of SPEC 6 for storage dtype (F16 or
+ * BF16), block size s2 and start beta0 (0 = 1 - 2^-6). NaN on bad input. */
+LPATTN_API double lpattn_pasa_beta(lpattn_dtype storage, int s2, double beta0);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LPATTN_H */

@@ -1,0 +1,39 @@
+/* Minimal test harness: CHECK records a failure and goes on; main returns
+ * test_finish(), which prints "N passed, N failed" and gives the exit code
+ * (77 = skipped, for meson). */
+#ifndef LPATTN_TESTUTIL_H
+#define LPATTN_TESTUTIL_H
+#include <stdio.h>
+#include <stdlib.h>
+
+static int tu_pass, tu_fail;
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (cond) {                                                       \
+      tu_pass++;                                                      \
+    } else {                                                          \
+      tu_fail++;                                                      \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fputc('\n', stderr);                                            \
+    }                                                                 \
+  } while (0)
+
+#define CHECK_STATUS(expr, want)                                                   \
+  do {                                                                             \
+    lpattn_status got_ = (expr);                                                   \
+    CHECK(got_ == (want), "%s -> %s, want %s", #expr, lpattn_status_string(got_), \
+          lpattn_status_string(want));                                             \
+  } while (0)
+
+static inline int test_skip(const char *why) {
+  printf("SKIP: %s\n", why);
+  return 77;
+}
+
+static inline int test_finish(void) {
+  printf("%d passed, %d failed\n", tu_pass, tu_fail);
+  return tu_fail ? 1 : 0;
+}
+#endif
