@@ -1,0 +1,66 @@
+// Internal interfaces of the Highway CPU backend (not installed).
+#ifndef LPATTN_CPU_H
+#define LPATTN_CPU_H
+
+#include <stdint.h>
+
+#include <vector>
+
+#include "internal.h"
+#include "gen/common.h"
+
+namespace lpattn_cpu {
+
+// Contiguous f32 copies of one (batch, kv head)'s keys and values, built once
+// per call and shared by every query tile and GQA head that reads them.
+// Tiles are padded with zeros to Bk keys. "Transposed" tiles are [D][Bk] so
+// the score loop is a broadcast-FMA over keys (no horizontal sums).
+struct KvPrep {
+  float *kt;     // [nkt][D][Bk] high K (PASA: fl16((k - kshift_j) * sm_scale))
+  float *v;      // [nkt*Bk][D] high V
+  float *ktq;    // [nkt][D][Bk] dequantized low K (PASA: of k - kshift_j), or NULL
+  float *vq;     // [nkt*Bk][D] dequantized low V, or NULL
+  float *kbar;   // [nkt][D] key means (THRIFT), or NULL
+  float *kshift; // [nkt][D] beta * key mean (PASA), or NULL
+  float *k;      // [nkt*Bk][D] raw K rows (for on-the-fly diagonal PASA tiles)
+};
+
+struct AttnJob {
+  const lpattn_attn_problem *pr;
+  int64_t D, nkt, nqt, kv_group;  // kv_group = Hq / Hkv
+  int low_any;                    // some tile may be low: kq/vq/qlow exist
+  std::vector<KvPrep> kv;         // [B * Hkv]
+};
+
+// Per-thread scratch, sized for one (query tile, KV tile) pair.
+struct Scratch {
+  std::vector<float> q, ql, s, p, acc, ktmp, cvec, qbar, score, tmp;
+  std::vector<uint8_t> kind, mode, codes, scales;
+  std::vector<lpk_row> rows;
+  void Size(const AttnJob &job);
+};
+
+// Work item = (b, hq, query tile) in that nesting.
+typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);
+
+// Kernel lookup in the generated registry (gen/registry.inc).
+AttnKernel FindAttnKernel(int64_t head_dim);
+
+// Runs fn(i, thread) for i in [0, n) on the context's pool.
+struct Pool;
+Pool *PoolCreate(int threads);
+void PoolFree(Pool *p);
+int PoolThreads(const Pool *p);
+void PoolRun(Pool *p, int64_t n, void (*fn)(void *arg, int64_t i, int thread), void *arg);
+
+}  // namespace lpattn_cpu
+
+// For tests and the bench: targets compiled in and supported here, and a way
+// to restrict dispatch to one of them (0 restores the normal choice).
+extern "C" {
+int lpattn_cpu_targets(int64_t *targets, int max);
+const char *lpattn_cpu_target_name(int64_t target);
+void lpattn_cpu_force_target(int64_t target);
+}
+
+#endif

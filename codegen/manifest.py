@@ -1,0 +1,49 @@
+"""The one list of kernel variants that exist (issue 3).
+
+A variant fixes some axes at compile time and leaves the rest to run time.
+Axis values: None = decided at run time by the kernel, otherwise fixed.
+Templates hold no selection logic: render.py renders every template of a
+backend for exactly the variants listed here.
+"""
+from collections import namedtuple
+
+Variant = namedtuple("Variant", "backend op head_dim dtype precision causal pasa entropy")
+Variant.__new__.__defaults__ = (None,) * 6  # head_dim .. entropy default to run time
+
+OPS = ("attn", "decode", "quant", "dequant", "merge")
+DTYPES = ("f32", "f16", "bf16")
+PRECISIONS = ("high", "fp8", "nvfp4", "mxfp4", "thrift")
+HEAD_DIMS = (64, 128, 256)
+
+# Per backend: the language dialect its templates expand the shared macros in
+# (templates/common/*.j2) and the file extension of per-variant kernels.
+BACKENDS = {
+    "cpu": {"dialect": "cpp"},
+    "cuda": {"dialect": "cuda"},
+    "hip": {"dialect": "hip"},
+}
+
+
+def _cpu(which):
+    # Precision, mask and features are run-time on the CPU: only the head dim
+    # changes the SIMD loop structure enough to be worth a compile-time copy.
+    # "dx" (head_dim None) handles every D; the registry prefers the exact one.
+    dims = (None, 128) if which == "default" else (None,) + HEAD_DIMS
+    return [Variant("cpu", "attn", d) for d in dims]
+
+
+def _cuda(which):
+    # Filled in by the CUDA engineer; listed here so codegen sees the backend.
+    return []
+
+
+def _hip(which):
+    return []
+
+
+def variants(which="default", backend=None):
+    """All variants of set `which` ('default' or 'all'), optionally of one backend."""
+    if which not in ("default", "all"):
+        raise ValueError("variant set must be 'default' or 'all'")
+    out = _cpu(which) + _cuda(which) + _hip(which)
+    return [v for v in out if backend is None or v.backend == backend]

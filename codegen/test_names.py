@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""name -> variant -> name round-trips; bad names are rejected."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import manifest  # noqa: E402
+import names  # noqa: E402
+
+fails = 0
+example = "lpattn_cpu_attn_d128_f16_nvfp4_causal_pasa"
+v = names.parse(example)
+want = manifest.Variant("cpu", "attn", 128, "f16", "nvfp4", True, True, None)
+fails += v != want or names.name(v) != example
+for vv in manifest.variants("all") + [v, v._replace(causal=False, entropy=True, head_dim=None)]:
+    fails += names.parse(names.name(vv)) != vv
+for bad in ("lpattn_cpu_attn_pasa_d128", "lpattn_cpu_attn_zz", "foo_cpu_attn", "lpattn_cpu_attn_f16_f32"):
+    try:
+        names.parse(bad)
+        fails += 1
+    except ValueError:
+        pass
+print("codegen names: %s" % ("ok" if not fails else "%d failures" % fails))
+sys.exit(1 if fails else 0)
