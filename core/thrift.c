@@ -1,0 +1,76 @@
+/* ThriftAttention budget (SPEC 5) and the tile bookkeeping of tiles.h. */
+#include <math.h>
+
+#include "formats.h"
+#include "tiles.h"
+
+/* Fraction of the computed tiles that are high when k of n per query tile
+ * are: causal counts the lower triangle (query tile i sees i + 1 tiles). */
+static double high_fraction(int k, int n, int causal) {
+  if (!causal) return (double)k / n;
+  return ((double)k * n - (double)k * (k - 1) / 2.0) / ((double)n * (n + 1) / 2.0);
+}
+
+int lpattn_thrift_k(int n_tiles, float budget, int causal) {
+  if (n_tiles < 1) return 0;
+  int best = 1;
+  double best_err = fabs(high_fraction(1, n_tiles, causal) - budget);
+  for (int k = 2; k <= n_tiles; k++) {
+    double err = fabs(high_fraction(k, n_tiles, causal) - budget);
+    if (err < best_err) best = k, best_err = err; /* ties keep the smaller k */
+  }
+  return best;
+}
+
+int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (!causal || c1 <= r0 + off) return LP_TILE_FULL;
+  if (c0 > r1 + off) return LP_TILE_MASKED;
+  return LP_TILE_DIAG;
+}
+
+int64_t lp_tile_visible(int causal, int64_t off, int64_t r, int64_t c0, int64_t nk) {
+  if (!causal) return nk;
+  int64_t n = r + off - c0 + 1;
+  return n < 0 ? 0 : n > nk ? nk : n;
+}
+
+/* NaN scores (non-finite inputs) rank last so the order stays total. */
+static float rank_key(float s) { return isnan(s) ? -INFINITY : s; }
+
+void lp_tile_modes(lpattn_precision prec, int leaky, int k, int64_t nkt, const uint8_t *kind,
+                   const float *score, uint8_t *mode) {
+  int64_t ndiag = 0;
+  for (int64_t j = 0; j < nkt; j++) {
+    if (kind[j] == LP_TILE_MASKED) mode[j] = LP_MODE_SKIP;
+    else if (prec == LPATTN_PREC_HIGH) mode[j] = LP_MODE_HIGH;
+    else if (leaky) mode[j] = LP_MODE_LOW;
+    else if (kind[j] == LP_TILE_DIAG) mode[j] = LP_MODE_HIGH, ndiag++;
+    else mode[j] = LP_MODE_LOW;
+  }
+  if (prec != LPATTN_PREC_THRIFT || leaky) return;
+  /* Repeated arg-max with a strict comparison: ties go to the lower j. */
+  for (int64_t picked = ndiag; picked < k; picked++) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < nkt; j++) {
+      if (kind[j] != LP_TILE_FULL || mode[j] != LP_MODE_LOW) continue;
+      if (best < 0 || rank_key(score[j]) > rank_key(score[best])) best = j;
+    }
+    if (best < 0) break;
+    mode[best] = LP_MODE_HIGH;
+  }
+}
+
+void lp_mean_rows_f32(const void *base, lpattn_dtype dt, int64_t off, int64_t row_stride,
+                      int64_t elem_stride, int64_t n, int64_t D, float divisor, float *mean) {
+  for (int64_t d = 0; d < D; d++) {
+    float s = 0.0f;
+    for (int64_t r = 0; r < n; r++) s += lp_load_f32(base, dt, off + r * row_stride + d * elem_stride);
+    mean[d] = s / divisor;
+  }
+}
+
+float lp_dot_f32(const float *a, const float *b, int64_t D) {
+  float s = 0.0f;
+  for (int64_t d = 0; d < D; d++) s += a[d] * b[d];
+  return s;
+}
