@@ -33,12 +33,24 @@ def _cpu(which):
 
 
 def _cuda(which):
-    # Filled in by the CUDA engineer; listed here so codegen sees the backend.
-    return []
+    # mma.sync register tiles need the head dim and the 16-bit input type at
+    # compile time; precision, mask, PASA and entropy are run-time branches.
+    # Decode runs the attn kernels (absolute query tiles, split KV).
+    # The default set keeps CI's two-arch nvcc build short.
+    dims = (64, 128) if which == "default" else HEAD_DIMS
+    out = [Variant("cuda", "attn", d, t) for d in dims for t in ("f16", "bf16")]
+    return out + [Variant("cuda", op) for op in ("quant", "dequant", "merge")]
 
 
 def _hip(which):
-    return []
+    # The generic (wave-level) kernel keeps per-lane slices of the head dim in
+    # registers, so D is compile time; input dtypes, precision, mask, PASA and
+    # entropy are run-time branches. "quant" is the tile preparation the
+    # attention kernel reads (means, dequantized low Q/K/V). Three AMD targets
+    # build every kernel, so the default set stays small for CI.
+    dims = (64, 128) if which == "default" else HEAD_DIMS
+    return ([Variant("hip", "attn", d) for d in dims] +
+            [Variant("hip", op) for op in ("quant", "merge")])
 
 
 def variants(which="default", backend=None):

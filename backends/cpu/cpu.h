@@ -34,7 +34,7 @@ struct AttnJob {
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
 struct Scratch {
-  std::vector<float> q, ql, s, p, acc, ktmp, cvec, qbar, score, tmp;
+  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, zeros;
   std::vector<uint8_t> kind, mode, codes, scales;
   std::vector<lpk_row> rows;
   void Size(const AttnJob &job);
@@ -45,6 +45,9 @@ typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);
 
 // Kernel lookup in the generated registry (gen/registry.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
+
+lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
+                     const lpattn_tensor *out, const lpattn_attn_problem *pr);
 
 // Runs fn(i, thread) for i in [0, n) on the context's pool.
 struct Pool;

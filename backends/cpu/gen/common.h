@@ -107,15 +107,16 @@ static inline int lpk_quantize_domain(int format, int mx_round_up, const float *
     } else if (format == 1) {
       uint32_t code = 0;
       if (mx_round_up) {
-        float v = ga / 6.0f;
-        uint32_t b = lpk_bits(v), e = b >> 23;
-        if (e != 0) code = e + ((b & 0x7fffffu) != 0);
+        /* ceil(log2(amax / 6)) + 127; a subnormal quotient reaches code 1
+         * only above 2^-127. */
+        uint32_t b = lpk_bits(ga / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
+        code = e ? e + (frac != 0) : (frac > 0x400000u);
       } else {
         uint32_t e = lpk_bits(ga) >> 23;
         code = e > 2 ? e - 2 : 0;
       }
-      scales[g] = (uint8_t)(code > 254 ? 254 : code);
-      denom = lpk_e8m0_decode(scales[g]);
+      scales[g] = ga > 0.0f ? (uint8_t)(code > 254 ? 254 : code) : 0;
+      denom = ga > 0.0f ? lpk_e8m0_decode(scales[g]) : 0.0f; /* zero group: zero codes */
     } else {
       scales[g] = out == 0.0f ? 0 : lpk_e4m3_encode((ga / 6.0f) / out);
       denom = lpk_e4m3_decode(scales[g]) * out;

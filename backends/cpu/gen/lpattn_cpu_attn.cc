@@ -3,11 +3,11 @@
 // head dim any (run time), compiled for every Highway target and chosen at
 // run time (HWY_DYNAMIC_DISPATCH).
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "gen/lpattn_cpu_attn.cc"
+#define HWY_TARGET_INCLUDE "backends/cpu/gen/lpattn_cpu_attn.cc"  // from the source root
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "attn-inl.h"
+#include "../attn-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {

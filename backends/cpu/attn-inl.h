@@ -1,0 +1,280 @@
+// Highway SIMD attention engine (SPEC 3-6, SEMANTICS), one query tile of one
+// (batch, q head) per call. Included once per target by the generated kernels
+// (gen/lpattn_cpu_attn*.cc); the scalar per-row softmax state and the
+// quantizers come from gen/common.h, shared with the GPU templates.
+#if defined(LPATTN_CPU_ATTN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_CPU_ATTN_INL_H_
+#undef LPATTN_CPU_ATTN_INL_H_
+#else
+#define LPATTN_CPU_ATTN_INL_H_
+#endif
+
+#include <math.h>
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include "cpu.h"
+#include "formats.h"
+#include "tiles.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn_cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+// At most 16 lanes, so every vector divides Bk and D (multiples of 16/32).
+using DF = hn::CappedTag<float, 16>;
+
+// R rows of S[r][c] = sum_d A[r][d] * Bt[d][c] over all Bk columns.
+template <int kD, int R>
+HWY_INLINE void ScoreRows(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, float *S) {
+  const DF df;
+  const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
+  for (int64_t c = 0; c < Bk; c += 2 * N) {
+    hn::Vec<DF> s[R][2];
+    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = hn::Zero(df);
+    const float *b = Bt + c;
+    for (int64_t d = 0; d < D; d++, b += Bk) {
+      const auto b0 = hn::LoadU(df, b), b1 = hn::LoadU(df, b + N);
+      for (int r = 0; r < R; r++) {
+        const auto x = hn::Set(df, A[r * D + d]);
+        s[r][0] = hn::MulAdd(x, b0, s[r][0]);
+        s[r][1] = hn::MulAdd(x, b1, s[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      hn::StoreU(s[r][0], df, S + r * Bk + c);
+      hn::StoreU(s[r][1], df, S + r * Bk + c + N);
+    }
+  }
+}
+
+template <int kD>
+HWY_INLINE void Scores(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, int64_t nr,
+                       float *S) {
+  const int64_t D = kD ? kD : D_rt;
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) ScoreRows<kD, 4>(A + r * D, Bt, D, Bk, S + r * Bk);
+  for (; r < nr; r++) ScoreRows<kD, 1>(A + r * D, Bt, D, Bk, S + r * Bk);
+}
+
+// acc[d] = alpha * acc[d] + sum_{c < n} p[c] * V[c][d]. Zero weights are
+// skipped (FP4 P has many), which never changes a finite result.
+template <int kD>
+HWY_INLINE void AccumPV(const float *p, const float *V, int64_t D_rt, int64_t n, float alpha,
+                        float *acc) {
+  const DF df;
+  const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
+  const auto va = hn::Set(df, alpha);
+  int64_t d = 0;
+  for (; d + 2 * N <= D; d += 2 * N) {
+    auto a0 = hn::Mul(hn::LoadU(df, acc + d), va), a1 = hn::Mul(hn::LoadU(df, acc + d + N), va);
+    for (int64_t c = 0; c < n; c++) {
+      if (p[c] == 0.0f) continue;
+      const auto x = hn::Set(df, p[c]);
+      a0 = hn::MulAdd(x, hn::LoadU(df, V + c * D + d), a0);
+      a1 = hn::MulAdd(x, hn::LoadU(df, V + c * D + d + N), a1);
+    }
+    hn::StoreU(a0, df, acc + d);
+    hn::StoreU(a1, df, acc + d + N);
+  }
+  for (; d < D; d += N) {  // D is a multiple of 16, N divides 16
+    auto a0 = hn::Mul(hn::LoadU(df, acc + d), va);
+    for (int64_t c = 0; c < n; c++)
+      if (p[c] != 0.0f) a0 = hn::MulAdd(hn::Set(df, p[c]), hn::LoadU(df, V + c * D + d), a0);
+    hn::StoreU(a0, df, acc + d);
+  }
+}
+
+HWY_INLINE float RowMax(const float *s, int64_t n) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  auto m = hn::Set(df, -INFINITY);
+  for (int64_t c = 0; c < n; c += N) m = hn::Max(m, hn::LoadU(df, s + c));
+  return hn::GetLane(hn::MaxOfLanes(df, m));
+}
+
+// p = exp(s + bias) where s > -inf (masked keys give exactly 0);
+// *sum_p = sum p, *sum_ps = sum p * s over the unmasked keys.
+HWY_INLINE void ExpRow(const float *s, int64_t n, float bias, float *p, float *sum_p,
+                       float *sum_ps) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto vb = hn::Set(df, bias), ninf = hn::Set(df, -INFINITY);
+  auto sp = hn::Zero(df), sps = hn::Zero(df);
+  for (int64_t c = 0; c < n; c += N) {
+    const auto x = hn::LoadU(df, s + c);
+    const auto live = hn::Gt(x, ninf);
+    const auto e = hn::IfThenElseZero(live, hn::Exp(df, hn::Add(x, vb)));
+    sp = hn::Add(sp, e);
+    sps = hn::Add(sps, hn::IfThenElseZero(live, hn::Mul(e, x)));
+    hn::StoreU(e, df, p + c);
+  }
+  *sum_p = hn::GetLane(hn::SumOfLanes(df, sp));
+  *sum_ps = hn::GetLane(hn::SumOfLanes(df, sps));
+}
+
+static inline int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+
+// Low-precision value of P (SEMANTICS "A low tile", step 4), one tile row.
+static inline void QuantizeP(const lpattn_attn_problem &pr, const float *p, int64_t Bk,
+                             Scratch *sc, float *pq) {
+  if (pr.low == LPATTN_FMT_FP8) {
+    const float s1 = 1.0f / 448.0f;
+    for (int64_t c = 0; c < Bk; c++) pq[c] = lpk_e4m3_decode(lpk_e4m3_encode(p[c] * 448.0f)) * s1;
+    return;
+  }
+  float outer;
+  const int fmt = pr.low == LPATTN_FMT_MXFP4 ? 1 : 0, G = fmt ? 32 : 16;
+  lpk_quantize_domain(fmt, pr.mx_round_up, p, 1, (int)Bk, sc->codes.data(), sc->scales.data(),
+                      &outer);
+  for (int64_t c = 0; c < Bk; c++)
+    pq[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / G], outer);
+}
+
+// Quantize n values (one token along D) and write their dequantized values.
+static inline void QuantRow(const lpattn_attn_problem &pr, const float *x, int64_t n, Scratch *sc,
+                            float *y) {
+  const int fmt = pr.low == LPATTN_FMT_FP8 ? 2 : pr.low == LPATTN_FMT_MXFP4 ? 1 : 0;
+  const int G = fmt == 1 ? 32 : 16;
+  float outer;
+  lpk_quantize_domain(fmt, pr.mx_round_up, x, 1, (int)n, sc->codes.data(), sc->scales.data(),
+                      &outer);
+  for (int64_t i = 0; i < n; i++) y[i] = lpk_dequant(fmt, sc->codes[i], sc->scales[i / G], outer);
+}
+
+// Query-tile importance of every full KV tile (SEMANTICS "Importance").
+static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, int64_t b, int64_t hq,
+                                int64_t qt, Scratch *sc) {
+  const lpattn_attn_problem &pr = *job.pr;
+  const int64_t D = job.D;
+  const bool prev = pr.causal && pr.selection_mode == LPATTN_SELECT_CAUSAL;
+  for (int64_t j = 0; j < job.nkt; j++) sc->score[j] = 0.0f;
+  if (prev && qt == 0) return;  // nothing in the past: ties pick the sink
+  const int64_t t = prev ? qt - 1 : qt, r0 = t * pr.Bq;
+  const int64_t n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
+  const lpattn_tensor *Q = pr.q;
+  lp_mean_rows_f32(Q->data, Q->dtype, Off4(Q, b, hq, r0, 0), Q->stride[2], Q->stride[3], n, D,
+                   (float)n, sc->qbar.data());
+  for (int64_t j = 0; j < job.nkt; j++)
+    if (sc->kind[j] == LP_TILE_FULL) sc->score[j] = lp_dot_f32(sc->qbar.data(), kv.kbar + j * D, D);
+}
+
+static inline void WriteSelection(const AttnJob &job, int64_t b, int64_t hq, int64_t qt,
+                                  const uint8_t *mode) {
+  const lpattn_tensor *sel = job.pr->selection;
+  int32_t *out = static_cast<int32_t *>(sel->data);
+  int64_t w = 0;
+  for (int64_t j = 0; j < job.nkt && w < job.pr->thrift_k; j++)
+    if (mode[j] == LP_MODE_HIGH) out[Off4(sel, b, hq, qt, w++)] = (int32_t)j;
+  for (; w < job.pr->thrift_k; w++) out[Off4(sel, b, hq, qt, w)] = -1;
+}
+
+// Builds a transposed [D][Bk] K tile for a diagonal PASA tile, whose shift is
+// that of the query tile's last full tile (never a key past the horizon).
+static inline void DiagKTile(const lpattn_attn_problem &pr, const KvPrep &kv, int64_t D,
+                             int64_t j, int64_t nk, const float *shift, bool low, Scratch *sc) {
+  const int64_t Bk = pr.Bk;
+  float *kt = sc->ktmp.data(), *row = sc->tmp.data();
+  for (int64_t i = 0; i < D * Bk; i++) kt[i] = 0.0f;
+  for (int64_t c = 0; c < nk; c++) {
+    const float *k = kv.k + (j * Bk + c) * D;
+    for (int64_t d = 0; d < D; d++) row[d] = k[d] - shift[d];
+    if (low) QuantRow(pr, row, D, sc, row);
+    for (int64_t d = 0; d < D; d++)
+      kt[d * Bk + c] = low ? row[d] : lpk_round_f16(row[d] * pr.sm_scale);
+  }
+}
+
+template <int kD>
+void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
+  const lpattn_attn_problem &pr = *job.pr;
+  const int64_t D = kD ? kD : job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt;
+  const int64_t qt = item % job.nqt, hq = (item / job.nqt) % pr.Hq, b = item / job.nqt / pr.Hq;
+  const KvPrep &kv = job.kv[b * pr.Hkv + hq / job.kv_group];
+  const int64_t r0 = qt * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq, off = pr.Skv - pr.Sq;
+  const float ss = pr.sm_scale;
+
+  float *q = sc->q.data();
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t d = 0; d < D; d++)
+      q[r * D + d] = lp_load_f32(pr.q->data, pr.q->dtype, Off4(pr.q, b, hq, r0 + r, d));
+
+  int64_t last_full = -1;
+  bool any_low = false;
+  for (int64_t j = 0; j < nkt; j++) {
+    const int64_t c0 = j * Bk, c1 = (c0 + Bk < pr.Skv ? c0 + Bk : pr.Skv) - 1;
+    sc->kind[j] = (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
+    if (sc->kind[j] == LP_TILE_FULL) last_full = j;
+  }
+  if (pr.precision == LPATTN_PREC_THRIFT) ThriftScores(job, kv, b, hq, qt, sc);
+  lp_tile_modes(pr.precision, pr.leaky, pr.thrift_k, nkt, sc->kind.data(), sc->score.data(),
+                sc->mode.data());
+  if (pr.precision == LPATTN_PREC_THRIFT && pr.selection) WriteSelection(job, b, hq, qt, sc->mode.data());
+  for (int64_t j = 0; j < nkt; j++) any_low |= sc->mode[j] == LP_MODE_LOW;
+  if (any_low)
+    for (int64_t r = 0; r < nr; r++) QuantRow(pr, q + r * D, D, sc, sc->ql.data() + r * D);
+
+  float *acc = sc->acc.data(), *S = sc->s.data(), *p = sc->p.data(), *pq = sc->tmp.data();
+  lpk_row *rows = sc->rows.data();
+  for (int64_t i = 0; i < nr * D; i++) acc[i] = 0.0f;
+  for (int64_t r = 0; r < nr; r++) lpk_row_init(&rows[r]);
+
+  for (int64_t j = 0; j < nkt; j++) {
+    if (sc->mode[j] == LP_MODE_SKIP) continue;
+    const bool low = sc->mode[j] == LP_MODE_LOW, diag = sc->kind[j] == LP_TILE_DIAG;
+    const int64_t c0 = j * Bk, nk = pr.Skv - c0 < Bk ? pr.Skv - c0 : Bk;
+    const float *shift = nullptr, *Kt = (low ? kv.ktq : kv.kt) + j * D * Bk;
+    if (pr.pasa) {
+      if (!diag) {
+        shift = kv.kshift + j * D;
+      } else {
+        shift = last_full >= 0 ? kv.kshift + last_full * D : sc->zeros.data();
+        DiagKTile(pr, kv, D, j, nk, shift, low, sc);
+        Kt = sc->ktmp.data();
+      }
+    }
+    Scores<kD>(low ? sc->ql.data() : q, Kt, D, Bk, nr, S);
+    for (int64_t r = 0; r < nr; r++) {
+      const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
+      if (nvis <= 0) continue;  // the row sees none of this tile's keys
+      float *s = S + r * Bk;
+      for (int64_t c = 0; c < nvis; c++) {
+        if (pr.pasa) s[c] = lpk_round_f16(low ? s[c] * ss : s[c]);
+        else if (pr.score_f16 && !low) s[c] = lpk_round_f16(s[c]) * ss;
+        else s[c] *= ss;
+      }
+      for (int64_t c = nvis; c < Bk; c++) s[c] = -INFINITY;
+      const float corr = pr.pasa ? ss * lp_dot_f32(q + r * D, shift, D) : 0.0f;
+      const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, Bk), corr);
+      float sum_p, sum_ps;
+      ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
+      lpk_row_end(&rows[r], &st, sum_p, sum_ps);
+      if (!low) {
+        AccumPV<kD>(p, kv.v + c0 * D, D, nvis, st.alpha, acc + r * D);
+      } else {
+        QuantizeP(pr, p, Bk, sc, pq);
+        AccumPV<kD>(pq, kv.vq + c0 * D, D, nk, st.alpha, acc + r * D);
+      }
+    }
+  }
+
+  for (int64_t r = 0; r < nr; r++) {
+    float inv_l, lse, ent;
+    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
+    for (int64_t d = 0; d < D; d++)
+      lp_store_f32(pr.out->data, pr.out->dtype, Off4(pr.out, b, hq, r0 + r, d),
+                   acc[r * D + d] * inv_l);
+    if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, Off4(pr.lse, b, hq, r0 + r, 0), lse);
+    if (pr.entropy)
+      lp_store_f32(pr.entropy->data, LPATTN_F32, Off4(pr.entropy, b, hq, r0 + r, 0), ent);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn_cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

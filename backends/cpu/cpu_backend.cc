@@ -1,0 +1,215 @@
+// The CPU backend's vtable: prepares K/V once per (batch, kv head), then runs
+// the generated Highway kernel over (batch, q head, query tile) on the pool.
+#include <math.h>
+
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "cpu.h"
+#include "formats.h"
+#include "kvcache.h"
+#include "tiles.h"
+
+namespace lpattn_cpu {
+namespace {
+
+struct Ctx {
+  Pool *pool = nullptr;
+  std::vector<Scratch> scratch;  // one per pool thread
+};
+
+Ctx *CtxOf(lpattn_ctx *ctx) { return static_cast<Ctx *>(ctx->impl); }
+
+int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+
+int LowFormat(lpattn_format f) { return f == LPATTN_FMT_FP8 ? 2 : f == LPATTN_FMT_MXFP4 ? 1 : 0; }
+
+// Quantize n values and write their dequantized values (may alias x).
+void QuantDeq(const lpattn_attn_problem &pr, const float *x, int64_t stride, int64_t n,
+              Scratch *sc, float *y, int64_t ystride) {
+  const int fmt = LowFormat(pr.low), G = fmt == 1 ? 32 : 16;
+  float outer;
+  lpk_quantize_domain(fmt, pr.mx_round_up, x, (long)stride, (int)n, sc->codes.data(),
+                      sc->scales.data(), &outer);
+  for (int64_t i = 0; i < n; i++)
+    y[i * ystride] = lpk_dequant(fmt, sc->codes[i], sc->scales[i / G], outer);
+}
+
+struct Run {
+  AttnJob job;
+  std::vector<float> store;
+  Ctx *c;
+};
+
+// K/V of one (b, kv head): f32 rows, tile means, transposed (and for PASA
+// shifted) K tiles, and the dequantized low copies (SEMANTICS "A low tile").
+void PrepKv(void *arg, int64_t idx, int tid) {
+  Run &run = *static_cast<Run *>(arg);
+  const AttnJob &job = run.job;
+  const lpattn_attn_problem &pr = *job.pr;
+  Scratch *sc = &run.c->scratch[tid];
+  const KvPrep &e = job.kv[idx];
+  const int64_t b = idx / pr.Hkv, h = idx % pr.Hkv, D = job.D, Bk = pr.Bk, nkt = job.nkt;
+  for (int64_t s = 0; s < pr.Skv; s++)
+    for (int64_t d = 0; d < D; d++) {
+      e.k[s * D + d] = lp_load_f32(pr.k->data, pr.k->dtype, Off4(pr.k, b, h, s, d));
+      e.v[s * D + d] = lp_load_f32(pr.v->data, pr.v->dtype, Off4(pr.v, b, h, s, d));
+    }
+  for (int64_t j = 0; j < nkt; j++) {
+    const int64_t nk = pr.Skv - j * Bk < Bk ? pr.Skv - j * Bk : Bk;
+    const float *kj = e.k + j * Bk * D;
+    if (e.kbar) lp_mean_rows_f32(e.k, LPATTN_F32, j * Bk * D, D, 1, nk, D, (float)nk, e.kbar + j * D);
+    if (e.kshift)
+      for (int64_t d = 0; d < D; d++) e.kshift[j * D + d] = pr.pasa_beta * e.kbar[j * D + d];
+    float *kt = e.kt + j * D * Bk;
+    for (int64_t c = 0; c < nk; c++)
+      for (int64_t d = 0; d < D; d++) {
+        const float x = kj[c * D + d];
+        kt[d * Bk + c] =
+            pr.pasa ? lpk_round_f16((x - e.kshift[j * D + d]) * pr.sm_scale) : x;
+      }
+    if (!job.low_any) continue;
+    float *row = sc->tmp.data(), *ktq = e.ktq + j * D * Bk;
+    for (int64_t c = 0; c < nk; c++) {
+      for (int64_t d = 0; d < D; d++) row[d] = kj[c * D + d] - (pr.pasa ? e.kshift[j * D + d] : 0.0f);
+      QuantDeq(pr, row, 1, D, sc, ktq + c, Bk);
+    }
+    // V per channel over the whole (zero-padded) tile.
+    for (int64_t d = 0; d < D; d++)
+      QuantDeq(pr, e.v + j * Bk * D + d, D, Bk, sc, e.vq + j * Bk * D + d, D);
+  }
+}
+
+void RunItem(void *arg, int64_t item, int tid) {
+  Run &run = *static_cast<Run *>(arg);
+  FindAttnKernel(run.job.D)(run.job, item, &run.c->scratch[tid]);
+}
+
+lpattn_status Init(lpattn_ctx *ctx, const lpattn_context_params *p) {
+  int n = p && p->num_threads > 0 ? p->num_threads : (int)std::thread::hardware_concurrency();
+  Ctx *c = new (std::nothrow) Ctx;
+  if (!c) return LPATTN_ERR_OUT_OF_MEMORY;
+  c->pool = PoolCreate(n < 1 ? 1 : n);
+  if (!c->pool) {
+    delete c;
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  c->scratch.resize(PoolThreads(c->pool));
+  ctx->impl = c;
+  return LPATTN_OK;
+}
+
+void Fini(lpattn_ctx *ctx) {
+  Ctx *c = CtxOf(ctx);
+  if (!c) return;
+  PoolFree(c->pool);
+  delete c;
+  ctx->impl = nullptr;
+}
+
+lpattn_status Quantize(lpattn_ctx *, const lpattn_tensor *x, const lpattn_qtensor *q,
+                       const lpattn_quant_params *p) {
+  return lp_host_quantize(x, q, p);
+}
+
+lpattn_status Dequantize(lpattn_ctx *, const lpattn_qtensor *q, const lpattn_tensor *y) {
+  return lp_host_dequantize(q, y);
+}
+
+}  // namespace
+
+void Scratch::Size(const AttnJob &job) {
+  const lpattn_attn_problem &pr = *job.pr;
+  const size_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt, w = D > Bk ? D : Bk;
+  q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bk);
+  ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), zeros.assign(D, 0.0f);
+  kind.resize(nkt), mode.resize(nkt), codes.resize(w), scales.resize(w), rows.resize(Bq);
+}
+
+lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  Run run;
+  run.c = CtxOf(ctx);
+  AttnJob &job = run.job;
+  job.pr = pr;
+  job.D = pr->D;
+  job.nkt = lp_tile_count(pr->Skv, pr->Bk);
+  job.nqt = lp_tile_count(pr->Sq, pr->Bq);
+  job.kv_group = pr->Hq / pr->Hkv;
+  job.low_any = pr->precision != LPATTN_PREC_HIGH;
+  if (!FindAttnKernel(job.D)) return LPATTN_ERR_UNSUPPORTED;
+  const int64_t nkv = pr->B * pr->Hkv, tile = job.nkt * pr->Bk * job.D, means = job.nkt * job.D;
+  const bool thrift = pr->precision == LPATTN_PREC_THRIFT;
+  const int64_t per = tile * (job.low_any ? 5 : 3) + means * 2;
+  try {
+    run.store.assign((size_t)(nkv * per), 0.0f);
+    job.kv.resize(nkv);
+    for (Scratch &s : run.c->scratch) s.Size(job);
+  } catch (const std::bad_alloc &) {
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  for (int64_t i = 0; i < nkv; i++) {
+    float *base = run.store.data() + i * per;
+    KvPrep &e = job.kv[i];
+    e.k = base, e.kt = base + tile, e.v = base + 2 * tile;
+    e.ktq = job.low_any ? base + 3 * tile : nullptr;
+    e.vq = job.low_any ? base + 4 * tile : nullptr;
+    float *m = base + tile * (job.low_any ? 5 : 3);
+    e.kbar = thrift || pr->pasa ? m : nullptr;
+    e.kshift = pr->pasa ? m + means : nullptr;
+  }
+  PoolRun(run.c->pool, nkv, PrepKv, &run);
+  PoolRun(run.c->pool, pr->B * pr->Hq * job.nqt, RunItem, &run);
+  return LPATTN_OK;
+}
+
+lpattn_status Merge(lpattn_ctx *, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+                    const lpattn_tensor *h_a, const lpattn_tensor *o_b, const lpattn_tensor *lse_b,
+                    const lpattn_tensor *h_b, const lpattn_tensor *o, const lpattn_tensor *lse,
+                    const lpattn_tensor *h) {
+  const int64_t B = o_a->shape[0], H = o_a->shape[1], S = o_a->shape[2], D = o_a->shape[3];
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t hh = 0; hh < H; hh++)
+      for (int64_t s = 0; s < S; s++) {
+        const float la = lp_load_f32(lse_a->data, LPATTN_F32, Off4(lse_a, b, hh, s, 0));
+        const float lb = lp_load_f32(lse_b->data, LPATTN_F32, Off4(lse_b, b, hh, s, 0));
+        const float ha = h ? lp_load_f32(h_a->data, LPATTN_F32, Off4(h_a, b, hh, s, 0)) : 0.0f;
+        const float hb = h ? lp_load_f32(h_b->data, LPATTN_F32, Off4(h_b, b, hh, s, 0)) : 0.0f;
+        float wa, wb, l, ent;
+        lpk_merge(la, ha, lb, hb, &wa, &wb, &l, &ent);
+        for (int64_t d = 0; d < D; d++) {  // each element read before written: outputs may alias
+          const float xa = lp_load_f32(o_a->data, o_a->dtype, Off4(o_a, b, hh, s, d));
+          const float xb = lp_load_f32(o_b->data, o_b->dtype, Off4(o_b, b, hh, s, d));
+          const float y = (wa > 0.0f ? wa * xa : 0.0f) + (wb > 0.0f ? wb * xb : 0.0f);
+          lp_store_f32(o->data, o->dtype, Off4(o, b, hh, s, d), y);
+        }
+        lp_store_f32(lse->data, LPATTN_F32, Off4(lse, b, hh, s, 0), l);
+        if (h) lp_store_f32(h->data, LPATTN_F32, Off4(h, b, hh, s, 0), ent);
+      }
+  return LPATTN_OK;
+}
+
+int HostMemory(void) { return 1; }
+
+}  // namespace lpattn_cpu
+
+namespace {
+const lpattn_backend_vtable kCpuVtable = {
+    "cpu",
+    lpattn_cpu::Init,
+    lpattn_cpu::Fini,
+    lpattn_cpu::Quantize,
+    lpattn_cpu::Dequantize,
+    lpattn_cpu::Attention,
+    lpattn_cpu::Merge,
+    lp_kv_create,
+    lp_kv_free,
+    lp_kv_append,
+    lpattn_cpu::Decode,
+    lpattn_cpu::HostMemory,
+};
+}  // namespace
+
+extern "C" const lpattn_backend_vtable *lpattn_cpu_backend(void) { return &kCpuVtable; }

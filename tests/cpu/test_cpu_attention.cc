@@ -1,0 +1,267 @@
+// The CPU backend against ref, on every Highway target this machine runs
+// (SPEC/SEMANTICS via backends/ref). Tolerances (relative RMSE of O against
+// ref computed in the same precision; LSE/H absolute):
+//   HIGH f32 inputs        O < 1e-5, LSE/H < 1e-4 * max(1, |ref|)
+//   HIGH f16/bf16 inputs   O < 1e-5 (inputs are exact in f32; only the f32 vs
+//                          f64 accumulation differs)
+//   FP8 / NVFP4 / MXFP4 / THRIFT / PASA: O < 0.05 * (that precision's own
+//     error against ref HIGH) + 1e-5: f32 scores instead of ref's f64 can move
+//     a P or PASA f16 score across a rounding boundary, which flips a few codes,
+//     each costing about one quantization step of one element.
+// The causal leak test is bitwise: rows <= t never change when tokens > t do.
+#include <math.h>
+#include <string.h>
+
+#include <random>
+#include <vector>
+
+#include "cpu.h"
+#include "internal.h"
+#include "lpattn.h"
+#include "testutil.h"
+
+namespace {
+
+struct Case {
+  const char *name;
+  lpattn_precision prec;
+  int causal, pasa;
+  lpattn_dtype dt;
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  int bq, bk;
+  lpattn_format low;
+  float x0;  // input offset (PASA's hard case)
+  int leaky = 0, mx_up = 0, score_f16 = 0, bshd = 0;
+  lpattn_selection sel = LPATTN_SELECT_CAUSAL;
+};
+
+struct Data {
+  std::vector<uint16_t> q16, k16, v16;
+  std::vector<float> q, k, v;
+};
+
+struct Result {
+  std::vector<float> o, lse, ent;
+  std::vector<int32_t> sel;
+  lpattn_status st;
+};
+
+float RoundTo(lpattn_dtype dt, float x) {
+  if (dt == LPATTN_F16) return lpattn_f16_to_f32(lpattn_f32_to_f16(x));
+  if (dt == LPATTN_BF16) return lpattn_bf16_to_f32(lpattn_f32_to_bf16(x));
+  return x;
+}
+
+void Fill(const Case &c, uint32_t seed, Data *d) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> N(0.0f, 1.0f);
+  auto gen = [&](std::vector<float> &x, int64_t n, float x0) {
+    x.resize(n);
+    for (auto &e : x) e = RoundTo(c.dt, x0 + N(rng));
+  };
+  gen(d->q, c.B * c.Hq * c.Sq * c.D, c.x0);
+  gen(d->k, c.B * c.Hkv * c.Skv * c.D, c.x0);
+  gen(d->v, c.B * c.Hkv * c.Skv * c.D, 0.0f);
+}
+
+// Tensor view of logical [b, h, s, d] data, stored BHSD or BSHD.
+lpattn_tensor View(const Case &c, void *p, int64_t h, int64_t s) {
+  lpattn_tensor t = lpattn_tensor_4d(p, c.dt, c.B, h, s, c.D);
+  if (c.bshd) {
+    t.stride[3] = 1, t.stride[1] = c.D, t.stride[2] = h * c.D, t.stride[0] = s * h * c.D;
+  }
+  return t;
+}
+
+// Store f32 data in the case's dtype and layout.
+void *Pack(const Case &c, const std::vector<float> &x, int64_t h, int64_t s,
+           std::vector<uint8_t> *buf) {
+  const int64_t es = c.dt == LPATTN_F32 ? 4 : 2;
+  buf->assign(x.size() * es, 0);
+  lpattn_tensor t = View(c, buf->data(), h, s);
+  for (int64_t b = 0; b < c.B; b++)
+    for (int64_t hh = 0; hh < h; hh++)
+      for (int64_t ss = 0; ss < s; ss++)
+        for (int64_t d = 0; d < c.D; d++) {
+          float v = x[((b * h + hh) * s + ss) * c.D + d];
+          int64_t off = b * t.stride[0] + hh * t.stride[1] + ss * t.stride[2] + d * t.stride[3];
+          if (c.dt == LPATTN_F32) memcpy(buf->data() + 4 * off, &v, 4);
+          else {
+            uint16_t u = c.dt == LPATTN_F16 ? lpattn_f32_to_f16(v) : lpattn_f32_to_bf16(v);
+            memcpy(buf->data() + 2 * off, &u, 2);
+          }
+        }
+  return buf->data();
+}
+
+Result Run(lpattn_ctx *ctx, const Case &c, const Data &d, lpattn_precision prec) {
+  std::vector<uint8_t> qb, kb, vb;
+  lpattn_tensor q = View(c, Pack(c, d.q, c.Hq, c.Sq, &qb), c.Hq, c.Sq);
+  lpattn_tensor k = View(c, Pack(c, d.k, c.Hkv, c.Skv, &kb), c.Hkv, c.Skv);
+  lpattn_tensor v = View(c, Pack(c, d.v, c.Hkv, c.Skv, &vb), c.Hkv, c.Skv);
+  Result r;
+  r.o.assign(c.B * c.Hq * c.Sq * c.D, 0.0f);
+  r.lse.assign(c.B * c.Hq * c.Sq, 0.0f);
+  r.ent.assign(c.B * c.Hq * c.Sq, 0.0f);
+  lpattn_tensor o = lpattn_tensor_4d(r.o.data(), LPATTN_F32, c.B, c.Hq, c.Sq, c.D);
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  p.precision = prec, p.causal = c.causal, p.block_q = c.bq, p.block_k = c.bk;
+  p.thrift_low = c.low, p.pasa = c.pasa, p.leaky = c.leaky, p.mx_scale_round_up = c.mx_up;
+  p.score_f16 = c.score_f16, p.selection = c.sel, p.thrift_budget = 0.3f;
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.lse = lpattn_tensor_4d(r.lse.data(), LPATTN_F32, c.B, c.Hq, c.Sq, 1);
+  aux.entropy = lpattn_tensor_4d(r.ent.data(), LPATTN_F32, c.B, c.Hq, c.Sq, 1);
+  if (prec == LPATTN_PREC_THRIFT) {
+    const int64_t nqt = (c.Sq + c.bq - 1) / c.bq, n = (c.Skv + c.bk - 1) / c.bk;
+    const int kk = lpattn_thrift_k((int)n, p.thrift_budget, c.causal);
+    r.sel.assign(c.B * c.Hq * nqt * kk, -7);
+    aux.selection = lpattn_tensor_4d(r.sel.data(), LPATTN_I32, c.B, c.Hq, nqt, kk);
+  }
+  r.st = lpattn_attention(ctx, &q, &k, &v, &o, &p, &aux);
+  return r;
+}
+
+double RelRmse(const std::vector<float> &a, const std::vector<float> &b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    const double e = (double)a[i] - b[i];
+    num += e * e, den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+// Largest difference relative to max(1, |b|): LSE grows with the scores.
+double MaxAbs(const std::vector<float> &a, const std::vector<float> &b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (a[i] == b[i]) continue;  // also equal infinities
+    const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+    m = e > m || e != e ? e : m;
+  }
+  return m;
+}
+
+lpattn_ctx *cpu, *ref;
+
+// CPU vs ref in the same precision, with ref HIGH giving the precision's scale.
+void Compare(const Case &c, const char *target) {
+  Data d;
+  Fill(c, 1234, &d);
+  Result rc = Run(cpu, c, d, c.prec), rr = Run(ref, c, d, c.prec);
+  CHECK(rc.st == LPATTN_OK && rr.st == LPATTN_OK, "%s/%s: status %d %d", target, c.name, rc.st,
+        rr.st);
+  if (rc.st || rr.st) return;
+  double tol = 1e-5, own = 0;
+  if (c.prec != LPATTN_PREC_HIGH || c.pasa) {
+    Case h = c;
+    h.pasa = 0;
+    own = RelRmse(rr.o, Run(ref, h, d, LPATTN_PREC_HIGH).o);
+    tol = 0.05 * own + 1e-5;
+  }
+  const double e = RelRmse(rc.o, rr.o), el = MaxAbs(rc.lse, rr.lse), eh = MaxAbs(rc.ent, rr.ent);
+  const double lt = c.prec == LPATTN_PREC_HIGH && !c.pasa ? 1e-4 : 2e-3;
+  CHECK(e < tol, "%s/%s: O rel-RMSE %.3g >= %.3g (precision's own error %.3g)", target, c.name, e,
+        tol, own);
+  CHECK(el < lt && eh < lt, "%s/%s: LSE diff %.3g, H diff %.3g", target, c.name, el, eh);
+  CHECK(rc.sel == rr.sel, "%s/%s: THRIFT selection differs from ref", target, c.name);
+  if (getenv("LPATTN_TEST_VERBOSE"))
+    printf("%-8s %-28s O %.2e (tol %.2e, own %.2e) LSE %.2e H %.2e\n", target, c.name, e, tol,
+           own, el, eh);
+}
+
+// SPEC 4's test of record, bitwise: perturb every token after t.
+void Leak(const Case &c, const char *target, bool expect_leak) {
+  Data d, p;
+  Fill(c, 99, &d);
+  p = d;
+  const int64_t t = c.Sq / 2 + 3, off = c.Skv - c.Sq;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> N(0.0f, 4.0f);
+  for (int64_t b = 0; b < c.B; b++) {
+    for (int64_t h = 0; h < c.Hq; h++)
+      for (int64_t s = t + 1; s < c.Sq; s++)
+        for (int64_t x = 0; x < c.D; x++) p.q[((b * c.Hq + h) * c.Sq + s) * c.D + x] += RoundTo(c.dt, N(rng));
+    for (int64_t h = 0; h < c.Hkv; h++)
+      for (int64_t s = t + off + 1; s < c.Skv; s++)
+        for (int64_t x = 0; x < c.D; x++) {
+          const int64_t i = ((b * c.Hkv + h) * c.Skv + s) * c.D + x;
+          p.k[i] = RoundTo(c.dt, p.k[i] + N(rng) + 3.0f);
+          p.v[i] = RoundTo(c.dt, p.v[i] * 5.0f + N(rng));
+        }
+  }
+  Result a = Run(cpu, c, d, c.prec), b = Run(cpu, c, p, c.prec);
+  int64_t changed = 0;
+  for (int64_t bh = 0; bh < c.B * c.Hq; bh++)
+    for (int64_t s = 0; s <= t; s++) {
+      const int64_t row = bh * c.Sq + s;
+      changed += memcmp(&a.o[row * c.D], &b.o[row * c.D], 4 * c.D) != 0 ||
+                 memcmp(&a.lse[row], &b.lse[row], 4) || memcmp(&a.ent[row], &b.ent[row], 4);
+    }
+  if (expect_leak)
+    CHECK(changed > 0, "%s/%s: leaky mode should leak but no past row changed", target, c.name);
+  else
+    CHECK(changed == 0, "%s/%s: %lld past rows changed (causal leak)", target, c.name,
+          (long long)changed);
+}
+
+std::vector<Case> Cases(bool full) {
+  const lpattn_format NV = LPATTN_FMT_NVFP4, MX = LPATTN_FMT_MXFP4, F8 = LPATTN_FMT_FP8;
+  std::vector<Case> v = {
+      {"high f32 causal gqa d128", LPATTN_PREC_HIGH, 1, 0, LPATTN_F32, 1, 4, 2, 160, 224, 128, 64, 64, NV, 0},
+      {"nvfp4 f16 causal d128", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F16, 1, 2, 1, 192, 192, 128, 64, 64, NV, 0},
+      {"thrift nvfp4 causal d64", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F32, 1, 2, 2, 256, 256, 64, 32, 32, NV, 0},
+      {"pasa f16 x0=20 causal d128", LPATTN_PREC_HIGH, 1, 1, LPATTN_F16, 1, 2, 1, 192, 192, 128, 64, 64, NV, 20.0f},
+  };
+  if (!full) return v;
+  std::vector<Case> more = {
+      {"high bf16 nocausal d64 bshd", LPATTN_PREC_HIGH, 0, 0, LPATTN_BF16, 2, 2, 1, 100, 150, 64, 32, 64, NV, 0},
+      {"high f16 Skv<Sq causal d48", LPATTN_PREC_HIGH, 1, 0, LPATTN_F16, 1, 2, 2, 96, 70, 48, 32, 32, NV, 0},
+      {"fp8 f32 causal d128", LPATTN_PREC_FP8, 1, 0, LPATTN_F32, 1, 2, 1, 192, 256, 128, 64, 64, F8, 0},
+      {"mxfp4 f32 nocausal d64", LPATTN_PREC_MXFP4, 0, 0, LPATTN_F32, 1, 2, 1, 128, 200, 64, 64, 64, MX, 0},
+      {"mxfp4 roundup causal d64", LPATTN_PREC_MXFP4, 1, 0, LPATTN_F32, 1, 2, 1, 128, 200, 64, 64, 64, MX, 0},
+      {"nvfp4 f32 nocausal d256", LPATTN_PREC_NVFP4, 0, 0, LPATTN_F32, 1, 1, 1, 96, 160, 256, 32, 32, NV, 0},
+      {"thrift fp8 paper causal", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F16, 1, 2, 1, 256, 256, 64, 32, 32, F8, 0},
+      {"thrift mxfp4 nocausal", LPATTN_PREC_THRIFT, 0, 0, LPATTN_F32, 1, 2, 1, 128, 320, 64, 32, 32, MX, 0},
+      {"pasa nvfp4 x0=10 causal", LPATTN_PREC_NVFP4, 1, 1, LPATTN_F16, 1, 2, 1, 192, 256, 128, 64, 64, NV, 10.0f},
+      {"pasa thrift causal", LPATTN_PREC_THRIFT, 1, 1, LPATTN_F16, 1, 2, 1, 256, 256, 64, 32, 32, NV, 5.0f},
+      {"leaky nvfp4 causal", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F32, 1, 2, 1, 128, 128, 64, 32, 32, NV, 0},
+      {"score_f16 high", LPATTN_PREC_HIGH, 1, 0, LPATTN_F16, 1, 1, 1, 96, 96, 64, 32, 32, NV, 0},
+  };
+  more[0].bshd = 1;
+  more[4].mx_up = 1;
+  more[6].sel = LPATTN_SELECT_PAPER;
+  more[10].leaky = 1;
+  more[11].score_f16 = 1;
+  v.insert(v.end(), more.begin(), more.end());
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.num_threads = 2;
+  if (lpattn_create(LPATTN_BACKEND_CPU, &cp, &cpu) != LPATTN_OK) return test_skip("no cpu backend");
+  CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ref), LPATTN_OK);
+  int64_t targets[16];
+  const int nt = lpattn_cpu_targets(targets, 16);
+  CHECK(nt >= 1, "no Highway target");
+  for (int i = 0; i < nt; i++) {
+    const char *tn = lpattn_cpu_target_name(targets[i]);
+    lpattn_cpu_force_target(targets[i]);
+    const bool best = i == 0;  // full coverage on the best target, a core set on the others
+    for (const Case &c : Cases(best)) Compare(c, tn);
+    for (const Case &c : Cases(best)) {
+      if (!c.causal) continue;
+      Leak(c, tn, c.leaky != 0);
+    }
+    printf("target %s done\n", tn);
+  }
+  lpattn_cpu_force_target(0);
+  lpattn_free(cpu);
+  lpattn_free(ref);
+  return test_finish();
+}

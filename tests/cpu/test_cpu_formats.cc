@@ -1,0 +1,103 @@
+// The CPU backend's quantizers (gen/common.h, expanded from
+// templates/common/formats.j2) against core's scalar formats and domain
+// quantizer: every code, scale and outer scale must be bit-identical.
+#include <math.h>
+#include <string.h>
+
+#include <random>
+#include <vector>
+
+#include "formats.h"
+#include "gen/common.h"
+#include "lpattn.h"
+#include "testutil.h"
+
+static float from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+static uint32_t bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+// Scalar encoders over a dense sweep of f32 bit patterns (every 2^-11 of the
+// mantissa, both signs, all exponents, plus specials).
+static void test_scalar(void) {
+  int bad_e2m1 = 0, bad_e4m3 = 0, bad_f16 = 0, bad_dec = 0;
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
+    const float x = from_bits((uint32_t)u);
+    bad_e2m1 += lpk_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
+    bad_e4m3 += lpk_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
+    if (x == x) bad_f16 += bits(lpk_round_f16(x)) != bits(lpattn_f16_to_f32(lpattn_f32_to_f16(x)));
+  }
+  const float specials[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 448.0f,
+                            464.0f, 480.0f, 0.0f, -0.0f, 1.0f / 1024, 65504.0f, 65520.0f, INFINITY,
+                            -INFINITY, NAN};
+  for (float s : specials) {
+    for (float x : {s, -s}) {
+      bad_e2m1 += lpk_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
+      bad_e4m3 += lpk_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
+    }
+  }
+  for (int c = 0; c < 256; c++) {
+    const float a = lpk_e4m3_decode((uint8_t)c), b = lpattn_e4m3_to_f32((uint8_t)c);
+    bad_dec += !(a == b || (a != a && b != b));
+    bad_dec += c < 255 && lpk_e8m0_decode((uint8_t)c) != lpattn_e8m0_to_f32((uint8_t)c);
+    bad_dec += c < 16 && lpk_e2m1_decode((uint8_t)c) != lpattn_e2m1_to_f32((uint8_t)c);
+  }
+  CHECK(bad_e2m1 == 0, "%d e2m1 encodings differ", bad_e2m1);
+  CHECK(bad_e4m3 == 0, "%d e4m3 encodings differ", bad_e4m3);
+  CHECK(bad_f16 == 0, "%d f16 roundings differ", bad_f16);
+  CHECK(bad_dec == 0, "%d decodings differ", bad_dec);
+}
+
+// Whole domains: random data at many scales, zero groups, subnormals and
+// non-finite values, every format and both MXFP4 scale rules.
+static void test_domains(void) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  const int n = 128;
+  std::vector<float> x(n);
+  std::vector<uint8_t> c1(n), c2(n), s1(n), s2(n);
+  int bad = 0, cases = 0;
+  for (int trial = 0; trial < 3000; trial++) {
+    const float scale = ldexpf(1.0f, (int)(rng() % 280) - 150);
+    for (int i = 0; i < n; i++) x[i] = U(rng) * scale;
+    if (trial % 7 == 1)
+      for (int i = 16; i < 48; i++) x[i] = 0.0f;  // zero groups
+    if (trial % 11 == 2) x[rng() % n] = trial % 2 ? NAN : INFINITY;
+    if (trial % 13 == 3) x[rng() % n] = 1e30f;  // one huge value: others underflow
+    for (int fmt = 0; fmt < 3; fmt++)
+      for (int up = 0; up < (fmt == 1 ? 2 : 1); up++) {
+        const lpattn_format f = fmt == 0 ? LPATTN_FMT_NVFP4 : fmt == 1 ? LPATTN_FMT_MXFP4 : LPATTN_FMT_FP8;
+        const lp_quant_cfg cfg = {f, 0, 0, up};
+        float o1, o2;
+        const int G = fmt == 0 ? 16 : fmt == 1 ? 32 : n;
+        int r1 = lpk_quantize_domain(fmt, up, x.data(), 1, n, c1.data(), s1.data(), &o1);
+        int r2 = lp_quantize_domain(&cfg, x.data(), 1, n, NULL, c2.data(), s2.data(), &o2);
+        bool same = r1 == r2 && memcmp(c1.data(), c2.data(), n) == 0 &&
+                    (fmt == 2 || memcmp(s1.data(), s2.data(), n / G) == 0) &&
+                    (bits(o1) == bits(o2) || (o1 != o1 && o2 != o2));
+        for (int i = 0; same && i < n; i++) {
+          const float a = lpk_dequant(fmt, c1[i], s1[i / G], o1);
+          const float b = lp_dequant_elem(f, c2[i], s2[i / G], o2);
+          same = bits(a) == bits(b) || (a != a && b != b);
+        }
+        if (!same && bad < 5)
+          fprintf(stderr, "domain trial %d fmt %d up %d scale %g differs\n", trial, fmt, up, scale);
+        bad += !same;
+        cases++;
+      }
+  }
+  CHECK(bad == 0, "%d of %d domains differ", bad, cases);
+}
+
+int main(void) {
+  test_scalar();
+  test_domains();
+  return test_finish();
+}
