@@ -18,6 +18,9 @@ uint8_t lp_e4m3_encode_sr(float x, float u);
 
 /* Philox4x32-10: the 4 words for `counter` under `key` (SPEC 2). */
 void lp_philox4x32_10(uint64_t key, uint64_t counter, uint32_t out[4]);
+/* The full Philox4x32-10 block: 128-bit counter, 64-bit key (for the
+ * published known-answer vectors; lp_philox4x32_10 is ctr[2] = ctr[3] = 0). */
+void lp_philox4x32_10_block(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 /* u for logical element index n: (word(n) >> 8) * 2^-24. */
 float lp_sr_uniform(uint64_t seed, uint64_t n);
 
@@ -52,6 +55,14 @@ float lp_dequant_elem(lpattn_format format, uint8_t code, uint8_t scale_code, fl
 float lp_load_f32(const void *base, lpattn_dtype dt, int64_t offset);
 /* Store f32 into f32/f16/bf16 (round to nearest even). */
 void lp_store_f32(void *base, lpattn_dtype dt, int64_t offset, float v);
+
+/* Host tensor quantizer of the ref and cpu backends: the qtensor layouts of
+ * lpattn.h, arguments already validated by core. q's format/axis/tile rule;
+ * p gives rounding, seed, the MXFP4 scale rule and check_finite (then
+ * LPATTN_ERR_NONFINITE is returned before anything is written). */
+lpattn_status lp_host_quantize(const lpattn_tensor *x, const lpattn_qtensor *q,
+                               const lpattn_quant_params *p);
+lpattn_status lp_host_dequantize(const lpattn_qtensor *q, const lpattn_tensor *y);
 
 #ifdef __cplusplus
 }
