@@ -1,0 +1,54 @@
+/* Arguments of the HIP kernels, shared by the host glue (hip_backend.hip)
+ * and the generated kernels (gen/). Plain C, passed by value. */
+#ifndef LP_HIP_ARGS_H
+#define LP_HIP_ARGS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device workspace of one attention call (hip_backend.hip sizes it). */
+typedef struct {
+  float *kmean;  /* [B][Hkv][nkt][D] key mean of every KV tile */
+  float *qmean;  /* [B][Hq][nqt][D] query tile means (THRIFT) */
+  float *score;  /* [B][Hq][nqt][nkt] THRIFT importance */
+  uint8_t *mode; /* [B][Hq][nqt][nkt] LP_MODE_* of every (query, KV) tile */
+  float *qd;     /* [B][Hq][Sq][D] dequantized low Q (NULL under HIGH) */
+  float *kd;     /* [B][Hkv][nkt*Bk][D] dequantized low K (minus PASA shift) */
+  float *vd;     /* [B][Hkv][nkt*Bk][D] dequantized low V, per (channel, tile) */
+} lp_hip_work;
+
+/* One attention call: strided views (elements), dtypes as lpattn_dtype. */
+typedef struct {
+  const void *q, *k, *v;
+  void *out;
+  int64_t sq[4], sk[4], sv[4], so[4];
+  int qt, kt, ot;
+  float *lse, *ent;
+  int64_t sl[4], se[4];
+  int32_t *sel; /* THRIFT selection output [B][Hq][nqt][sel_k] or NULL */
+  int64_t ss[4];
+  int sel_k;
+  int B, Hq, Hkv, Sq, Skv, D, Bq, Bk, nqt, nkt;
+  int causal, leaky, prec, low, pasa, score_f16, mx_round_up, selection_mode;
+  float sm_scale, pasa_beta;
+  lp_hip_work w;
+} lp_hip_attn_args;
+
+/* One merge call (SPEC 7): rows of B*H*S, any strides. */
+typedef struct {
+  const void *oa, *ob;
+  void *o;
+  const float *la, *lb, *ha, *hb;
+  float *l, *h; /* h NULL: entropy not merged */
+  int64_t soa[4], sob[4], so[4], sla[4], slb[4], sha[4], shb[4], sl[4], sh[4];
+  int ta, tb, to;
+  int B, H, S, D;
+} lp_hip_merge_args;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
