@@ -11,19 +11,23 @@ typedef struct {
   lpattn_precision prec;
   lpattn_format low;
   int pasa, mx_up;
+  lpattn_dtype store; /* high copies in the cache */
 } variant;
 
 static const variant variants[] = {
-    {"high", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0},
-    {"fp8", LPATTN_PREC_FP8, LPATTN_FMT_NVFP4, 0, 0},
-    {"nvfp4", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 0, 0},
-    {"mxfp4", LPATTN_PREC_MXFP4, LPATTN_FMT_NVFP4, 0, 0},
-    {"mxfp4 round-up", LPATTN_PREC_MXFP4, LPATTN_FMT_NVFP4, 0, 1},
-    {"thrift nvfp4", LPATTN_PREC_THRIFT, LPATTN_FMT_NVFP4, 0, 0},
-    {"thrift fp8", LPATTN_PREC_THRIFT, LPATTN_FMT_FP8, 0, 0},
-    {"pasa high", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 1, 0},
-    {"pasa nvfp4", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 1, 0},
-    {"pasa thrift mxfp4", LPATTN_PREC_THRIFT, LPATTN_FMT_MXFP4, 1, 0},
+    {"high", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F32},
+    {"fp8", LPATTN_PREC_FP8, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F32},
+    {"nvfp4", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F32},
+    {"mxfp4", LPATTN_PREC_MXFP4, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F32},
+    {"mxfp4 round-up", LPATTN_PREC_MXFP4, LPATTN_FMT_NVFP4, 0, 1, LPATTN_F32},
+    {"thrift nvfp4", LPATTN_PREC_THRIFT, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F32},
+    {"thrift fp8", LPATTN_PREC_THRIFT, LPATTN_FMT_FP8, 0, 0, LPATTN_F32},
+    {"pasa high", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 1, 0, LPATTN_F32},
+    {"pasa nvfp4", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 1, 0, LPATTN_F32},
+    {"pasa thrift mxfp4", LPATTN_PREC_THRIFT, LPATTN_FMT_MXFP4, 1, 0, LPATTN_F32},
+    /* f16 / bf16 storage: exact for inputs already representable in it. */
+    {"nvfp4 f16 cache", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 0, 0, LPATTN_F16},
+    {"pasa thrift bf16 cache", LPATTN_PREC_THRIFT, LPATTN_FMT_NVFP4, 1, 0, LPATTN_BF16},
 };
 
 static lpattn_attn_params attn_params(const variant *va) {
@@ -38,7 +42,7 @@ static lpattn_kv_cache *make_cache(lpattn_ctx *ctx, const variant *va, int seqs,
   lpattn_kv_cache_params cp;
   lpattn_kv_cache_params_init(&cp);
   cp.num_seqs = seqs, cp.num_kv_heads = HKV, cp.num_q_heads = H, cp.head_dim = D;
-  cp.max_tokens = cap, cp.tile = T, cp.high_dtype = LPATTN_F32, cp.precision = va->prec;
+  cp.max_tokens = cap, cp.tile = T, cp.high_dtype = va->store, cp.precision = va->prec;
   cp.thrift_low = va->low, cp.pasa = va->pasa, cp.mx_scale_round_up = va->mx_up;
   lpattn_kv_cache *c = NULL;
   CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
@@ -50,6 +54,19 @@ static lpattn_tensor span(float *x, int64_t h, int64_t S, int64_t s0, int64_t n)
   lpattn_tensor t = lpattn_tensor_4d(x + s0 * D, LPATTN_F32, 1, h, n, D);
   t.stride[0] = h * S * D, t.stride[1] = S * D;
   return t;
+}
+
+/* Inputs of a variant: k and v representable in the cache's storage. */
+static void fill_kv(rng_t *r, const variant *va, float *k, float *v, int64_t n) {
+  fill_normal(r, k, n, 0.5, 1.0);
+  fill_normal(r, v, n, 0.0, 1.0);
+  for (int64_t i = 0; va->store != LPATTN_F32 && i < n; i++) {
+    if (va->store == LPATTN_F16) {
+      k[i] = lpattn_f16_to_f32(lpattn_f32_to_f16(k[i])), v[i] = lpattn_f16_to_f32(lpattn_f32_to_f16(v[i]));
+    } else {
+      k[i] = lpattn_bf16_to_f32(lpattn_f32_to_bf16(k[i])), v[i] = lpattn_bf16_to_f32(lpattn_f32_to_bf16(v[i]));
+    }
+  }
 }
 
 /* Largest |a - b| / |b| between decode rows and prefill rows. */
@@ -74,8 +91,7 @@ static void token_by_token(lpattn_ctx *ctx, const variant *va) {
   memset(have, 0, sizeof have);
   rng_t r = {41};
   fill_normal(&r, q, H * N * D, 0.2, 1.0);
-  fill_normal(&r, k, HKV * N * D, 0.5, 1.0);
-  fill_normal(&r, v, HKV * N * D, 0.0, 1.0);
+  fill_kv(&r, va, k, v, HKV * N * D);
   lpattn_attn_params p = attn_params(va);
   CHECK_STATUS(run_attention(ctx, sh, q, k, v, &p, o, l, e, NULL, 0), LPATTN_OK);
   lpattn_kv_cache *c = make_cache(ctx, va, 1, N);
@@ -139,8 +155,7 @@ static void multi_row(lpattn_ctx *ctx, const variant *va) {
   for (int s = 0; s < 2; s++) {
     shape_t sh = {1, H, HKV, n[s], n[s], D};
     fill_normal(&r, q[s], H * n[s] * D, 0.2, 1.0);
-    fill_normal(&r, k[s], HKV * n[s] * D, 0.5, 1.0);
-    fill_normal(&r, v[s], HKV * n[s] * D, 0.0, 1.0);
+    fill_kv(&r, va, k[s], v[s], HKV * n[s] * D);
     CHECK_STATUS(run_attention(ctx, sh, q[s], k[s], v[s], &p, o[s], l[s], e[s], NULL, 0), LPATTN_OK);
     for (int64_t t0 = 0; t0 < n[s]; t0 += 7) {
       int64_t m = n[s] - t0 < 7 ? n[s] - t0 : 7;
