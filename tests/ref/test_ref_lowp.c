@@ -197,9 +197,36 @@ static void thrift_error(lpattn_ctx *ctx) {
   free(q), free(k), free(v), free(out), free(o), free(l), free(h);
 }
 
+/* A NaN in one query row poisons that row only, in every precision. */
+static void nonfinite_row(lpattn_ctx *ctx) {
+  shape_t sh = {1, 1, 1, 200, 200, 64};
+  enum { BAD = 70 };
+  rng_t r = {15};
+  float *q = malloc(4 * (size_t)nq(sh)), *k = malloc(4 * (size_t)nkv(sh)), *v = malloc(4 * (size_t)nkv(sh));
+  float *out = malloc(4 * (size_t)nq(sh));
+  fill_normal(&r, q, nq(sh), 0.0, 1.0);
+  fill_normal(&r, k, nkv(sh), 0.0, 1.0);
+  fill_normal(&r, v, nkv(sh), 0.0, 1.0);
+  q[BAD * 64 + 3] = NAN;
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+    for (int pasa = 0; pasa < 2; pasa++) {
+      lpattn_attn_params p;
+      lpattn_attn_params_init(&p);
+      p.precision = (lpattn_precision)prec, p.pasa = pasa, p.causal = 1, p.block_q = p.block_k = 32;
+      p.thrift_k = 2;
+      CHECK_STATUS(run_attention(ctx, sh, q, k, v, &p, out, NULL, NULL, NULL, 0), LPATTN_OK);
+      int others = 1;
+      for (int64_t i = 0; i < nq(sh); i++)
+        if (i / 64 != BAD) others &= isfinite(out[i]) != 0;
+      CHECK(others && isnan(out[BAD * 64]), "NaN row: precision %d pasa %d", prec, pasa);
+    }
+  free(q), free(k), free(v), free(out);
+}
+
 int main(void) {
   lpattn_ctx *ctx = ref_ctx();
   hand_tile(ctx);
+  nonfinite_row(ctx);
   error_order(ctx);
   thrift_budget();
   thrift_selection(ctx);
