@@ -16,6 +16,7 @@
 
 #include "cpu.h"
 #include "formats.h"
+#include "kvcache.h"
 #include "tiles.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -145,20 +146,48 @@ static inline void QuantRow(const lpattn_attn_problem &pr, const float *x, int64
   for (int64_t i = 0; i < n; i++) y[i] = lpk_dequant(fmt, sc->codes[i], sc->scales[i / G], outer);
 }
 
-// Query-tile importance of every full KV tile (SEMANTICS "Importance").
-static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, int64_t b, int64_t hq,
-                                int64_t qt, Scratch *sc) {
+// Where an item's rows and keys are.
+struct Geom {
+  int64_t b, hq, qt, r0, nr, off, skv, nkt;
+  int k;
+};
+
+static inline bool Geometry(const AttnJob &job, int64_t item, Geom *g) {
+  const lpattn_attn_problem &pr = *job.pr;
+  if (!job.cache) {
+    g->qt = item % job.nqt, g->hq = (item / job.nqt) % pr.Hq, g->b = item / job.nqt / pr.Hq;
+    g->r0 = g->qt * pr.Bq, g->nr = pr.Sq - g->r0 < pr.Bq ? pr.Sq - g->r0 : pr.Bq;
+    g->skv = pr.Skv, g->off = pr.Skv - pr.Sq, g->nkt = job.nkt, g->k = pr.thrift_k;
+    return true;
+  }
+  const int64_t T = pr.Bq, w = item % 2;
+  g->hq = (item / 2) % pr.Hq, g->b = item / 2 / pr.Hq;
+  g->skv = job.len[g->b], g->off = g->skv - pr.Sq, g->qt = g->off / T + w;
+  const int64_t ra = g->qt * T - g->off, rb = (g->qt + 1) * T - g->off;
+  g->r0 = ra > 0 ? ra : 0;
+  g->nr = (rb < pr.Sq ? rb : pr.Sq) - g->r0;
+  g->nkt = g->qt + 1, g->k = job.seq_k[g->b];
+  return g->nr > 0;
+}
+
+// Query-tile importance of every full KV tile (SEMANTICS "Importance");
+// decode takes the query means the cache recorded.
+static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom &g, Scratch *sc) {
   const lpattn_attn_problem &pr = *job.pr;
   const int64_t D = job.D;
   const bool prev = pr.causal && pr.selection_mode == LPATTN_SELECT_CAUSAL;
-  for (int64_t j = 0; j < job.nkt; j++) sc->score[j] = 0.0f;
-  if (prev && qt == 0) return;  // nothing in the past: ties pick the sink
-  const int64_t t = prev ? qt - 1 : qt, r0 = t * pr.Bq;
-  const int64_t n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
-  const lpattn_tensor *Q = pr.q;
-  lp_mean_rows_f32(Q->data, Q->dtype, Off4(Q, b, hq, r0, 0), Q->stride[2], Q->stride[3], n, D,
-                   (float)n, sc->qbar.data());
-  for (int64_t j = 0; j < job.nkt; j++)
+  for (int64_t j = 0; j < g.nkt; j++) sc->score[j] = 0.0f;
+  if (prev && g.qt == 0) return;  // nothing in the past: ties pick the sink
+  const int64_t t = prev ? g.qt - 1 : g.qt;
+  if (job.cache) {
+    lp_kv_qmean(job.cache, (int)g.b, (int)g.hq, t, sc->qbar.data());
+  } else {
+    const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
+    const lpattn_tensor *Q = pr.q;
+    lp_mean_rows_f32(Q->data, Q->dtype, Off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
+                     D, (float)n, sc->qbar.data());
+  }
+  for (int64_t j = 0; j < g.nkt; j++)
     if (sc->kind[j] == LP_TILE_FULL) sc->score[j] = lp_dot_f32(sc->qbar.data(), kv.kbar + j * D, D);
 }
 
@@ -191,10 +220,11 @@ static inline void DiagKTile(const lpattn_attn_problem &pr, const KvPrep &kv, in
 template <int kD>
 void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   const lpattn_attn_problem &pr = *job.pr;
-  const int64_t D = kD ? kD : job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt;
-  const int64_t qt = item % job.nqt, hq = (item / job.nqt) % pr.Hq, b = item / job.nqt / pr.Hq;
+  Geom g;
+  if (!Geometry(job, item, &g)) return;
+  const int64_t D = kD ? kD : job.D, Bk = pr.Bk, nkt = g.nkt, b = g.b, hq = g.hq, qt = g.qt;
   const KvPrep &kv = job.kv[b * pr.Hkv + hq / job.kv_group];
-  const int64_t r0 = qt * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq, off = pr.Skv - pr.Sq;
+  const int64_t r0 = g.r0, nr = g.nr, off = g.off;
   const float ss = pr.sm_scale;
 
   float *q = sc->q.data();
@@ -205,12 +235,13 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   int64_t last_full = -1;
   bool any_low = false;
   for (int64_t j = 0; j < nkt; j++) {
-    const int64_t c0 = j * Bk, c1 = (c0 + Bk < pr.Skv ? c0 + Bk : pr.Skv) - 1;
-    sc->kind[j] = (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
+    const int64_t c0 = j * Bk, c1 = (c0 + Bk < g.skv ? c0 + Bk : g.skv) - 1;
+    sc->kind[j] = job.cache ? (uint8_t)(j < qt ? LP_TILE_FULL : LP_TILE_DIAG)
+                            : (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
     if (sc->kind[j] == LP_TILE_FULL) last_full = j;
   }
-  if (pr.precision == LPATTN_PREC_THRIFT) ThriftScores(job, kv, b, hq, qt, sc);
-  lp_tile_modes(pr.precision, pr.leaky, pr.thrift_k, nkt, sc->kind.data(), sc->score.data(),
+  if (pr.precision == LPATTN_PREC_THRIFT) ThriftScores(job, kv, g, sc);
+  lp_tile_modes(pr.precision, pr.leaky, g.k, nkt, sc->kind.data(), sc->score.data(),
                 sc->mode.data());
   if (pr.precision == LPATTN_PREC_THRIFT && pr.selection) WriteSelection(job, b, hq, qt, sc->mode.data());
   for (int64_t j = 0; j < nkt; j++) any_low |= sc->mode[j] == LP_MODE_LOW;
@@ -225,7 +256,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   for (int64_t j = 0; j < nkt; j++) {
     if (sc->mode[j] == LP_MODE_SKIP) continue;
     const bool low = sc->mode[j] == LP_MODE_LOW, diag = sc->kind[j] == LP_TILE_DIAG;
-    const int64_t c0 = j * Bk, nk = pr.Skv - c0 < Bk ? pr.Skv - c0 : Bk;
+    const int64_t c0 = j * Bk, nk = g.skv - c0 < Bk ? g.skv - c0 : Bk;
     const float *shift = nullptr, *Kt = (low ? kv.ktq : kv.kt) + j * D * Bk;
     if (pr.pasa) {
       if (!diag) {

@@ -27,9 +27,15 @@ struct KvPrep {
 
 struct AttnJob {
   const lpattn_attn_problem *pr;
-  int64_t D, nkt, nqt, kv_group;  // kv_group = Hq / Hkv
+  int64_t D, nkt, nqt, kv_group;  // kv_group = Hq / Hkv; nkt: most KV tiles of a row
   int low_any;                    // some tile may be low: kq/vq/qlow exist
   std::vector<KvPrep> kv;         // [B * Hkv]
+  // Decode (SEMANTICS "Decode"): row r of sequence b sits at position
+  // len[b] - Sq + r; its tile is diagonal, earlier ones full; THRIFT k per
+  // sequence. cache is NULL for prefill.
+  const lpattn_kv_cache *cache = nullptr;
+  std::vector<int64_t> len;
+  std::vector<int> seq_k;
 };
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
@@ -40,8 +46,23 @@ struct Scratch {
   void Size(const AttnJob &job);
 };
 
-// Work item = (b, hq, query tile) in that nesting.
+// Work item: prefill (b, hq, query tile) in that nesting; decode (b, hq, w)
+// with w = 0/1 the first/second query tile the call's rows touch.
 typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);
+inline int64_t ItemCount(const AttnJob &job) {
+  return job.pr->B * job.pr->Hq * (job.cache ? 2 : job.nqt);
+}
+
+struct Pool;
+// Backend state of a context: the pool and one scratch per pool thread.
+struct Ctx {
+  Pool *pool = nullptr;
+  std::vector<Scratch> scratch;
+};
+// Sizes the scratch, runs prep(i) for every (b, kv head), then the kernel
+// over every item. prep gets `arg`.
+lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *arg, int64_t i, int thread),
+                     void *arg);
 
 // Kernel lookup in the generated registry (gen/registry.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
@@ -50,7 +71,6 @@ lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q
                      const lpattn_tensor *out, const lpattn_attn_problem *pr);
 
 // Runs fn(i, thread) for i in [0, n) on the context's pool.
-struct Pool;
 Pool *PoolCreate(int threads);
 void PoolFree(Pool *p);
 int PoolThreads(const Pool *p);

@@ -14,11 +14,6 @@
 namespace lpattn_cpu {
 namespace {
 
-struct Ctx {
-  Pool *pool = nullptr;
-  std::vector<Scratch> scratch;  // one per pool thread
-};
-
 Ctx *CtxOf(lpattn_ctx *ctx) { return static_cast<Ctx *>(ctx->impl); }
 
 int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
@@ -83,9 +78,15 @@ void PrepKv(void *arg, int64_t idx, int tid) {
   }
 }
 
+struct Items {
+  const AttnJob *job;
+  AttnKernel kernel;
+  Ctx *c;
+};
+
 void RunItem(void *arg, int64_t item, int tid) {
-  Run &run = *static_cast<Run *>(arg);
-  FindAttnKernel(run.job.D)(run.job, item, &run.c->scratch[tid]);
+  const Items &it = *static_cast<Items *>(arg);
+  it.kernel(*it.job, item, &it.c->scratch[tid]);
 }
 
 lpattn_status Init(lpattn_ctx *ctx, const lpattn_context_params *p) {
@@ -146,7 +147,6 @@ lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   try {
     run.store.assign((size_t)(nkv * per), 0.0f);
     job.kv.resize(nkv);
-    for (Scratch &s : run.c->scratch) s.Size(job);
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
@@ -160,8 +160,19 @@ lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     e.kbar = thrift || pr->pasa ? m : nullptr;
     e.kshift = pr->pasa ? m + means : nullptr;
   }
-  PoolRun(run.c->pool, nkv, PrepKv, &run);
-  PoolRun(run.c->pool, pr->B * pr->Hq * job.nqt, RunItem, &run);
+  return RunJob(run.c, job, PrepKv, &run);
+}
+
+lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *, int64_t, int), void *arg) {
+  Items it = {&job, FindAttnKernel(job.D), c};
+  if (!it.kernel) return LPATTN_ERR_UNSUPPORTED;
+  try {
+    for (Scratch &s : c->scratch) s.Size(job);
+  } catch (const std::bad_alloc &) {
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  PoolRun(c->pool, job.pr->B * job.pr->Hkv, prep, arg);
+  PoolRun(c->pool, ItemCount(job), RunItem, &it);
   return LPATTN_OK;
 }
 

@@ -4,7 +4,7 @@
 //   HIGH f32 inputs        O < 1e-5, LSE/H < 1e-4 * max(1, |ref|)
 //   HIGH f16/bf16 inputs   O < 1e-5 (inputs are exact in f32; only the f32 vs
 //                          f64 accumulation differs)
-//   FP8 / NVFP4 / MXFP4 / THRIFT / PASA: O < 0.05 * (that precision's own
+//   FP8 / NVFP4 / MXFP4 / THRIFT / PASA: O < 0.01 * (that precision's own
 //     error against ref HIGH) + 1e-5: f32 scores instead of ref's f64 can move
 //     a P or PASA f16 score across a rounding boundary, which flips a few codes,
 //     each costing about one quantization step of one element.
@@ -158,7 +158,7 @@ void Compare(const Case &c, const char *target) {
     Case h = c;
     h.pasa = 0;
     own = RelRmse(rr.o, Run(ref, h, d, LPATTN_PREC_HIGH).o);
-    tol = 0.05 * own + 1e-5;
+    tol = 0.01 * own + 1e-5;
   }
   const double e = RelRmse(rc.o, rr.o), el = MaxAbs(rc.lse, rr.lse), eh = MaxAbs(rc.ent, rr.ent);
   const double lt = c.prec == LPATTN_PREC_HIGH && !c.pasa ? 1e-4 : 2e-3;
@@ -204,6 +204,80 @@ void Leak(const Case &c, const char *target, bool expect_leak) {
   else
     CHECK(changed == 0, "%s/%s: %lld past rows changed (causal leak)", target, c.name,
           (long long)changed);
+}
+
+// Decode against the shared KV cache: cpu vs ref caches fed the same tokens,
+// sequences of different lengths, single-row steps and a 3-row step that
+// crosses a tile boundary. Tolerance as for prefill, the precision's own
+// error taken from a ref HIGH cache.
+struct DecodeCase {
+  const char *name;
+  lpattn_precision prec;
+  int pasa;
+  lpattn_format low;
+  float x0;
+};
+
+void Decode(const DecodeCase &dc, const char *target) {
+  const int S = 2, Hkv = 2, Hq = 4, D = 64, T = 32;
+  lpattn_ctx *ctxs[3] = {cpu, ref, ref};
+  lpattn_kv_cache *cache[3] = {};
+  for (int i = 0; i < 3; i++) {
+    lpattn_kv_cache_params kp;
+    lpattn_kv_cache_params_init(&kp);
+    kp.num_seqs = S, kp.num_kv_heads = Hkv, kp.num_q_heads = Hq, kp.head_dim = D;
+    kp.max_tokens = 256, kp.tile = T, kp.high_dtype = LPATTN_F32;
+    kp.precision = i == 2 ? LPATTN_PREC_HIGH : dc.prec, kp.thrift_low = dc.low;
+    kp.pasa = i == 2 ? 0 : dc.pasa;
+    CHECK_STATUS(lpattn_kv_cache_create(ctxs[i], &kp, &cache[i]), LPATTN_OK);
+    if (!cache[i]) return;
+  }
+  std::mt19937 rng(11);
+  std::normal_distribution<float> N(0.0f, 1.0f);
+  auto rnd = [&](std::vector<float> &x, size_t n, float x0) {
+    x.resize(n);
+    for (auto &e : x) e = x0 + N(rng);
+  };
+  std::vector<float> k, v, q, o[3], lse[3];
+  auto append = [&](int seq, int n) {
+    rnd(k, (size_t)Hkv * n * D, dc.x0), rnd(v, (size_t)Hkv * n * D, 0.0f), rnd(q, (size_t)Hq * n * D, dc.x0);
+    lpattn_tensor kt = lpattn_tensor_4d(k.data(), LPATTN_F32, 1, Hkv, n, D);
+    lpattn_tensor vt = lpattn_tensor_4d(v.data(), LPATTN_F32, 1, Hkv, n, D);
+    lpattn_tensor qt = lpattn_tensor_4d(q.data(), LPATTN_F32, 1, Hq, n, D);
+    for (int i = 0; i < 3; i++) CHECK_STATUS(lpattn_kv_cache_append(ctxs[i], cache[i], seq, &kt, &vt, &qt), LPATTN_OK);
+  };
+  auto step = [&](int sq, const char *what) {
+    for (int s = 0; s < S; s++) append(s, sq);
+    rnd(q, (size_t)S * Hq * sq * D, dc.x0);
+    lpattn_tensor qt = lpattn_tensor_4d(q.data(), LPATTN_F32, S, Hq, sq, D);
+    lpattn_attn_params p;
+    lpattn_attn_params_init(&p);
+    p.thrift_budget = 0.3f;
+    for (int i = 0; i < 3; i++) {
+      o[i].assign((size_t)S * Hq * sq * D, 0.0f), lse[i].assign((size_t)S * Hq * sq, 0.0f);
+      lpattn_tensor ot = lpattn_tensor_4d(o[i].data(), LPATTN_F32, S, Hq, sq, D);
+      lpattn_attn_aux aux;
+      lpattn_attn_aux_init(&aux);
+      aux.lse = lpattn_tensor_4d(lse[i].data(), LPATTN_F32, S, Hq, sq, 1);
+      CHECK_STATUS(lpattn_decode(ctxs[i], cache[i], &qt, &ot, &p, &aux), LPATTN_OK);
+    }
+    const double own = dc.prec == LPATTN_PREC_HIGH && !dc.pasa ? 0 : RelRmse(o[1], o[2]);
+    const double e = RelRmse(o[0], o[1]), tol = 0.01 * own + 1e-5, el = MaxAbs(lse[0], lse[1]);
+    CHECK(e < tol && el < 2e-3, "%s/decode %s %s: O %.3g (tol %.3g) LSE %.3g", target, dc.name,
+          what, e, tol, el);
+    if (getenv("LPATTN_TEST_VERBOSE"))
+      printf("%-8s decode %-14s %-10s O %.2e (tol %.2e) LSE %.2e\n", target, dc.name, what, e, tol, el);
+  };
+  for (int s = 0; s < S; s++)
+    for (int n = 0; n < 90 + 37 * s;) {
+      const int m = 90 + 37 * s - n < 40 ? 90 + 37 * s - n : 40;
+      append(s, m);
+      n += m;
+    }
+  step(1, "1 row");
+  step(1, "1 row");
+  step(3, "3 rows");
+  for (int i = 0; i < 3; i++) lpattn_kv_cache_free(cache[i]);
 }
 
 std::vector<Case> Cases(bool full) {
@@ -258,6 +332,15 @@ int main() {
       if (!c.causal) continue;
       Leak(c, tn, c.leaky != 0);
     }
+    const DecodeCase dcs[] = {
+        {"high", LPATTN_PREC_HIGH, 0, LPATTN_FMT_NVFP4, 0.0f},
+        {"nvfp4", LPATTN_PREC_NVFP4, 0, LPATTN_FMT_NVFP4, 0.0f},
+        {"thrift mxfp4", LPATTN_PREC_THRIFT, 0, LPATTN_FMT_MXFP4, 0.0f},
+        {"fp8 pasa", LPATTN_PREC_FP8, 1, LPATTN_FMT_FP8, 8.0f},
+        {"thrift pasa", LPATTN_PREC_THRIFT, 1, LPATTN_FMT_NVFP4, 8.0f},
+    };
+    for (const DecodeCase &dc : dcs)
+      if (best || dc.prec == LPATTN_PREC_NVFP4) Decode(dc, tn);
     printf("target %s done\n", tn);
   }
   lpattn_cpu_force_target(0);
