@@ -1,0 +1,163 @@
+/* `speed` and `entropy`: throughput per host backend and precision, and the
+ * cost of the entropy output. GPU backends take device pointers, which this
+ * host-memory tool does not allocate: they are listed as skipped (bench/cuda/
+ * has the CUDA timings). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+typedef struct {
+  const char *label;
+  lpattn_precision prec;
+  int pasa;
+} speed_variant;
+
+static const speed_variant sv[] = {
+    {"HIGH", LPATTN_PREC_HIGH, 0},     {"FP8", LPATTN_PREC_FP8, 0},
+    {"NVFP4", LPATTN_PREC_NVFP4, 0},   {"MXFP4", LPATTN_PREC_MXFP4, 0},
+    {"THRIFT 5%", LPATTN_PREC_THRIFT, 0}, {"PASA HIGH", LPATTN_PREC_HIGH, 1},
+};
+
+static const lpattn_backend all_backends[] = {LPATTN_BACKEND_REF, LPATTN_BACKEND_CPU,
+                                              LPATTN_BACKEND_CUDA, LPATTN_BACKEND_HIP};
+
+/* Backends this report runs: --backend alone, else every host backend built in. */
+static int wanted(const bench_opts *o, lpattn_backend b) {
+  if (o->backend != LPATTN_BACKEND_AUTO) return b == o->backend;
+  return lpattn_backend_available(b);
+}
+
+static int is_host(lpattn_backend b) { return b == LPATTN_BACKEND_REF || b == LPATTN_BACKEND_CPU; }
+
+/* The ref backend is an f64 oracle (~1 GFLOP/s): give it a smaller problem. */
+static void shape_for(const bench_opts *o, lpattn_backend b, int64_t *H, int64_t *S) {
+  int small = o->quick || b == LPATTN_BACKEND_REF;
+  *H = small ? 2 : 8;
+  *S = small ? 512 : 2048;
+}
+
+/* Best of `reps` timed calls after one warm-up; -1 on failure. */
+static double best_time(lpattn_ctx *ctx, const bench_views *w, const bench_problem *p,
+                        const lpattn_attn_params *ap, float *out, float *lse, float *ent,
+                        int reps, lpattn_status *st) {
+  double best = INFINITY, secs;
+  *st = bench_attention(ctx, w, p, ap, out, lse, ent, NULL, &secs);
+  for (int r = 0; r < reps && *st == LPATTN_OK; r++) {
+    *st = bench_attention(ctx, w, p, ap, out, lse, ent, NULL, &secs);
+    if (secs < best) best = secs;
+  }
+  return *st == LPATTN_OK ? best : -1.0;
+}
+
+typedef struct {
+  lpattn_ctx *ctx;
+  bench_problem p;
+  bench_views w;
+  float *out, *lse, *ent;
+} host_run;
+
+static int host_open(const bench_opts *o, lpattn_backend b, host_run *hr, int64_t *H, int64_t *S) {
+  shape_for(o, b, H, S);
+  if (bench_open(o, b, &hr->ctx) != LPATTN_OK) return -1;
+  if (problem_alloc(&hr->p, 1, *H, *H, *S, *S, 128)) return -1;
+  bench_rng rng;
+  rng_seed(&rng, o->seed);
+  gen_attnlike(&hr->p, &rng);
+  problem_round_f16(&hr->p);
+  views_make(&hr->w, &hr->p, LPATTN_F16);
+  hr->out = malloc(sizeof(float) * (size_t)(*H * *S * 128));
+  hr->lse = malloc(sizeof(float) * (size_t)(*H * *S));
+  hr->ent = malloc(sizeof(float) * (size_t)(*H * *S));
+  return 0;
+}
+
+static void host_close(host_run *hr) {
+  views_free(&hr->w);
+  problem_free(&hr->p);
+  free(hr->out), free(hr->lse), free(hr->ent);
+  lpattn_free(hr->ctx);
+}
+
+int report_speed(const bench_opts *o) {
+  printf("== speed: causal, D=128, f16 inputs, attention-like data; GFLOP/s = 4*B*H*Sq*Skv*D/2\n"
+         "   per second (best of 3 after a warm-up; %d threads)\n", bench_threads(o));
+  bench_table t;
+  table_init(&t, "speed", "backend|precision|B|H|S|D|ms|GFLOP/s");
+  int rc = 0;
+  for (size_t bi = 0; bi < sizeof all_backends / sizeof all_backends[0]; bi++) {
+    lpattn_backend b = all_backends[bi];
+    if (!wanted(o, b)) continue;
+    if (!is_host(b)) {
+      table_row(&t, "%s|skipped: device memory (see bench/cuda)", lpattn_backend_name(b));
+      continue;
+    }
+    host_run hr;
+    int64_t H, S;
+    if (host_open(o, b, &hr, &H, &S)) return 1;
+    const double flops = 4.0 * H * S * S * 128 / 2.0;
+    for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
+      lpattn_attn_params ap;
+      lpattn_attn_params_init(&ap);
+      ap.causal = 1;
+      ap.precision = sv[i].prec;
+      ap.pasa = sv[i].pasa;
+      lpattn_status st;
+      double s = best_time(hr.ctx, &hr.w, &hr.p, &ap, hr.out, NULL, NULL, b == LPATTN_BACKEND_REF ? 1 : 3, &st);
+      if (s < 0) {
+        table_row(&t, "%s|%s|1|%lld|%lld|128|%s", lpattn_backend_name(b), sv[i].label,
+                  (long long)H, (long long)S, lpattn_status_string(st));
+        rc |= st != LPATTN_ERR_UNSUPPORTED;
+        continue;
+      }
+      table_row(&t, "%s|%s|1|%lld|%lld|128|%.1f|%.2f", lpattn_backend_name(b), sv[i].label,
+                (long long)H, (long long)S, 1e3 * s, flops / s * 1e-9);
+    }
+    host_close(&hr);
+  }
+  table_emit(&t, o);
+  return rc;
+}
+
+int report_entropy(const bench_opts *o) {
+  printf("== entropy: time with and without the entropy output (LSE requested in both),\n"
+         "   causal, D=128, f16 inputs, best of 3 (ref: 1) after a warm-up\n");
+  bench_table t;
+  table_init(&t, "entropy", "backend|precision|H|S|ms_without|ms_with|overhead_pct");
+  static const lpattn_precision precs[] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4};
+  int rc = 0;
+  for (size_t bi = 0; bi < sizeof all_backends / sizeof all_backends[0]; bi++) {
+    lpattn_backend b = all_backends[bi];
+    if (!wanted(o, b)) continue;
+    if (!is_host(b)) {
+      table_row(&t, "%s|skipped: device memory (see bench/cuda)", lpattn_backend_name(b));
+      continue;
+    }
+    host_run hr;
+    int64_t H, S;
+    if (host_open(o, b, &hr, &H, &S)) return 1;
+    int reps = b == LPATTN_BACKEND_REF ? 1 : 3;
+    for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++) {
+      lpattn_attn_params ap;
+      lpattn_attn_params_init(&ap);
+      ap.causal = 1;
+      ap.precision = precs[i];
+      lpattn_status s1, s2;
+      double t0 = best_time(hr.ctx, &hr.w, &hr.p, &ap, hr.out, hr.lse, NULL, reps, &s1);
+      double t1 = best_time(hr.ctx, &hr.w, &hr.p, &ap, hr.out, hr.lse, hr.ent, reps, &s2);
+      if (t0 < 0 || t1 < 0) {
+        table_row(&t, "%s|%s|%lld|%lld|%s", lpattn_backend_name(b), precision_name(precs[i]),
+                  (long long)H, (long long)S, lpattn_status_string(t0 < 0 ? s1 : s2));
+        rc |= (t0 < 0 && s1 != LPATTN_ERR_UNSUPPORTED) || (t1 < 0 && s2 != LPATTN_ERR_UNSUPPORTED);
+        continue;
+      }
+      table_row(&t, "%s|%s|%lld|%lld|%.1f|%.1f|%+.1f", lpattn_backend_name(b),
+                precision_name(precs[i]), (long long)H, (long long)S, 1e3 * t0, 1e3 * t1,
+                100.0 * (t1 - t0) / t0);
+    }
+    host_close(&hr);
+  }
+  table_emit(&t, o);
+  return rc;
+}
