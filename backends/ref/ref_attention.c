@@ -8,8 +8,9 @@
 
 typedef struct {
   float *K, *V, *kbar, *Q, *Qd, *qbar, *score, *kt, *vt, *kx, *kshift, *o;
+  float *lowk, *lowv; /* per KV tile: its low form with its own shift, made once */
   double *acc;
-  uint8_t *kind, *mode;
+  uint8_t *kind, *mode, *have_low;
   ref_row *rows;
   ref_scratch w;
 } prefill_buf;
@@ -17,6 +18,7 @@ typedef struct {
 static void buf_free(prefill_buf *b) {
   free(b->K), free(b->V), free(b->kbar), free(b->Q), free(b->Qd), free(b->qbar);
   free(b->score), free(b->kt), free(b->vt), free(b->kx), free(b->kshift), free(b->o);
+  free(b->lowk), free(b->lowv), free(b->have_low);
   free(b->acc), free(b->kind), free(b->mode), free(b->rows);
   ref_scratch_free(&b->w);
 }
@@ -31,11 +33,13 @@ static lpattn_status buf_alloc(prefill_buf *b, const lpattn_attn_problem *pr, in
   b->kt = malloc(f * Bk * D), b->vt = malloc(f * Bk * D), b->kx = malloc(f * Bk * D);
   b->kshift = malloc(f * D), b->o = malloc(f * D);
   b->acc = malloc(sizeof(double) * Bq * D);
-  b->kind = malloc((size_t)nkt), b->mode = malloc((size_t)nkt);
+  b->lowk = malloc(f * (size_t)nkt * Bk * D), b->lowv = malloc(f * (size_t)nkt * Bk * D);
+  b->kind = malloc((size_t)nkt), b->mode = malloc((size_t)nkt), b->have_low = malloc((size_t)nkt);
   b->rows = malloc(sizeof(ref_row) * Bq);
   lpattn_status st = ref_scratch_alloc(&b->w, pr->Bk);
   if (st == LPATTN_OK && b->K && b->V && b->kbar && b->Q && b->Qd && b->qbar && b->score &&
-      b->kt && b->vt && b->kx && b->kshift && b->o && b->acc && b->kind && b->mode && b->rows)
+      b->kt && b->vt && b->kx && b->kshift && b->o && b->acc && b->kind && b->mode && b->rows &&
+      b->lowk && b->lowv && b->have_low)
     return LPATTN_OK;
   buf_free(b);
   return LPATTN_ERR_OUT_OF_MEMORY;
@@ -118,14 +122,21 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
       t.kshift = bf->kshift;
     }
     if (t.low) {
-      const float *kin = K;
-      if (pr->pasa) {
-        for (int64_t e = 0; e < nk * D; e++) bf->kx[e] = K[e] - bf->kshift[e % D];
-        kin = bf->kx;
+      /* A full tile's low form depends on j only; a leaky diagonal one may
+       * borrow another tile's shift, so it is made afresh. */
+      const int own = bf->kind[j] == LP_TILE_FULL;
+      float *lk = own ? bf->lowk + j * Bk * D : bf->kt, *lv = own ? bf->lowv + j * Bk * D : bf->vt;
+      if (!own || !bf->have_low[j]) {
+        const float *kin = K;
+        if (pr->pasa) {
+          for (int64_t e = 0; e < nk * D; e++) bf->kx[e] = K[e] - bf->kshift[e % D];
+          kin = bf->kx;
+        }
+        ref_quant_rows(cfg, kin, nk, lk);
+        ref_quant_v(cfg, V, nk, lv);
+        bf->have_low[j] = (uint8_t)own;
       }
-      ref_quant_rows(cfg, kin, nk, bf->kt);
-      ref_quant_v(cfg, V, nk, bf->vt);
-      t.k = bf->kt, t.v = bf->vt;
+      t.k = lk, t.v = lv;
     } else if (pr->pasa) {
       ref_pasa_kprime(cfg, K, bf->kshift, nk, bf->kt);
       t.k = bf->kt;
@@ -150,6 +161,7 @@ lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     for (int64_t hk = 0; hk < pr->Hkv; hk++) {
       load_rows(pr->k, b, hk, 0, pr->Skv, D, bf.K);
       load_rows(pr->v, b, hk, 0, pr->Skv, D, bf.V);
+      memset(bf.have_low, 0, (size_t)nkt);
       for (int64_t j = 0; j < nkt; j++) {
         int64_t n = pr->Skv - j * pr->Bk < pr->Bk ? pr->Skv - j * pr->Bk : pr->Bk;
         lp_mean_rows_f32(bf.K, LPATTN_F32, j * pr->Bk * D, D, 1, n, D, (float)n,
