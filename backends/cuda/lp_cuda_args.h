@@ -1,0 +1,99 @@
+/* Arguments of the CUDA kernels, shared by the host glue (cuda_backend.cu)
+ * and the generated kernels (gen/). Plain C: passed by value to kernels. */
+#ifndef LP_CUDA_ARGS_H
+#define LP_CUDA_ARGS_H
+
+#include <stdint.h>
+#include "lpattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A quantized tensor in lpattn's qtensor layout. `rows` is the S extent the
+ * layout was sized for (AXIS_D: codes [B][H][rows][D]; AXIS_S: codes
+ * [B][H][D][Sp], Sp = rows rounded up to the tile). */
+typedef struct {
+  const uint8_t *codes, *scales;
+  const float *outer;
+  int64_t rows;
+} lp_cuda_qview;
+
+/* One prefill (or decode) attention launch. Tiles: Bq = Bk = 64 in the
+ * default variants. Decode sets abs_tiles (query tiles are absolute
+ * positions) and per-sequence lengths; split > 1 writes partial states. */
+typedef struct {
+  const void *q, *k, *v;
+  void *out;
+  int64_t sq[4], sk[4], sv[4], so[4];
+  int out_dtype;
+  float *lse, *ent;
+  int64_t sl[4], se[4];
+  int B, Hq, Hkv, Sq, Skv, D;
+  const int *lens;  /* per-b key count (decode) or NULL (all Skv) */
+  int abs_tiles;
+  int causal, leaky, prec, low, pasa, score_f16, mx_round_up;
+  float sm_scale, pasa_beta;
+  int nkt;          /* KV tiles of the longest sequence */
+  int nqx;          /* query-tile CTAs per (b, h) */
+  lp_cuda_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
+  const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
+  int kmean_tiles;
+  const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */
+  int sel_tiles, sel_k;
+  int split;                /* KV splits; > 1: partials below */
+  float *part_o, *part_l, *part_h; /* [split][B][Hq][Sq][D] and [split][B][Hq][Sq] */
+  int vec16;                /* q/k/v rows are 16-byte aligned and contiguous in D */
+} lp_cuda_attn_args;
+
+/* Quantize x into a qtensor (one warp per domain). shift (K under PASA):
+ * x - beta * mean[(b*H + h)*shift_tiles + s/shift_tile][d] is quantized. */
+typedef struct {
+  const void *x;
+  int dtype;
+  int64_t sx[4];
+  int B, H, S, D;
+  int format, axis, tile, stochastic, mx_round_up;
+  uint64_t seed;
+  uint8_t *codes, *scales;
+  float *outer;
+  int64_t rows; /* S extent of the destination layout (>= S) */
+  const float *shift_mean;
+  float beta;
+  int shift_tile, shift_tiles;
+  int dst_b0, dst_s0; /* destination (b, s) of source (0, 0): KV cache tiles */
+} lp_cuda_quant_args;
+
+typedef struct {
+  const uint8_t *codes, *scales;
+  const float *outer;
+  int format, axis, tile;
+  int B, H, S, D;
+  void *y;
+  int dtype;
+  int64_t sy[4];
+} lp_cuda_dequant_args;
+
+/* SPEC 7 over `n` partials (n = 2: lpattn_merge_states; n = split: decode).
+ * Partial i: o (dtype, strides), lse/h f32 with strides. */
+typedef struct {
+  int n;
+  const void *o[2];
+  int odt[2];
+  int64_t so[2][4];
+  const float *l[2], *hh[2];
+  int64_t sl[2][4], sh[2][4];
+  /* decode partials instead (o[] unused when part_o != NULL) */
+  const float *part_o, *part_l, *part_h;
+  int B, H, S, D;
+  void *out;
+  int out_dtype;
+  int64_t sout[4];
+  float *lse, *ent;
+  int64_t slse[4], sent[4];
+} lp_cuda_merge_args;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

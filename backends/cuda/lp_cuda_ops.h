@@ -1,0 +1,55 @@
+/* Host-side prototypes of the CUDA backend's kernels (gen/ and glue). */
+#ifndef LP_CUDA_OPS_H
+#define LP_CUDA_OPS_H
+#include <cuda_runtime.h>
+#include "lp_cuda_args.h"
+
+typedef struct {
+  const void *k;
+  int dtype;
+  int64_t sk[4];
+  int B, H, D, T, Skv;
+  const int *lens; /* per-(b + dst_b0) length or NULL */
+  int j0, j1, tiles, dst_b0;
+  float *mean;
+} lpc_mean_args;
+
+typedef struct {
+  const void *q; /* prefill: Q (dtype qdt, strides sq); decode: NULL, qring used */
+  int qdt;
+  int64_t sq[4];
+  const float *qring;
+  int B, Hq, Hkv, Sq, Skv, D, T;
+  const int *lens;
+  int abs_tiles, causal, sel_causal, leaky;
+  int nkt;
+  const float *kmean;
+  int kmean_tiles;
+  int k;           /* k for every row, or per sequence in kseq */
+  const int *kseq;
+  int *sel;
+  int sel_tiles, sel_k;
+  int *out; /* user selection tensor (i32) or NULL */
+  int64_t so[4];
+  int out_k;
+} lpc_select_args;
+
+typedef struct {
+  const void *k, *v, *q;
+  int kdt, vdt, qdt, hdt;
+  int64_t sk[4], sv[4], sq[4];
+  int qb; /* batch index of q's rows (decode records q[seq]) */
+  int seq, Hkv, Hq, D, T, n;
+  int64_t pos, max_tokens, ring_lo;
+  void *khi, *vhi;
+  float *qring;
+} lpc_cache_put_args;
+
+lpattn_status lpc_tile_means(const lpc_mean_args *m, cudaStream_t st);
+lpattn_status lpc_select(const lpc_select_args *a, int nqx, cudaStream_t st);
+lpattn_status lpc_cache_put(const lpc_cache_put_args *a, cudaStream_t st);
+lpattn_status lpc_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
+                            cudaStream_t st);
+lpattn_status lpc_set_len(int *lens, int seq, int len, cudaStream_t st);
+lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
+#endif
