@@ -220,9 +220,42 @@ static void merge_identity(lpattn_ctx *ctx) {
   for (int i = 0; i < 4; i++) free(o[i]), free(l[i]), free(h[i]);
 }
 
+/* Batch entries and head groups are independent: a B = 2 call equals two
+ * B = 1 calls bitwise, in every precision (selection output included). */
+static void batch_independence(lpattn_ctx *ctx) {
+  shape_t sh = {2, 4, 2, 96, 160, 64}, s1 = sh;
+  s1.B = 1;
+  rng_t r = {5};
+  const int64_t no = nq(sh), nk = nkv(sh), nr = nrows(sh);
+  float *q = malloc(4 * (size_t)no), *k = malloc(4 * (size_t)nk), *v = malloc(4 * (size_t)nk);
+  float *o = malloc(4 * (size_t)no), *o1 = malloc(4 * (size_t)no);
+  float *l = malloc(4 * (size_t)nr), *l1 = malloc(4 * (size_t)nr);
+  int32_t sel[2 * 4 * 3 * 2], sel1[2 * 4 * 3 * 2];
+  fill_normal(&r, q, no, 0.5, 1.0);
+  fill_normal(&r, k, nk, 0.5, 1.0);
+  fill_normal(&r, v, nk, 0.0, 1.0);
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) {
+    lpattn_attn_params p;
+    lpattn_attn_params_init(&p);
+    p.precision = (lpattn_precision)prec, p.causal = 1, p.pasa = prec % 2, p.block_q = 32;
+    p.block_k = 32, p.thrift_k = 2;
+    int thrift = prec == LPATTN_PREC_THRIFT;
+    CHECK_STATUS(run_attention(ctx, sh, q, k, v, &p, o, l, NULL, thrift ? sel : NULL, 2), LPATTN_OK);
+    for (int b = 0; b < 2; b++)
+      CHECK_STATUS(run_attention(ctx, s1, q + b * no / 2, k + b * nk / 2, v + b * nk / 2, &p,
+                                 o1 + b * no / 2, l1 + b * nr / 2, NULL, thrift ? sel1 + b * 24 : NULL, 2),
+                   LPATTN_OK);
+    CHECK(!memcmp(o, o1, 4 * (size_t)no) && !memcmp(l, l1, 4 * (size_t)nr) &&
+              (!thrift || !memcmp(sel, sel1, sizeof sel)),
+          "precision %d: batch entries not independent", prec);
+  }
+  free(q), free(k), free(v), free(o), free(o1), free(l), free(l1);
+}
+
 int main(void) {
   lpattn_ctx *ctx = ref_ctx();
   shapes(ctx);
+  batch_independence(ctx);
   strides(ctx);
   dtypes(ctx);
   merge_identity(ctx);
