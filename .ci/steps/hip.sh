@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# CI step for the HIP backend (issue 5): install hipcc if missing, build the
+# backend for every AMD target of -Damd_archs, then read the kernels back out
+# of the code objects and check that each kernel the manifest lists for HIP
+# (default set) is there for each target. No AMD GPU is needed or used.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if ! command -v hipcc >/dev/null || [ ! -e /usr/include/hip/hip_runtime.h ]; then
+  echo "hip: apt-get install hipcc libamdhip64-dev"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq hipcc libamdhip64-dev >/dev/null
+fi
+ARCHS=${LPATTN_AMD_ARCHS:-gfx90a,gfx940,gfx1030}
+BUILD=build-ci-hip
+[ -d "$BUILD" ] || meson setup "$BUILD" -Dhip=enabled -Dcpu=disabled -Dbench=false \
+  "-Damd_archs=$ARCHS" >/dev/null
+ninja -C "$BUILD" -j2 >/dev/null
+
+# clang-offload-bundler and llvm-readelf of the LLVM that hipcc drives.
+llvm_bin=$(dirname "$(hipcc -print-prog-name=clang-offload-bundler 2>/dev/null)")
+tool() {
+  for d in "$llvm_bin" /opt/rocm/llvm/bin; do
+    [ -x "$d/$1" ] && { echo "$d/$1"; return; }
+  done
+  command -v "$1" 2>/dev/null && return
+  echo "hip: $1 not found" >&2
+  return 1
+}
+BUNDLER=$(tool clang-offload-bundler)
+READELF=$(tool llvm-readelf)
+
+# Each hipcc object carries a clang offload bundle (section .hip_fatbin) with
+# one code object per target; a kernel is a symbol with a "<name>.kd"
+# kernel descriptor next to it.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for obj in "$BUILD"/backends/hip/*.o; do
+  rm -f "$work/fb"
+  objcopy --dump-section .hip_fatbin="$work/fb" "$obj" "$work/copy.o" 2>/dev/null || true
+  [ -s "$work/fb" ] || continue # the host glue has no device code
+  ids=$("$BUNDLER" --list --type=o --input="$work/fb") || exit 1
+  for id in $ids; do
+    case $id in hip*-amdgcn-*) ;; *) continue ;; esac
+    arch=${id##*--}
+    arch=${arch%%:*}
+    "$BUNDLER" --unbundle --type=o --input="$work/fb" --targets="$id" --output="$work/co" || exit 1
+    "$READELF" --symbols "$work/co" | awk -v a="$arch" '$NF ~ /\.kd$/ {sub(/\.kd$/, "", $NF); print a, $NF}'
+  done
+done >"$work/list" || { echo "hip: could not read the code objects"; exit 1; }
+sort -u "$work/list" >"$work/have"
+
+fail=0
+for arch in ${ARCHS//,/ }; do
+  n=$(awk -v a="$arch" '$1 == a' "$work/have" | wc -l)
+  echo "hip: $arch: $n kernels: $(awk -v a="$arch" '$1 == a {printf "%s ", $2}' "$work/have")"
+done
+for k in $(python3 -c 'import sys; sys.path.insert(0, "codegen")
+import manifest, names
+print(" ".join(names.name(v) for v in manifest.variants("default", "hip")))'); do
+  for arch in ${ARCHS//,/ }; do
+    if ! grep -qx "$arch $k" "$work/have"; then
+      echo "hip: MISSING $k for $arch"
+      fail=1
+    fi
+  done
+done
+[ $fail -eq 0 ] && echo "hip: every manifest kernel is in the code objects of: $ARCHS"
+exit $fail
