@@ -1,0 +1,49 @@
+/* Test-only HIP-on-CUDA shim: the few HIP names lpattn's HIP backend uses,
+ * as inline wrappers over the CUDA runtime, so the HIP-rendered kernels and
+ * host glue build with nvcc and run on an NVIDIA GPU (wave size 32, generic
+ * path: no MFMA macro is ever set here). Functions, not macros: vendor.h
+ * maps the CUDA spellings to these names afterwards. */
+#ifndef LPATTN_TEST_HIP_SHIM_H
+#define LPATTN_TEST_HIP_SHIM_H
+
+#define __HIP_PLATFORM_NVIDIA__ 1
+#include <cuda_runtime.h>
+
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaDeviceProp hipDeviceProp_t;
+typedef cudaMemcpyKind hipMemcpyKind;
+static const hipError_t hipSuccess = cudaSuccess;
+static const hipError_t hipErrorOutOfMemory = cudaErrorMemoryAllocation;
+static const hipMemcpyKind hipMemcpyHostToDevice = cudaMemcpyHostToDevice;
+static const hipMemcpyKind hipMemcpyDeviceToHost = cudaMemcpyDeviceToHost;
+static const hipMemcpyKind hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
+
+static inline hipError_t hipGetDeviceCount(int *n) { return cudaGetDeviceCount(n); }
+static inline hipError_t hipSetDevice(int d) { return cudaSetDevice(d); }
+static inline hipError_t hipGetDevice(int *d) { return cudaGetDevice(d); }
+static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int d) {
+  return cudaGetDeviceProperties(p, d);
+}
+static inline hipError_t hipMalloc(void **p, size_t n) { return cudaMalloc(p, n); }
+static inline hipError_t hipFree(void *p) { return cudaFree(p); }
+static inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMemcpyKind k,
+                                        hipStream_t st) {
+  return cudaMemcpyAsync(d, s, n, k, st);
+}
+static inline hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t st) {
+  return cudaMemsetAsync(d, v, n, st);
+}
+static inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }
+static inline const char *hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
+
+/* HIP's shuffles act on the whole wave: every lane of a CUDA warp. */
+template <typename T>
+__device__ inline T __shfl_xor(T v, int m, int w = 32) { return __shfl_xor_sync(0xffffffffu, v, m, w); }
+template <typename T>
+__device__ inline T __shfl_down(T v, unsigned d, int w = 32) { return __shfl_down_sync(0xffffffffu, v, d, w); }
+template <typename T>
+__device__ inline T __shfl(T v, int s, int w = 32) { return __shfl_sync(0xffffffffu, v, s, w); }
+
+#endif

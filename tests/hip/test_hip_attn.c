@@ -1,0 +1,226 @@
+/* HIP backend against ref: prefill attention in every precision, mask,
+ * PASA, dtype and tiling (O, LSE, entropy, THRIFT selection), the state
+ * merge, and the host-staged quantizer (bit-exact). The low precisions must
+ * also differ from HIGH by much more than from ref, so a path that silently
+ * computed in high precision would fail. */
+#include "hiptest.h"
+
+typedef struct {
+  const char *name;
+  lpattn_precision prec;
+  lpattn_format low;
+  int pasa, score_f16, mx_up;
+} variant;
+
+static const variant variants[] = {
+    {"high", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0, 0},
+    {"fp8", LPATTN_PREC_FP8, LPATTN_FMT_FP8, 0, 0, 0},
+    {"nvfp4", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 0, 0, 0},
+    {"mxfp4", LPATTN_PREC_MXFP4, LPATTN_FMT_MXFP4, 0, 0, 0},
+    {"mxfp4-up", LPATTN_PREC_MXFP4, LPATTN_FMT_MXFP4, 0, 0, 1},
+    {"thrift", LPATTN_PREC_THRIFT, LPATTN_FMT_NVFP4, 0, 0, 0},
+    {"thrift-fp8", LPATTN_PREC_THRIFT, LPATTN_FMT_FP8, 0, 0, 0},
+    {"high-pasa", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 1, 0, 0},
+    {"nvfp4-pasa", LPATTN_PREC_NVFP4, LPATTN_FMT_NVFP4, 1, 0, 0},
+    {"high-score16", LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 1, 0},
+};
+
+typedef struct {
+  float *o, *l, *h;
+  int32_t *sel;
+} result;
+
+static void res_alloc(result *r, ht_shape sh, int64_t nsel) {
+  r->o = malloc(4 * (size_t)ht_nq(sh));
+  r->l = malloc(4 * (size_t)ht_rows(sh)), r->h = malloc(4 * (size_t)ht_rows(sh));
+  r->sel = malloc(4 * (size_t)(nsel ? nsel : 1));
+}
+static void res_free(result *r) { free(r->o), free(r->l), free(r->h), free(r->sel); }
+
+static double relerr(const float *a, const float *b, int64_t n) {
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d, den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Largest |a - b| over rows; -inf must meet -inf, NaN counts as infinite. */
+static double row_diff(const float *a, const float *b, int64_t n) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    if (a[i] == b[i]) continue;
+    double d = fabs((double)a[i] - b[i]);
+    if (!(d <= m)) m = isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+
+static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, int Bq, int Bk,
+                int causal, const variant *va) {
+  ht_rng r = {(uint64_t)(sh.D * 131 + sh.Sq * 7 + causal)};
+  float *q = malloc(4 * (size_t)ht_nq(sh)), *k = malloc(4 * (size_t)ht_nkv(sh));
+  float *v = malloc(4 * (size_t)ht_nkv(sh));
+  /* a mean offset on q and k, so PASA's shift and the THRIFT means matter */
+  ht_fill(&r, q, ht_nq(sh), 0.4, 1.0), ht_fill(&r, k, ht_nkv(sh), 0.6, 1.0);
+  ht_fill(&r, v, ht_nkv(sh), 0.0, 1.0);
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  p.precision = va->prec, p.thrift_low = va->low, p.pasa = va->pasa, p.score_f16 = va->score_f16;
+  p.mx_scale_round_up = va->mx_up, p.causal = causal, p.block_q = Bq, p.block_k = Bk;
+  p.thrift_budget = 0.3f;
+  const int nkt = (int)((sh.Skv + Bk - 1) / Bk), nqt = (int)((sh.Sq + Bq - 1) / Bq);
+  const int ksel = va->prec == LPATTN_PREC_THRIFT ? lpattn_thrift_k(nkt, 0.3f, causal) : 0;
+  const int64_t nsel = sh.B * sh.Hq * nqt * ksel;
+  result a, b, hi;
+  res_alloc(&a, sh, nsel), res_alloc(&b, sh, nsel), res_alloc(&hi, sh, 0);
+  lpattn_status sa = ht_attention(hip, sh, dt, q, k, v, &p, a.o, a.l, a.h, ksel ? a.sel : NULL, ksel);
+  lpattn_status sb = ht_attention(ref, sh, dt, q, k, v, &p, b.o, b.l, b.h, ksel ? b.sel : NULL, ksel);
+  CHECK(sa == LPATTN_OK && sb == LPATTN_OK, "%s: status hip %s ref %s", va->name,
+        lpattn_status_string(sa), lpattn_status_string(sb));
+  const double e = relerr(a.o, b.o, ht_nq(sh));
+  const double el = row_diff(a.l, b.l, ht_rows(sh)), eh = row_diff(a.h, b.h, ht_rows(sh));
+  /* f32 accumulation against ref's f64; PASA/score_f16 round to f16 (one
+   * f16 ulp may flip); FP4/FP8 re-round P, where a flip moves one code. */
+  const int f16ish = va->pasa || va->score_f16 || dt != LPATTN_F32;
+  const double tol = va->prec != LPATTN_PREC_HIGH ? 5e-3 : f16ish ? 2e-3 : 2e-5;
+  const double tol_row = va->prec != LPATTN_PREC_HIGH || f16ish ? 2e-2 : 1e-4;
+  printf("D=%3lld %-4s Bq=%3d Bk=%3d causal=%d %-12s O relerr %.2e  lse %.1e  ent %.1e\n",
+         (long long)sh.D, dt == LPATTN_F32 ? "f32" : dt == LPATTN_F16 ? "f16" : "bf16", Bq, Bk,
+         causal, va->name, e, el, eh);
+  CHECK(e < tol, "%s D=%lld: O relerr %.3e >= %.1e", va->name, (long long)sh.D, e, tol);
+  CHECK(el < tol_row && eh < tol_row, "%s: lse diff %.3e entropy diff %.3e", va->name, el, eh);
+  if (ksel)
+    CHECK(!memcmp(a.sel, b.sel, 4 * (size_t)nsel), "%s: THRIFT selection differs", va->name);
+  if (va->prec != LPATTN_PREC_HIGH && va->prec != LPATTN_PREC_THRIFT) {
+    lpattn_attn_params ph = p;
+    ph.precision = LPATTN_PREC_HIGH;
+    ht_attention(ref, sh, dt, q, k, v, &ph, hi.o, NULL, NULL, NULL, 0);
+    const double eq = relerr(b.o, hi.o, ht_nq(sh));
+    CHECK(e < 0.1 * eq, "%s: hip-ref %.2e not far below the quantization error %.2e", va->name, e, eq);
+  }
+  res_free(&a), res_free(&b), res_free(&hi);
+  free(q), free(k), free(v);
+}
+
+/* SPEC 7 merge: hip against core's host merge, entropy merged and not. */
+static void merge(lpattn_ctx *hip, lpattn_ctx *ref) {
+  const int64_t B = 2, H = 3, S = 37, D = 64, n = B * H * S * D, m = B * H * S;
+  ht_rng r = {5};
+  float *x[6], *res[2][3];
+  for (int i = 0; i < 6; i++) x[i] = malloc(4 * (size_t)n);
+  ht_fill(&r, x[0], n, 0, 1), ht_fill(&r, x[1], n, 0, 1);
+  ht_fill(&r, x[2], m, 3, 2), ht_fill(&r, x[3], m, 3, 2), ht_fill(&r, x[4], m, 2, 1);
+  ht_fill(&r, x[5], m, 2, 1);
+  x[2][0] = -INFINITY, x[2][1] = x[3][1] = -INFINITY; /* empty partials */
+  for (int with_h = 0; with_h < 2; with_h++) {
+    for (int c = 0; c < 2; c++) {
+      lpattn_ctx *ctx = c ? ref : hip;
+      const int dev = !c;
+      void *oa = ht_put(x[0], n, LPATTN_F16, dev), *ob = ht_put(x[1], n, LPATTN_F32, dev);
+      void *la = ht_put(x[2], m, LPATTN_F32, dev), *lb = ht_put(x[3], m, LPATTN_F32, dev);
+      void *ha = ht_put(x[4], m, LPATTN_F32, dev), *hb = ht_put(x[5], m, LPATTN_F32, dev);
+      void *o = ht_out(4 * (size_t)n, dev), *l = ht_out(4 * (size_t)m, dev);
+      void *h = ht_out(4 * (size_t)m, dev);
+      lpattn_tensor to_a = lpattn_tensor_4d(oa, LPATTN_F16, B, H, S, D);
+      lpattn_tensor to_b = lpattn_tensor_4d(ob, LPATTN_F32, B, H, S, D);
+      lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, B, H, S, D);
+      lpattn_tensor tla = lpattn_tensor_4d(la, LPATTN_F32, B, H, S, 1);
+      lpattn_tensor tlb = lpattn_tensor_4d(lb, LPATTN_F32, B, H, S, 1);
+      lpattn_tensor tha = lpattn_tensor_4d(ha, LPATTN_F32, B, H, S, 1);
+      lpattn_tensor thb = lpattn_tensor_4d(hb, LPATTN_F32, B, H, S, 1);
+      lpattn_tensor tl = lpattn_tensor_4d(l, LPATTN_F32, B, H, S, 1);
+      lpattn_tensor th = lpattn_tensor_4d(h, LPATTN_F32, B, H, S, 1);
+      CHECK_STATUS(lpattn_merge_states(ctx, &to_a, &tla, with_h ? &tha : NULL, &to_b, &tlb,
+                                       with_h ? &thb : NULL, &to, &tl, with_h ? &th : NULL),
+                   LPATTN_OK);
+      lpattn_synchronize(ctx);
+      res[c][0] = malloc(4 * (size_t)n), res[c][1] = malloc(4 * (size_t)m);
+      res[c][2] = malloc(4 * (size_t)m);
+      ht_take(o, n, LPATTN_F32, dev, res[c][0]), ht_take(l, m, LPATTN_F32, dev, res[c][1]);
+      ht_take(h, m, LPATTN_F32, dev, res[c][2]);
+      void *in[6] = {oa, ob, la, lb, ha, hb};
+      for (int i = 0; i < 6; i++) dev ? ht_dfree(in[i]) : free(in[i]);
+    }
+    const double eo = relerr(res[0][0], res[1][0], n), el = row_diff(res[0][1], res[1][1], m);
+    const double eh = with_h ? row_diff(res[0][2], res[1][2], m) : 0.0;
+    printf("merge (entropy %d): O relerr %.2e  lse %.1e  ent %.1e\n", with_h, eo, el, eh);
+    CHECK(eo < 1e-5 && el < 1e-4 && eh < 1e-4, "merge: %.2e %.2e %.2e", eo, el, eh);
+    for (int c = 0; c < 2; c++)
+      for (int i = 0; i < 3; i++) free(res[c][i]);
+  }
+  for (int i = 0; i < 6; i++) free(x[i]);
+}
+
+/* lpattn_quantize/dequantize on hip (host-staged) give ref's bytes. */
+static void quant(lpattn_ctx *hip, lpattn_ctx *ref) {
+  const int64_t shape[4] = {2, 3, 100, 64}, n = 2 * 3 * 100 * 64;
+  const struct {
+    lpattn_format f;
+    lpattn_axis axis;
+    lpattn_rounding rnd;
+  } cases[] = {{LPATTN_FMT_NVFP4, LPATTN_AXIS_D, LPATTN_ROUND_NEAREST_EVEN},
+               {LPATTN_FMT_MXFP4, LPATTN_AXIS_S, LPATTN_ROUND_NEAREST_EVEN},
+               {LPATTN_FMT_FP8, LPATTN_AXIS_D, LPATTN_ROUND_STOCHASTIC}};
+  ht_rng r = {17};
+  float *x = malloc(4 * (size_t)n), *y[2];
+  ht_fill(&r, x, n, 0.5, 2.0);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    lpattn_quant_params p;
+    lpattn_quant_params_init(&p);
+    p.format = cases[c].f, p.axis = cases[c].axis, p.rounding = cases[c].rnd, p.seed = 7;
+    size_t cb, sb, oc;
+    CHECK_STATUS(lpattn_qtensor_sizes(p.format, p.axis, p.tile, shape, &cb, &sb, &oc), LPATTN_OK);
+    uint8_t *bytes[2];
+    for (int k = 0; k < 2; k++) {
+      const int dev = !k;
+      lpattn_ctx *ctx = k ? ref : hip;
+      void *dx = ht_put(x, n, LPATTN_BF16, dev);
+      lpattn_qtensor q = {p.format, p.axis, p.tile, {2, 3, 100, 64}, ht_out(cb, dev),
+                          ht_out(sb, dev), ht_out(4 * oc, dev)};
+      lpattn_tensor tx = lpattn_tensor_4d(dx, LPATTN_BF16, 2, 3, 100, 64);
+      void *dy = ht_out(4 * (size_t)n, dev);
+      lpattn_tensor ty = lpattn_tensor_4d(dy, LPATTN_F32, 2, 3, 100, 64);
+      CHECK_STATUS(lpattn_quantize(ctx, &tx, &q, &p), LPATTN_OK);
+      CHECK_STATUS(lpattn_dequantize(ctx, &q, &ty), LPATTN_OK);
+      bytes[k] = malloc(cb + sb + 4 * oc);
+      y[k] = malloc(4 * (size_t)n);
+      void *parts[3] = {q.codes, q.scales, q.outer};
+      const size_t len[3] = {cb, sb, 4 * oc};
+      size_t at = 0;
+      for (int i = 0; i < 3; i++) {
+        if (dev) ht_down(bytes[k] + at, parts[i], len[i]), ht_dfree(parts[i]);
+        else memcpy(bytes[k] + at, parts[i], len[i]), free(parts[i]);
+        at += len[i];
+      }
+      ht_take(dy, n, LPATTN_F32, dev, y[k]);
+      dev ? ht_dfree(dx) : free(dx);
+    }
+    CHECK(!memcmp(bytes[0], bytes[1], cb + sb + 4 * oc), "quantize case %zu: bytes differ", c);
+    CHECK(!memcmp(y[0], y[1], 4 * (size_t)n), "dequantize case %zu differs", c);
+    free(bytes[0]), free(bytes[1]), free(y[0]), free(y[1]);
+  }
+  free(x);
+}
+
+int main(void) {
+  lpattn_ctx *hip = NULL, *ref = NULL;
+  if (lpattn_create(LPATTN_BACKEND_HIP, NULL, &hip) != LPATTN_OK)
+    return test_skip("no HIP device");
+  CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ref), LPATTN_OK);
+  /* partial tiles on both axes, Skv > Sq (causal offset), GQA */
+  const ht_shape s128 = {2, 4, 2, 150, 200, 128}, s64 = {1, 4, 1, 97, 97, 64};
+  const int nv = (int)(sizeof variants / sizeof variants[0]);
+  for (int causal = 0; causal < 2; causal++)
+    for (int i = 0; i < nv; i++) one(hip, ref, s128, LPATTN_F16, 64, 64, causal, &variants[i]);
+  for (int i = 0; i < nv; i++) one(hip, ref, s64, LPATTN_F32, 32, 96, 1, &variants[i]);
+  one(hip, ref, s64, LPATTN_BF16, 64, 64, 1, &variants[0]);
+  one(hip, ref, s64, LPATTN_BF16, 96, 32, 1, &variants[5]);
+  one(hip, ref, s128, LPATTN_F32, 64, 64, 1, &variants[0]);
+  merge(hip, ref);
+  quant(hip, ref);
+  lpattn_free(hip);
+  lpattn_free(ref);
+  return test_finish();
+}
