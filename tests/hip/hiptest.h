@@ -74,11 +74,21 @@ static void ht_take(void *src, int64_t n, lpattn_dtype dt, int dev, float *dst) 
   free(h);
 }
 
+/* Strides of a [B, H, S, D] view stored as BSHD (tokens of all heads
+ * together), the other layout SPEC 1 names. */
+static void ht_bshd(lpattn_tensor *t) {
+  const int64_t H = t->shape[1], S = t->shape[2], D = t->shape[3];
+  t->stride[3] = 1, t->stride[1] = D, t->stride[2] = H * D, t->stride[0] = S * H * D;
+}
+
 /* Attention of f32 host data stored as dt (outputs in dt too). lse, ent,
- * sel may be NULL; sel holds [B, Hq, nqt, ksel]. Returns the call's status. */
-static lpattn_status ht_attention(lpattn_ctx *ctx, ht_shape sh, lpattn_dtype dt, const float *q,
-                                  const float *k, const float *v, const lpattn_attn_params *p,
-                                  float *o, float *lse, float *ent, int32_t *sel, int ksel) {
+ * sel may be NULL; sel holds [B, Hq, nqt, ksel]. bshd: q/k/v/out are
+ * read as BSHD views of the same (BHSD-ordered) arrays, a permutation of
+ * the data that the caller's reference sees permuted alike. */
+static lpattn_status ht_attention_l(lpattn_ctx *ctx, ht_shape sh, lpattn_dtype dt, const float *q,
+                                    const float *k, const float *v, const lpattn_attn_params *p,
+                                    float *o, float *lse, float *ent, int32_t *sel, int ksel,
+                                    int bshd) {
   const int dev = lpattn_context_backend(ctx) == LPATTN_BACKEND_HIP;
   const int64_t nqt = (sh.Sq + p->block_q - 1) / p->block_q;
   void *dq = ht_put(q, ht_nq(sh), dt, dev), *dk = ht_put(k, ht_nkv(sh), dt, dev);
@@ -92,6 +102,7 @@ static lpattn_status ht_attention(lpattn_ctx *ctx, ht_shape sh, lpattn_dtype dt,
   lpattn_tensor tk = lpattn_tensor_4d(dk, dt, sh.B, sh.Hkv, sh.Skv, sh.D);
   lpattn_tensor tv = lpattn_tensor_4d(dv, dt, sh.B, sh.Hkv, sh.Skv, sh.D);
   lpattn_tensor to = lpattn_tensor_4d(dout, dt, sh.B, sh.Hq, sh.Sq, sh.D);
+  if (bshd) ht_bshd(&tq), ht_bshd(&tk), ht_bshd(&tv), ht_bshd(&to);
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   aux.lse = lpattn_tensor_4d(dl, LPATTN_F32, sh.B, sh.Hq, sh.Sq, 1);
@@ -114,5 +125,10 @@ static lpattn_status ht_attention(lpattn_ctx *ctx, ht_shape sh, lpattn_dtype dt,
   if (dev) ht_dfree(dq), ht_dfree(dk), ht_dfree(dv);
   else free(dq), free(dk), free(dv);
   return st;
+}
+static lpattn_status ht_attention(lpattn_ctx *ctx, ht_shape sh, lpattn_dtype dt, const float *q,
+                                  const float *k, const float *v, const lpattn_attn_params *p,
+                                  float *o, float *lse, float *ent, int32_t *sel, int ksel) {
+  return ht_attention_l(ctx, sh, dt, q, k, v, p, o, lse, ent, sel, ksel, 0);
 }
 #endif

@@ -57,14 +57,15 @@ static double row_diff(const float *a, const float *b, int64_t n) {
   return m;
 }
 
-static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, int Bq, int Bk,
-                int causal, const variant *va) {
+static void one_l(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, int Bq, int Bk,
+                  int causal, const variant *va, int bshd, int nan_at) {
   ht_rng r = {(uint64_t)(sh.D * 131 + sh.Sq * 7 + causal)};
   float *q = malloc(4 * (size_t)ht_nq(sh)), *k = malloc(4 * (size_t)ht_nkv(sh));
   float *v = malloc(4 * (size_t)ht_nkv(sh));
   /* a mean offset on q and k, so PASA's shift and the THRIFT means matter */
   ht_fill(&r, q, ht_nq(sh), 0.4, 1.0), ht_fill(&r, k, ht_nkv(sh), 0.6, 1.0);
   ht_fill(&r, v, ht_nkv(sh), 0.0, 1.0);
+  if (nan_at >= 0) k[nan_at] = NAN; /* one key's group: only rows that see it turn NaN */
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
   p.precision = va->prec, p.thrift_low = va->low, p.pasa = va->pasa, p.score_f16 = va->score_f16;
@@ -75,10 +76,30 @@ static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, 
   const int64_t nsel = sh.B * sh.Hq * nqt * ksel;
   result a, b, hi;
   res_alloc(&a, sh, nsel), res_alloc(&b, sh, nsel), res_alloc(&hi, sh, 0);
-  lpattn_status sa = ht_attention(hip, sh, dt, q, k, v, &p, a.o, a.l, a.h, ksel ? a.sel : NULL, ksel);
-  lpattn_status sb = ht_attention(ref, sh, dt, q, k, v, &p, b.o, b.l, b.h, ksel ? b.sel : NULL, ksel);
+  lpattn_status sa = ht_attention_l(hip, sh, dt, q, k, v, &p, a.o, a.l, a.h, ksel ? a.sel : NULL,
+                                    ksel, bshd);
+  lpattn_status sb = ht_attention_l(ref, sh, dt, q, k, v, &p, b.o, b.l, b.h, ksel ? b.sel : NULL,
+                                    ksel, bshd);
+  if (sa == LPATTN_ERR_UNSUPPORTED && sh.D == 256) { /* only with -Dvariants=all */
+    printf("D=256: not built in this variant set\n");
+    res_free(&a), res_free(&b), res_free(&hi);
+    free(q), free(k), free(v);
+    return;
+  }
   CHECK(sa == LPATTN_OK && sb == LPATTN_OK, "%s: status hip %s ref %s", va->name,
         lpattn_status_string(sa), lpattn_status_string(sb));
+  /* NaN where ref has NaN, and nowhere else; then compare the rest */
+  int64_t nan_a = 0, nan_b = 0, nan_mismatch = 0;
+  for (int64_t i = 0; i < ht_nq(sh); i++) {
+    nan_a += isnan(a.o[i]), nan_b += isnan(b.o[i]);
+    nan_mismatch += isnan(a.o[i]) != isnan(b.o[i]);
+    if (isnan(a.o[i]) && isnan(b.o[i])) a.o[i] = b.o[i] = 0.0f;
+  }
+  CHECK(!nan_mismatch, "%s: NaN pattern differs (%lld hip, %lld ref)", va->name, (long long)nan_a,
+        (long long)nan_b);
+  if (nan_at >= 0) CHECK(nan_b > 0 && nan_b < ht_nq(sh), "%s: ref NaN count %lld", va->name, (long long)nan_b);
+  for (int64_t i = 0; i < ht_rows(sh); i++)
+    if (isnan(a.l[i]) && isnan(b.l[i])) a.l[i] = b.l[i] = a.h[i] = b.h[i] = 0.0f;
   const double e = relerr(a.o, b.o, ht_nq(sh));
   const double el = row_diff(a.l, b.l, ht_rows(sh)), eh = row_diff(a.h, b.h, ht_rows(sh));
   /* f32 accumulation against ref's f64; PASA/score_f16 round to f16 (one
@@ -86,14 +107,15 @@ static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, 
   const int f16ish = va->pasa || va->score_f16 || dt != LPATTN_F32;
   const double tol = va->prec != LPATTN_PREC_HIGH ? 5e-3 : f16ish ? 2e-3 : 2e-5;
   const double tol_row = va->prec != LPATTN_PREC_HIGH || f16ish ? 2e-2 : 1e-4;
-  printf("D=%3lld %-4s Bq=%3d Bk=%3d causal=%d %-12s O relerr %.2e  lse %.1e  ent %.1e\n",
-         (long long)sh.D, dt == LPATTN_F32 ? "f32" : dt == LPATTN_F16 ? "f16" : "bf16", Bq, Bk,
-         causal, va->name, e, el, eh);
+  printf("D=%3lld %-4s Bq=%3d Bk=%3d Sq=%3lld Skv=%3lld causal=%d%s%s %-12s O relerr %.2e  lse %.1e  "
+         "ent %.1e\n", (long long)sh.D, dt == LPATTN_F32 ? "f32" : dt == LPATTN_F16 ? "f16" : "bf16",
+         Bq, Bk, (long long)sh.Sq, (long long)sh.Skv, causal, bshd ? " bshd" : "",
+         nan_at >= 0 ? " nan" : "", va->name, e, el, eh);
   CHECK(e < tol, "%s D=%lld: O relerr %.3e >= %.1e", va->name, (long long)sh.D, e, tol);
   CHECK(el < tol_row && eh < tol_row, "%s: lse diff %.3e entropy diff %.3e", va->name, el, eh);
   if (ksel)
     CHECK(!memcmp(a.sel, b.sel, 4 * (size_t)nsel), "%s: THRIFT selection differs", va->name);
-  if (va->prec != LPATTN_PREC_HIGH && va->prec != LPATTN_PREC_THRIFT) {
+  if (va->prec != LPATTN_PREC_HIGH && va->prec != LPATTN_PREC_THRIFT && nan_at < 0) {
     lpattn_attn_params ph = p;
     ph.precision = LPATTN_PREC_HIGH;
     ht_attention(ref, sh, dt, q, k, v, &ph, hi.o, NULL, NULL, NULL, 0);
@@ -102,6 +124,10 @@ static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, 
   }
   res_free(&a), res_free(&b), res_free(&hi);
   free(q), free(k), free(v);
+}
+static void one(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt, int Bq, int Bk,
+                int causal, const variant *va) {
+  one_l(hip, ref, sh, dt, Bq, Bk, causal, va, 0, -1);
 }
 
 /* SPEC 7 merge: hip against core's host merge, entropy merged and not. */
@@ -218,6 +244,16 @@ int main(void) {
   one(hip, ref, s64, LPATTN_BF16, 64, 64, 1, &variants[0]);
   one(hip, ref, s64, LPATTN_BF16, 96, 32, 1, &variants[5]);
   one(hip, ref, s128, LPATTN_F32, 64, 64, 1, &variants[0]);
+  const ht_shape s256 = {1, 2, 1, 80, 100, 256};
+  one(hip, ref, s256, LPATTN_F16, 64, 64, 1, &variants[2]);
+  one(hip, ref, s256, LPATTN_BF16, 64, 64, 0, &variants[7]);
+  /* Sq > Skv: the first rows see no key (O = 0, LSE = -inf, H = 0) */
+  const ht_shape wide = {1, 2, 1, 130, 70, 64};
+  for (int i = 0; i < nv; i++) one(hip, ref, wide, LPATTN_F16, 64, 64, 1, &variants[i]);
+  /* BSHD strides, and a NaN key that only reaches the rows that see it */
+  one_l(hip, ref, s128, LPATTN_BF16, 64, 64, 1, &variants[2], 1, -1);
+  one_l(hip, ref, s128, LPATTN_F32, 64, 64, 1, &variants[0], 0, 70 * 128 + 5);
+  one_l(hip, ref, s128, LPATTN_F32, 64, 64, 1, &variants[2], 0, 70 * 128 + 5);
   merge(hip, ref);
   quant(hip, ref);
   lpattn_free(hip);
