@@ -26,26 +26,34 @@ namespace hn = hwy::HWY_NAMESPACE;
 // At most 16 lanes, so every vector divides Bk and D (multiples of 16/32).
 using DF = hn::CappedTag<float, 16>;
 
-// R rows of S[r][c] = sum_d A[r][d] * Bt[d][c] over all Bk columns.
+// R (1 or 4) rows of S[r][c] = sum_d A[r][d] * Bt[d][c] over all Bk columns.
+// Named accumulators, not arrays: SVE vectors cannot be array elements.
 template <int kD, int R>
 HWY_INLINE void ScoreRows(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, float *S) {
+  static_assert(R == 1 || R == 4, "R is 1 or 4");
   const DF df;
   const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
   for (int64_t c = 0; c < Bk; c += 2 * N) {
-    hn::Vec<DF> s[R][2];
-    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = hn::Zero(df);
+    auto s00 = hn::Zero(df), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+         s31 = s00;
     const float *b = Bt + c;
     for (int64_t d = 0; d < D; d++, b += Bk) {
       const auto b0 = hn::LoadU(df, b), b1 = hn::LoadU(df, b + N);
-      for (int r = 0; r < R; r++) {
-        const auto x = hn::Set(df, A[r * D + d]);
-        s[r][0] = hn::MulAdd(x, b0, s[r][0]);
-        s[r][1] = hn::MulAdd(x, b1, s[r][1]);
+      const auto x0 = hn::Set(df, A[d]);
+      s00 = hn::MulAdd(x0, b0, s00), s01 = hn::MulAdd(x0, b1, s01);
+      if (R == 4) {
+        const auto x1 = hn::Set(df, A[D + d]), x2 = hn::Set(df, A[2 * D + d]),
+                   x3 = hn::Set(df, A[3 * D + d]);
+        s10 = hn::MulAdd(x1, b0, s10), s11 = hn::MulAdd(x1, b1, s11);
+        s20 = hn::MulAdd(x2, b0, s20), s21 = hn::MulAdd(x2, b1, s21);
+        s30 = hn::MulAdd(x3, b0, s30), s31 = hn::MulAdd(x3, b1, s31);
       }
     }
-    for (int r = 0; r < R; r++) {
-      hn::StoreU(s[r][0], df, S + r * Bk + c);
-      hn::StoreU(s[r][1], df, S + r * Bk + c + N);
+    hn::StoreU(s00, df, S + c), hn::StoreU(s01, df, S + c + N);
+    if (R == 4) {
+      hn::StoreU(s10, df, S + Bk + c), hn::StoreU(s11, df, S + Bk + c + N);
+      hn::StoreU(s20, df, S + 2 * Bk + c), hn::StoreU(s21, df, S + 2 * Bk + c + N);
+      hn::StoreU(s30, df, S + 3 * Bk + c), hn::StoreU(s31, df, S + 3 * Bk + c + N);
     }
   }
 }

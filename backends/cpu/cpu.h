@@ -84,6 +84,7 @@ extern "C" {
 int lpattn_cpu_targets(int64_t *targets, int max);
 const char *lpattn_cpu_target_name(int64_t target);
 void lpattn_cpu_force_target(int64_t target);
+double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak, dispatched target
 }
 
 #endif
