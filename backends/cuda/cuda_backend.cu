@@ -260,7 +260,7 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
   lpc_carve c = {0};
-  size_t oq[3], ok[3], ov[3], omean = 0, osel = 0;
+  size_t oq[3] = {0, 0, 0}, ok[3] = {0, 0, 0}, ov[3] = {0, 0, 0}, omean = 0, osel = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, oq));
@@ -516,6 +516,9 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   if (split > ntiles / 2) split = ntiles / 2;
   if (split < 1) split = 1;
   lpc_carve cv = {0};
+  size_t oqq[3] = {0, 0, 0};
+  const int64_t qshape[4] = {B, Hq, Sq, D};
+  if (cp->precision != LPATTN_PREC_HIGH) TRY(qview_alloc(&cv, cache_low(cp), LPATTN_AXIS_D, 64, qshape, oqq));
   size_t oksq = thrift ? carve(&cv, (size_t)B * 4) : 0;
   size_t osel = 0;
   int *kseq_h = NULL;
@@ -558,6 +561,10 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
     s.sel = (int *)(ws + osel), s.sel_tiles = maxtiles, s.sel_k = kmax;
     TRY(lpc_select(&s, nqx, im->stream));
     a.sel = s.sel, a.sel_tiles = maxtiles, a.sel_k = kmax;
+  }
+  if (cp->precision != LPATTN_PREC_HIGH) {
+    a.qq = qview_at(ws, oqq, Sq);
+    TRY(quant_into(im, q, &a.qq, cache_low(cp), LPATTN_AXIS_D, cp->mx_scale_round_up, NULL, 0, 0));
   }
   lpattn_tensor kv = hi_view(c, k->khi, 0, 0, k->maxt), vv = hi_view(c, k->vhi, 0, 0, k->maxt);
   a.q = q->data, a.k = kv.data, a.v = vv.data, a.out = out->data;

@@ -57,7 +57,10 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   if (r0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   int jmax = nkt - 1, jfull = nkt - 1;
-  if (a.causal) {
+  if (a.abs_tiles) { /* decode: tiles before the row's own are full, its own is diagonal */
+    jmax = min(nkt - 1, qi);
+    jfull = qi - 1;
+  } else if (a.causal) {
     jmax = min(nkt - 1, lpc_floordiv(r1 + off, BK));
     jfull = min(nkt - 1, lpc_floordiv(r0 + off + 1, BK) - 1);
     if (jfull + 1 == nkt - 1 && Skv - 1 <= r0 + off) jfull++;
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 
   for (int j = js; j < je; j++) {
     const int c0 = j * BK, c1 = min(c0 + BK, Skv) - 1;
-    const bool diag = a.causal && c1 > r0 + off;
+    const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
     bool low;
     if (a.prec == LPATTN_PREC_HIGH) low = false;
     else if (a.leaky) low = true;
@@ -178,13 +181,12 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       }
     }
     __syncthreads();
-    if (a.pasa) { /* c_rj = sm_scale * (q_r . kshift_j), f32, d ascending */
+    if (a.pasa) { /* c_rj = sm_scale * (q_r . kshift_j): f64 dot, d ascending, then f32 */
       if (tid < BQ) {
-        float s = 0.0f;
-        for (int d = 0; d < D; d++) {
-          s = __fadd_rn(s, __fmul_rn(HI::tof(Qs[tid * LD + d]), shift[d]));
-        }
-        crow[tid] = __fmul_rn(a.sm_scale, s);
+        double s = 0.0;
+        for (int d = 0; d < D; d++)
+          s = __dadd_rn(s, __dmul_rn((double)HI::tof(Qs[tid * LD + d]), (double)shift[d]));
+        crow[tid] = (float)__dmul_rn((double)a.sm_scale, s);
       }
       __syncthreads();
     }
@@ -223,6 +225,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 
     /* ---- scores, masks, online softmax ------------------------------------ */
     float smax[2] = {lpc_ninf(), lpc_ninf()};
+    bool vis[2]; /* a row that sees none of the tile's keys does not visit it */
+    for (int hh = 0; hh < 2; hh++) vis[hh] = !(a.causal && c0 > base + warp * 16 + g + 8 * hh + off);
 #pragma unroll
     for (int n = 0; n < NKT; n++)
 #pragma unroll
@@ -251,6 +255,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       float m = lpc_quad_max(smax[hh]);
       float c = a.pasa ? crow[warp * 16 + g + 8 * hh] : 0.0f;
       stp[hh] = lpc_row_begin(&st[hh], m, c);
+      if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
     }
 #pragma unroll
     for (int n = 0; n < NKT; n++)
@@ -265,7 +270,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       }
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-      lpc_row_end(&st[hh], &stp[hh], lpc_quad_sum(psum[hh]), lpc_quad_sum(pssum[hh]));
+      const float sp = lpc_quad_sum(psum[hh]), sps = lpc_quad_sum(pssum[hh]);
+      if (vis[hh]) lpc_row_end(&st[hh], &stp[hh], sp, sps);
 #pragma unroll
       for (int n = 0; n < NDT; n++) {
         acc[n][2 * hh] *= stp[hh].alpha;

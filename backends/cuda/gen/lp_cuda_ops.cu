@@ -47,7 +47,8 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
   const int r0 = max(base, 0), r1 = min(base + T, Sq) - 1;
   if (r0 > r1) return;
   const int nkt = (Skv + T - 1) / T;
-  const int jmax = a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
+  const int jmax = a.abs_tiles ? min(nkt - 1, qi)
+                 : a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
   const int qsrc = (a.causal && a.sel_causal) ? qi - 1 : qi;
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float s = 0.0f;
@@ -65,7 +66,7 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
   __syncthreads();
   for (int j = threadIdx.x; j <= jmax; j += blockDim.x) {
     const int c1 = min(j * T + T, Skv) - 1;
-    const bool diag = a.causal && c1 > r0 + off;
+    const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
     float s = 0.0f;
     const float *km = a.kmean + (((int64_t)b * a.Hkv + hk) * a.kmean_tiles + j) * a.D;
     for (int d = 0; d < a.D; d++) s = __fadd_rn(s, __fmul_rn(qbar[d], km[d]));

@@ -1,0 +1,165 @@
+/* CUDA backend timings (one JSON object per line on stdout), read by
+ * bench_cuda.py, which times PyTorch SDPA in the same run and writes
+ * bench/RESULTS_cuda.md.
+ *   prefill: B=1, H=32, D=128, f16, S in {1k, 4k, 16k}, causal and not, every precision
+ *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
+ * Usage: bench_cuda [prefill|decode|all] */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lpattn.h"
+
+#define CUDA_OK(x)                                                            \
+  do {                                                                        \
+    if ((x) != cudaSuccess) {                                                 \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(cudaGetLastError())); \
+      exit(1);                                                                \
+    }                                                                         \
+  } while (0)
+#define LP_OK(x)                                                                  \
+  do {                                                                            \
+    lpattn_status s_ = (x);                                                       \
+    if (s_ != LPATTN_OK) {                                                        \
+      fprintf(stderr, "%s: %s\n", #x, lpattn_status_string(s_));                  \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
+
+/* Random f16 on the device (host generation, one copy). */
+static void *rand_f16(size_t n, float mean, float sd, unsigned seed) {
+  uint16_t *h = malloc(n * 2);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    float acc = 0;
+    for (int k = 0; k < 4; k++) { /* sum of uniforms: cheap, bell-shaped */
+      x = x * 1664525u + 1013904223u;
+      acc += (float)(x >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    }
+    h[i] = lpattn_f32_to_f16(mean + sd * acc * 1.7320508f);
+  }
+  void *d;
+  CUDA_OK(cudaMalloc(&d, n * 2));
+  CUDA_OK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static int cmpf(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void bench_prefill(lpattn_ctx *ctx) {
+  const int64_t B = 1, H = 32, D = 128;
+  const int64_t Ss[3] = {1024, 4096, 16384};
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  for (int si = 0; si < 3; si++) {
+    const int64_t S = Ss[si];
+    size_t n = (size_t)(B * H * S * D);
+    void *q = rand_f16(n, 0, 1, 1), *k = rand_f16(n, 0.2f, 1, 2), *v = rand_f16(n, 0, 1, 3), *o;
+    CUDA_OK(cudaMalloc(&o, n * 2));
+    lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, B, H, S, D), tk = lpattn_tensor_4d(k, LPATTN_F16, B, H, S, D),
+                  tv = lpattn_tensor_4d(v, LPATTN_F16, B, H, S, D), to = lpattn_tensor_4d(o, LPATTN_F16, B, H, S, D);
+    for (int causal = 0; causal < 2; causal++)
+      for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) {
+        lpattn_attn_params p;
+        lpattn_attn_params_init(&p);
+        p.precision = (lpattn_precision)prec, p.causal = causal;
+        int reps = S >= 16384 ? 5 : 20;
+        float t[32];
+        for (int w = 0; w < 2; w++) LP_OK(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL));
+        for (int r = 0; r < reps; r++) {
+          cudaEventRecord(e0, 0);
+          LP_OK(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL));
+          cudaEventRecord(e1, 0);
+          CUDA_OK(cudaEventSynchronize(e1));
+          cudaEventElapsedTime(&t[r], e0, e1);
+        }
+        qsort(t, (size_t)reps, sizeof(float), cmpf);
+        double ms = t[reps / 2];
+        double flop = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
+        printf("{\"kind\":\"prefill\",\"S\":%lld,\"causal\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+               (long long)S, causal, PN[prec], ms, flop / (ms * 1e-3) / 1e12);
+        fflush(stdout);
+      }
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+  }
+}
+
+/* Bytes of the KV cache a decode step must read: every key and value once,
+ * in the storage of its tile (two newest tiles high, the rest low). */
+static double kv_bytes(int prec, int64_t B, int64_t Hkv, int64_t ctx, int64_t D) {
+  double elems = 2.0 * B * Hkv * ctx * D;
+  switch (prec) {
+    case LPATTN_PREC_FP8: return elems * 1.0 + 2.0 * B * Hkv * ctx * 4 / 2; /* codes + K outer per token (V per channel: small) */
+    case LPATTN_PREC_NVFP4: return elems * (0.5 + 1.0 / 16) + 2.0 * B * Hkv * ctx * 4 / 2;
+    case LPATTN_PREC_MXFP4: return elems * (0.5 + 1.0 / 32);
+    default: return elems * 2.0;
+  }
+}
+
+static void bench_decode(lpattn_ctx *ctx) {
+  const int64_t Hq = 32, Hkv = 8, D = 128;
+  const int64_t Bs[2] = {1, 16}, Cs[3] = {8192, 32768, 131072};
+  const int precs[3] = {LPATTN_PREC_HIGH, LPATTN_PREC_FP8, LPATTN_PREC_NVFP4};
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  const int64_t chunk = 8192;
+  void *kc = rand_f16((size_t)(Hkv * chunk * D), 0.2f, 1, 11), *vc = rand_f16((size_t)(Hkv * chunk * D), 0, 1, 12);
+  for (int bi = 0; bi < 2; bi++)
+    for (int ci = 0; ci < 3; ci++)
+      for (int pi = 0; pi < 3; pi++) {
+        const int64_t B = Bs[bi], C = Cs[ci];
+        lpattn_kv_cache_params cp;
+        lpattn_kv_cache_params_init(&cp);
+        cp.num_seqs = (int)B, cp.num_q_heads = (int)Hq, cp.num_kv_heads = (int)Hkv, cp.head_dim = (int)D;
+        cp.max_tokens = C, cp.precision = (lpattn_precision)precs[pi], cp.high_dtype = LPATTN_F16;
+        lpattn_kv_cache *cache;
+        LP_OK(lpattn_kv_cache_create(ctx, &cp, &cache));
+        lpattn_tensor tk = lpattn_tensor_4d(kc, LPATTN_F16, 1, Hkv, chunk, D), tv = lpattn_tensor_4d(vc, LPATTN_F16, 1, Hkv, chunk, D);
+        for (int s = 0; s < B; s++)
+          for (int64_t done = 0; done < C; done += chunk) LP_OK(lpattn_kv_cache_append(ctx, cache, s, &tk, &tv, NULL));
+        void *q = rand_f16((size_t)(B * Hq * D), 0, 1, 13), *o;
+        CUDA_OK(cudaMalloc(&o, (size_t)(B * Hq * D) * 2));
+        lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, B, Hq, 1, D), to = lpattn_tensor_4d(o, LPATTN_F16, B, Hq, 1, D);
+        lpattn_attn_params p;
+        lpattn_attn_params_init(&p);
+        for (int w = 0; w < 3; w++) LP_OK(lpattn_decode(ctx, cache, &tq, &to, &p, NULL));
+        float t[32];
+        const int reps = 20;
+        for (int r = 0; r < reps; r++) {
+          cudaEventRecord(e0, 0);
+          LP_OK(lpattn_decode(ctx, cache, &tq, &to, &p, NULL));
+          cudaEventRecord(e1, 0);
+          CUDA_OK(cudaEventSynchronize(e1));
+          cudaEventElapsedTime(&t[r], e0, e1);
+        }
+        qsort(t, reps, sizeof(float), cmpf);
+        double ms = t[reps / 2], bytes = kv_bytes(precs[pi], B, Hkv, C, D);
+        printf("{\"kind\":\"decode\",\"B\":%lld,\"ctx\":%lld,\"prec\":\"%s\",\"ms\":%.4f,\"gbs\":%.1f}\n",
+               (long long)B, (long long)C, PN[precs[pi]], ms, bytes / (ms * 1e-3) / 1e9);
+        fflush(stdout);
+        cudaFree(q), cudaFree(o);
+        lpattn_kv_cache_free(cache);
+      }
+  cudaFree(kc), cudaFree(vc);
+}
+
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "all";
+  lpattn_ctx *ctx;
+  if (lpattn_create(LPATTN_BACKEND_CUDA, NULL, &ctx) != LPATTN_OK) {
+    fprintf(stderr, "no usable CUDA device\n");
+    return 77;
+  }
+  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx);
+  if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);
+  lpattn_free(ctx);
+  return 0;
+}

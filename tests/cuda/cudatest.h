@@ -1,0 +1,112 @@
+/* Helpers of the CUDA tests: device buffers, random tensors, comparisons
+ * against the ref backend. Exit 77 when no CUDA device is usable. */
+#ifndef LPATTN_CUDATEST_H
+#define LPATTN_CUDATEST_H
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "formats.h"
+#include "lpattn.h"
+#include "testutil.h"
+
+static uint64_t ct_rng = 0x9E3779B97F4A7C15ull;
+static inline double ct_unif(void) { /* [0, 1) */
+  ct_rng ^= ct_rng << 13, ct_rng ^= ct_rng >> 7, ct_rng ^= ct_rng << 17;
+  return (double)(ct_rng >> 11) * 0x1p-53;
+}
+static inline double ct_normal(void) {
+  double u = ct_unif() + 1e-12, v = ct_unif();
+  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static inline size_t ct_esize(lpattn_dtype t) { return t == LPATTN_F32 || t == LPATTN_I32 ? 4 : t <= LPATTN_BF16 ? 2 : 1; }
+
+/* A host tensor and its device twin, contiguous [B, H, S, D]. */
+typedef struct {
+  lpattn_tensor h, d;
+  size_t bytes;
+} ct_pair;
+
+static void *ct_dalloc(size_t n) {
+  void *p = NULL;
+  if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
+    exit(1);
+  }
+  return p;
+}
+
+static inline ct_pair ct_make(lpattn_dtype dt, int64_t b, int64_t h, int64_t s, int64_t d) {
+  ct_pair p;
+  p.bytes = (size_t)(b * h * s * d) * ct_esize(dt);
+  p.h = lpattn_tensor_4d(calloc(1, p.bytes ? p.bytes : 1), dt, b, h, s, d);
+  p.d = lpattn_tensor_4d(ct_dalloc(p.bytes), dt, b, h, s, d);
+  return p;
+}
+
+static inline void ct_free(ct_pair *p) {
+  free(p->h.data);
+  cudaFree(p->d.data);
+}
+
+static inline void ct_up(ct_pair *p) { cudaMemcpy(p->d.data, p->h.data, p->bytes, cudaMemcpyHostToDevice); }
+static inline void ct_down(ct_pair *p) {
+  cudaDeviceSynchronize();
+  cudaMemcpy(p->h.data, p->d.data, p->bytes, cudaMemcpyDeviceToHost);
+}
+/* Poison the device copy (NaN bytes) so unwritten outputs show. */
+static inline void ct_poison(ct_pair *p) { cudaMemset(p->d.data, 0xFF, p->bytes); }
+
+static inline int64_t ct_count(const lpattn_tensor *t) { return t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]; }
+
+static inline float ct_get(const lpattn_tensor *t, int64_t i) { return lp_load_f32(t->data, t->dtype, i); }
+
+/* Fill with N(mu, sigma) (stored rounded to the dtype) and upload. */
+static inline void ct_fill(ct_pair *p, double mu, double sigma) {
+  for (int64_t i = 0; i < ct_count(&p->h); i++)
+    lp_store_f32(p->h.data, p->h.dtype, i, (float)(mu + sigma * ct_normal()));
+  ct_up(p);
+}
+static inline void ct_fill_unif(ct_pair *p, double x0, double am) {
+  for (int64_t i = 0; i < ct_count(&p->h); i++)
+    lp_store_f32(p->h.data, p->h.dtype, i, (float)(x0 + am * (2.0 * ct_unif() - 1.0)));
+  ct_up(p);
+}
+
+/* ||a - b|| / ||b|| over the host copies; NaN anywhere gives +inf. */
+static inline double ct_relerr(const lpattn_tensor *a, const lpattn_tensor *b) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ct_count(a); i++) {
+    double x = ct_get(a, i), y = ct_get(b, i);
+    if (isnan(x) || isnan(y)) return INFINITY;
+    num += (x - y) * (x - y), den += y * y;
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static inline int64_t ct_nonfinite(const lpattn_tensor *a) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < ct_count(a); i++) n += !isfinite(ct_get(a, i));
+  return n;
+}
+
+static inline double ct_maxabs(const lpattn_tensor *a, const lpattn_tensor *b) {
+  double m = 0;
+  for (int64_t i = 0; i < ct_count(a); i++) {
+    double x = ct_get(a, i), y = ct_get(b, i);
+    if (isinf(x) && isinf(y) && (x > 0) == (y > 0)) continue;
+    if (isnan(x) || isnan(y) || isinf(x) || isinf(y)) return INFINITY;
+    if (fabs(x - y) > m) m = fabs(x - y);
+  }
+  return m;
+}
+
+static inline int ct_setup(lpattn_ctx **cuda, lpattn_ctx **ref) {
+  if (!lpattn_backend_available(LPATTN_BACKEND_CUDA)) return 0;
+  if (lpattn_create(LPATTN_BACKEND_CUDA, NULL, cuda) != LPATTN_OK) return 0;
+  if (lpattn_create(LPATTN_BACKEND_REF, NULL, ref) != LPATTN_OK) return 0;
+  return 1;
+}
+#endif

@@ -1,0 +1,191 @@
+/* CUDA prefill attention against ref: every precision, causal and not,
+ * GQA, Sq != Skv, f16/bf16 inputs, LSE/entropy/selection outputs; the SPEC 4
+ * leak test bitwise; PASA NaN-free on SPEC 8 data; unsupported inputs. */
+#include "cudatest.h"
+
+typedef struct {
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  lpattn_dtype in, out;
+} shape_t;
+
+typedef struct {
+  ct_pair q, k, v, o, lse, ent, sel;
+} prob_t;
+
+static prob_t prob_make(const shape_t *s, int ksel) {
+  prob_t p;
+  p.q = ct_make(s->in, s->B, s->Hq, s->Sq, s->D);
+  p.k = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
+  p.v = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
+  p.o = ct_make(s->out, s->B, s->Hq, s->Sq, s->D);
+  p.lse = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
+  p.ent = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
+  p.sel = ct_make(LPATTN_I32, s->B, s->Hq, (s->Sq + 63) / 64, ksel > 0 ? ksel : 1);
+  return p;
+}
+
+static void prob_free(prob_t *p) {
+  ct_free(&p->q), ct_free(&p->k), ct_free(&p->v), ct_free(&p->o);
+  ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
+}
+
+/* Run on both backends; returns 1 when both succeeded. r holds ref's outputs. */
+static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
+                    const lpattn_attn_params *ap, int want_sel) {
+  lpattn_attn_aux ah, ad;
+  lpattn_attn_aux_init(&ah), lpattn_attn_aux_init(&ad);
+  ah.lse = r->lse.h, ah.entropy = r->ent.h, ad.lse = p->lse.d, ad.entropy = p->ent.d;
+  if (want_sel) ah.selection = r->sel.h, ad.selection = p->sel.d;
+  ct_poison(&p->o), ct_poison(&p->lse), ct_poison(&p->ent), ct_poison(&p->sel);
+  lpattn_status sr = lpattn_attention(ref, &p->q.h, &p->k.h, &p->v.h, &r->o.h, ap, &ah);
+  lpattn_status sc = lpattn_attention(cu, &p->q.d, &p->k.d, &p->v.d, &p->o.d, ap, &ad);
+  CHECK(sr == LPATTN_OK && sc == LPATTN_OK, "status ref %s cuda %s", lpattn_status_string(sr),
+        lpattn_status_string(sc));
+  ct_down(&p->o), ct_down(&p->lse), ct_down(&p->ent), ct_down(&p->sel);
+  return sr == LPATTN_OK && sc == LPATTN_OK;
+}
+
+static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
+
+static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec,
+                   int causal, int pasa, int leaky) {
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = causal, ap.pasa = pasa, ap.leaky = leaky;
+  ap.thrift_budget = 0.3f;
+  int k = 0;
+  if (prec == LPATTN_PREC_THRIFT) {
+    int n = (int)((s->Skv + 63) / 64);
+    k = lpattn_thrift_k(n, ap.thrift_budget, causal);
+  }
+  prob_t p = prob_make(s, k), r = prob_make(s, k);
+  ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
+  if (!run_both(cu, ref, &p, &r, &ap, k > 0)) goto done;
+  double e = ct_relerr(&p.o.h, &r.o.h), el = ct_maxabs(&p.lse.h, &r.lse.h),
+         eh = ct_maxabs(&p.ent.h, &r.ent.h);
+  /* ref is f64; the kernel rounds P to the input type for high tiles */
+  double tol = s->in == LPATTN_BF16 ? 5e-3 : 2e-3;
+  printf("parity %-6s D=%-3lld %s causal=%d pasa=%d leaky=%d Sq=%lld Skv=%lld: O %.2e LSE %.2e H %.2e\n",
+         PN[prec], (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal, pasa, leaky,
+         (long long)s->Sq, (long long)s->Skv, e, el, eh);
+  CHECK(e < tol, "%s O rel err %g >= %g", PN[prec], e, tol);
+  CHECK(el < 1e-3, "%s LSE max err %g", PN[prec], el);
+  CHECK(eh < 1e-3, "%s entropy max err %g", PN[prec], eh);
+  if (k > 0) {
+    CHECK(memcmp(p.sel.h.data, r.sel.h.data, p.sel.bytes) == 0, "THRIFT selection differs from ref");
+  }
+done:
+  prob_free(&p), prob_free(&r);
+}
+
+/* SPEC 4 test of record: rows <= t are bitwise unchanged when every token
+ * after t changes (Q, K and V). */
+static void leak(lpattn_ctx *cu, lpattn_precision prec, int pasa, int64_t t) {
+  shape_t s = {1, 2, 1, 256, 256, 64, LPATTN_F16, LPATTN_F32};
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = 1, ap.pasa = pasa, ap.thrift_k = 2;
+  prob_t p = prob_make(&s, 0);
+  ct_fill(&p.q, 0, 1), ct_fill(&p.k, 0.5, 1), ct_fill(&p.v, 0, 1);
+  float *o1 = malloc(p.o.bytes);
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
+  ct_down(&p.o);
+  memcpy(o1, p.o.h.data, p.o.bytes);
+  ct_pair *xs[3] = {&p.q, &p.k, &p.v};
+  for (int w = 0; w < 3; w++) {
+    const int64_t H = xs[w]->h.shape[1];
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t r = t + 1; r < s.Sq; r++)
+        for (int64_t d = 0; d < s.D; d++)
+          lp_store_f32(xs[w]->h.data, s.in, (h * s.Sq + r) * s.D + d, (float)(5.0 * ct_normal()));
+    ct_up(xs[w]);
+  }
+  ct_poison(&p.o);
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
+  ct_down(&p.o);
+  int64_t bad = 0;
+  for (int64_t h = 0; h < s.Hq; h++)
+    bad += memcmp(o1 + h * s.Sq * s.D, (float *)p.o.h.data + h * s.Sq * s.D, (size_t)((t + 1) * s.D) * 4) != 0;
+  printf("leak %-6s pasa=%d t=%lld: %s\n", PN[prec], pasa, (long long)t, bad ? "LEAKS" : "bitwise equal");
+  CHECK(bad == 0, "causal leak: %s pasa=%d t=%lld", PN[prec], pasa, (long long)t);
+  free(o1);
+  prob_free(&p);
+}
+
+/* SPEC 8 / seed 003: uniform x0 = 30, Am = 0.5, (1, 16, 1280, 128) in f16. */
+static void pasa_overflow(lpattn_ctx *cu, lpattn_ctx *ref) {
+  shape_t s = {1, 16, 16, 1280, 1280, 128, LPATTN_F16, LPATTN_F32};
+  prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
+  ct_fill_unif(&p.q, 30, 0.5), ct_fill_unif(&p.k, 30, 0.5), ct_fill_unif(&p.v, 30, 0.5);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.pasa = 1;
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
+  ct_down(&p.o);
+  ap.pasa = 0; /* f64 ground truth */
+  CHECK_STATUS(lpattn_attention(ref, &p.q.h, &p.k.h, &p.v.h, &r.o.h, &ap, NULL), LPATTN_OK);
+  int64_t nf = ct_nonfinite(&p.o.h);
+  double e = ct_relerr(&p.o.h, &r.o.h);
+  printf("pasa x0=30 Am=0.5: nonfinite %lld, rel err vs f64 %.2e\n", (long long)nf, e);
+  CHECK(nf == 0, "PASA produced %lld non-finite outputs", (long long)nf);
+  CHECK(e < 1e-3, "PASA rel err %g", e);
+  ap.score_f16 = 1; /* the baseline overflows: NaN, on purpose */
+  ct_poison(&p.o);
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
+  ct_down(&p.o);
+  nf = ct_nonfinite(&p.o.h);
+  printf("score_f16 baseline: nonfinite %lld of %lld\n", (long long)nf, (long long)ct_count(&p.o.h));
+  CHECK(nf > 0, "score_f16 baseline should overflow on this data");
+  prob_free(&p), prob_free(&r);
+}
+
+static void bad_inputs(lpattn_ctx *cu) {
+  shape_t s = {1, 2, 2, 64, 64, 64, LPATTN_F32, LPATTN_F32};
+  prob_t p = prob_make(&s, 0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
+  prob_free(&p);
+  shape_t s2 = {1, 2, 2, 64, 64, 64, LPATTN_BF16, LPATTN_F32};
+  p = prob_make(&s2, 0);
+  ap.pasa = 1; /* f16 scores need f16 inputs */
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
+  ap.pasa = 0, ap.block_q = 32;
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
+  ap.block_q = 64;
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, NULL, &p.o.d, &ap, NULL), LPATTN_ERR_NULL_POINTER);
+  ap.block_q = 48;
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_INVALID_ARGUMENT);
+  prob_free(&p);
+  shape_t s3 = {1, 2, 2, 64, 64, 48, LPATTN_F16, LPATTN_F32}; /* no D = 48 kernel */
+  p = prob_make(&s3, 0);
+  lpattn_attn_params_init(&ap);
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
+  prob_free(&p);
+}
+
+int main(void) {
+  lpattn_ctx *cu = NULL, *ref = NULL;
+  if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
+  const shape_t shapes[] = {
+      {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32},
+      {1, 4, 1, 100, 230, 128, LPATTN_BF16, LPATTN_F16},
+      {1, 2, 2, 150, 90, 64, LPATTN_F16, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
+  };
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], (lpattn_precision)prec, causal, 0, 0);
+  shape_t pz = {1, 2, 1, 192, 192, 128, LPATTN_F16, LPATTN_F32};
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) parity(cu, ref, &pz, (lpattn_precision)prec, 1, 1, 0);
+  parity(cu, ref, &pz, LPATTN_PREC_HIGH, 0, 1, 0);
+  parity(cu, ref, &shapes[0], LPATTN_PREC_NVFP4, 1, 0, 1);
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) leak(cu, (lpattn_precision)prec, 0, 100);
+  leak(cu, LPATTN_PREC_NVFP4, 1, 127);
+  leak(cu, LPATTN_PREC_THRIFT, 1, 64);
+  pasa_overflow(cu, ref);
+  bad_inputs(cu);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error");
+  lpattn_free(cu);
+  lpattn_free(ref);
+  return test_finish();
+}

@@ -1,0 +1,85 @@
+/* CUDA decode against the device KV cache matches ref decode against the
+ * host cache: every precision, PASA, sequences of different lengths, Sq = 1
+ * and Sq = 3 rows that straddle a tile boundary, LSE/entropy too. */
+#include "cudatest.h"
+
+static void decode_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_precision prec, int pasa,
+                        lpattn_dtype dt) {
+  const int S = 2, Hq = 4, Hkv = 2, D = 64;
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_seqs = S, cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D;
+  cp.max_tokens = 700, cp.high_dtype = dt, cp.precision = prec, cp.pasa = pasa;
+  lpattn_kv_cache *cc = NULL, *rc = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_OK);
+  CHECK_STATUS(lpattn_kv_cache_create(ref, &cp, &rc), LPATTN_OK);
+  if (!cc || !rc) return;
+  const int prompt[2] = {190, 317};
+  for (int s = 0; s < S; s++) {
+    for (int done = 0; done < prompt[s];) {
+      int n = prompt[s] - done < 100 ? prompt[s] - done : 100;
+      ct_pair k = ct_make(dt, 1, Hkv, n, D), v = ct_make(dt, 1, Hkv, n, D), q = ct_make(dt, 1, Hq, n, D);
+      ct_fill(&k, 0.4, 1), ct_fill(&v, 0, 1), ct_fill(&q, 0, 1);
+      CHECK_STATUS(lpattn_kv_cache_append(cu, cc, s, &k.d, &v.d, &q.d), LPATTN_OK);
+      CHECK_STATUS(lpattn_kv_cache_append(ref, rc, s, &k.h, &v.h, &q.h), LPATTN_OK);
+      ct_free(&k), ct_free(&v), ct_free(&q);
+      done += n;
+    }
+  }
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.thrift_budget = 0.25f;
+  double worst = 0, worst_l = 0, worst_h = 0;
+  for (int step = 0; step < 6; step++) {
+    const int Sq = step == 3 ? 3 : 1;
+    for (int s = 0; s < S; s++) { /* Sq new tokens per sequence, then decode them */
+      ct_pair k = ct_make(dt, 1, Hkv, Sq, D), v = ct_make(dt, 1, Hkv, Sq, D);
+      ct_fill(&k, 0.4, 1), ct_fill(&v, 0, 1);
+      CHECK_STATUS(lpattn_kv_cache_append(cu, cc, s, &k.d, &v.d, NULL), LPATTN_OK);
+      CHECK_STATUS(lpattn_kv_cache_append(ref, rc, s, &k.h, &v.h, NULL), LPATTN_OK);
+      ct_free(&k), ct_free(&v);
+    }
+    ct_pair q = ct_make(dt, S, Hq, Sq, D), o = ct_make(LPATTN_F32, S, Hq, Sq, D);
+    ct_pair l = ct_make(LPATTN_F32, S, Hq, Sq, 1), h = ct_make(LPATTN_F32, S, Hq, Sq, 1);
+    ct_pair ro = ct_make(LPATTN_F32, S, Hq, Sq, D), rl = ct_make(LPATTN_F32, S, Hq, Sq, 1),
+            rh = ct_make(LPATTN_F32, S, Hq, Sq, 1);
+    ct_fill(&q, 0, 1);
+    ct_poison(&o), ct_poison(&l), ct_poison(&h);
+    lpattn_attn_aux ad, ah;
+    lpattn_attn_aux_init(&ad), lpattn_attn_aux_init(&ah);
+    ad.lse = l.d, ad.entropy = h.d, ah.lse = rl.h, ah.entropy = rh.h;
+    CHECK_STATUS(lpattn_decode(cu, cc, &q.d, &o.d, &ap, &ad), LPATTN_OK);
+    CHECK_STATUS(lpattn_decode(ref, rc, &q.h, &ro.h, &ap, &ah), LPATTN_OK);
+    ct_down(&o), ct_down(&l), ct_down(&h);
+    double e = ct_relerr(&o.h, &ro.h), el = ct_maxabs(&l.h, &rl.h), eh = ct_maxabs(&h.h, &rh.h);
+    worst = e > worst ? e : worst, worst_l = el > worst_l ? el : worst_l, worst_h = eh > worst_h ? eh : worst_h;
+    ct_free(&q), ct_free(&o), ct_free(&l), ct_free(&h), ct_free(&ro), ct_free(&rl), ct_free(&rh);
+  }
+  double tol = dt == LPATTN_BF16 ? 5e-3 : 2e-3;
+  printf("decode prec=%d pasa=%d %s: O %.2e LSE %.2e H %.2e\n", prec, pasa,
+         dt == LPATTN_F16 ? "f16" : "bf16", worst, worst_l, worst_h);
+  CHECK(worst < tol, "decode prec %d pasa %d: O rel err %g", prec, pasa, worst);
+  CHECK(worst_l < 1e-3, "decode prec %d: LSE err %g", prec, worst_l);
+  CHECK(worst_h < 1e-3, "decode prec %d: entropy err %g", prec, worst_h);
+  lpattn_kv_cache_free(cc);
+  lpattn_kv_cache_free(rc);
+}
+
+int main(void) {
+  lpattn_ctx *cu = NULL, *ref = NULL;
+  if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) decode_case(cu, ref, (lpattn_precision)prec, 0, LPATTN_F16);
+  decode_case(cu, ref, LPATTN_PREC_NVFP4, 1, LPATTN_F16);
+  decode_case(cu, ref, LPATTN_PREC_THRIFT, 1, LPATTN_F16);
+  decode_case(cu, ref, LPATTN_PREC_HIGH, 0, LPATTN_BF16);
+  /* a cache the CUDA backend cannot hold: f32 high copies */
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_q_heads = 2, cp.num_kv_heads = 2, cp.head_dim = 64, cp.max_tokens = 64, cp.high_dtype = LPATTN_F32;
+  lpattn_kv_cache *c = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &c), LPATTN_ERR_UNSUPPORTED);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error");
+  lpattn_free(cu);
+  lpattn_free(ref);
+  return test_finish();
+}
