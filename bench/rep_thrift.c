@@ -87,6 +87,7 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
   for (int fi = 0; fi < 2 && !rc; fi++) {
     const lpattn_format f = fi ? LPATTN_FMT_MXFP4 : LPATTN_FMT_NVFP4;
     const lpattn_precision pf = fi ? LPATTN_PREC_MXFP4 : LPATTN_PREC_NVFP4;
+    for (int s = 0; s < NSEL; s++) memset(high[s], 0, (size_t)ntt);
     if (call(ctx, &w, p, pf, f, 1, 0, out, NULL, ref, 0, &e_all_low, &secs)) { rc = 1; break; }
     table_row(&tb, "%s|all low (leaky)|0|0|%.3e|%.3e|0|-|%.0f", fmt_name(f), e_all_low.rel_rmse,
               e_all_low.max_abs, 1e3 * secs);
@@ -126,7 +127,7 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
     }
     if (rc) break;
     if (f != LPATTN_FMT_NVFP4) continue; /* the simulator is exact for NVFP4 only (tilesim.h) */
-    if (tilesim_run(ctx, p, TILE, 1.0 / sqrt((double)p->D), NSEL, high, sim)) {
+    if (tilesim_run(p, TILE, 1.0 / sqrt((double)p->D), bench_threads(o), NSEL, high, sim)) {
       fprintf(stderr, "thrift: tile simulator failed\n");
       rc = 1;
       break;
@@ -218,7 +219,7 @@ static int length_sweep(const bench_opts *o, lpattn_ctx *ctx, int64_t H) {
 }
 
 int report_thrift(const bench_opts *o) {
-  const int64_t H = o->quick ? 2 : 4, S = o->quick ? 512 : 4096, D = 128;
+  const int64_t H = o->quick ? 1 : 4, S = o->quick ? 1024 : 4096, D = 128;
   const lpattn_backend be = bench_default_backend(o);
   lpattn_ctx *ctx = NULL;
   lpattn_status st = bench_open(o, be, &ctx);

@@ -19,7 +19,9 @@
 
 /* high[s] is a [B, Hq, nqt, nkt] array of flags (1 = compute high) for
  * selection s; diagonal tiles are high whatever the flag. out[s] receives
- * [B, Hq, Sq, D]. ctx: any host context (quantization is bit-exact). */
-int tilesim_run(lpattn_ctx *ctx, const bench_problem *p, int tile, double sm_scale, int nsel, uint8_t *const *high, float *const *out);
+ * [B, Hq, Sq, D]. Quantization runs on ref contexts of its own (formats
+ * are bit-exact on every backend); heads are split over `threads`. */
+int tilesim_run(const bench_problem *p, int tile, double sm_scale, int threads, int nsel,
+                uint8_t *const *high, float *const *out);
 
 #endif
