@@ -95,6 +95,69 @@ HWY_INLINE void AccumPV(const float *p, const float *V, int64_t D_rt, int64_t n,
   }
 }
 
+// Four rows at once: acc_r = alpha_r * acc_r + sum_{c < n} P[r][c] * V[c]
+// (P rows Bk apart, acc rows D apart): each V load feeds four FMAs.
+template <int kD>
+HWY_INLINE void AccumPV4(const float *P, int64_t Bk, const float *V, int64_t D_rt, int64_t n,
+                         const float *alpha, float *acc) {
+  const DF df;
+  const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
+  const float *p0 = P, *p1 = P + Bk, *p2 = P + 2 * Bk, *p3 = P + 3 * Bk;
+  float *c0 = acc, *c1 = acc + D, *c2 = acc + 2 * D, *c3 = acc + 3 * D;
+  const auto w0 = hn::Set(df, alpha[0]), w1 = hn::Set(df, alpha[1]), w2 = hn::Set(df, alpha[2]),
+             w3 = hn::Set(df, alpha[3]);
+  int64_t d = 0;
+  for (; d + 2 * N <= D; d += 2 * N) {
+    auto a00 = hn::Mul(hn::LoadU(df, c0 + d), w0), a01 = hn::Mul(hn::LoadU(df, c0 + d + N), w0);
+    auto a10 = hn::Mul(hn::LoadU(df, c1 + d), w1), a11 = hn::Mul(hn::LoadU(df, c1 + d + N), w1);
+    auto a20 = hn::Mul(hn::LoadU(df, c2 + d), w2), a21 = hn::Mul(hn::LoadU(df, c2 + d + N), w2);
+    auto a30 = hn::Mul(hn::LoadU(df, c3 + d), w3), a31 = hn::Mul(hn::LoadU(df, c3 + d + N), w3);
+    const float *v = V + d;
+    for (int64_t c = 0; c < n; c++, v += D) {
+      const auto v0 = hn::LoadU(df, v), v1 = hn::LoadU(df, v + N);
+      const auto x0 = hn::Set(df, p0[c]), x1 = hn::Set(df, p1[c]), x2 = hn::Set(df, p2[c]),
+                 x3 = hn::Set(df, p3[c]);
+      a00 = hn::MulAdd(x0, v0, a00), a01 = hn::MulAdd(x0, v1, a01);
+      a10 = hn::MulAdd(x1, v0, a10), a11 = hn::MulAdd(x1, v1, a11);
+      a20 = hn::MulAdd(x2, v0, a20), a21 = hn::MulAdd(x2, v1, a21);
+      a30 = hn::MulAdd(x3, v0, a30), a31 = hn::MulAdd(x3, v1, a31);
+    }
+    hn::StoreU(a00, df, c0 + d), hn::StoreU(a01, df, c0 + d + N);
+    hn::StoreU(a10, df, c1 + d), hn::StoreU(a11, df, c1 + d + N);
+    hn::StoreU(a20, df, c2 + d), hn::StoreU(a21, df, c2 + d + N);
+    hn::StoreU(a30, df, c3 + d), hn::StoreU(a31, df, c3 + d + N);
+  }
+  for (; d < D; d += N) {  // D is a multiple of 16, N divides 16
+    auto a0 = hn::Mul(hn::LoadU(df, c0 + d), w0), a1 = hn::Mul(hn::LoadU(df, c1 + d), w1);
+    auto a2 = hn::Mul(hn::LoadU(df, c2 + d), w2), a3 = hn::Mul(hn::LoadU(df, c3 + d), w3);
+    for (int64_t c = 0; c < n; c++) {
+      const auto v0 = hn::LoadU(df, V + c * D + d);
+      a0 = hn::MulAdd(hn::Set(df, p0[c]), v0, a0), a1 = hn::MulAdd(hn::Set(df, p1[c]), v0, a1);
+      a2 = hn::MulAdd(hn::Set(df, p2[c]), v0, a2), a3 = hn::MulAdd(hn::Set(df, p3[c]), v0, a3);
+    }
+    hn::StoreU(a0, df, c0 + d), hn::StoreU(a1, df, c1 + d);
+    hn::StoreU(a2, df, c2 + d), hn::StoreU(a3, df, c3 + d);
+  }
+}
+
+// Rows r < nr: acc_r = alpha_r acc_r + sum_{c < nv_r} P[r][c] V[c]. A row
+// never reads V past its own nv_r (future keys of a diagonal tile).
+template <int kD>
+HWY_INLINE void AccumPVRows(const float *P, int64_t Bk, const float *V, int64_t D_rt, int64_t nr,
+                            const int64_t *nv, const float *alpha, float *acc) {
+  const int64_t D = kD ? kD : D_rt;
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) {
+    int64_t n = nv[r];
+    for (int i = 1; i < 4; i++) n = nv[r + i] < n ? nv[r + i] : n;
+    AccumPV4<kD>(P + r * Bk, Bk, V, D, n, alpha + r, acc + r * D);
+    for (int i = 0; i < 4; i++)
+      if (nv[r + i] > n)
+        AccumPV<kD>(P + (r + i) * Bk + n, V + n * D, D, nv[r + i] - n, 1.0f, acc + (r + i) * D);
+  }
+  for (; r < nr; r++) AccumPV<kD>(P + r * Bk, V, D, nv[r], alpha[r], acc + r * D);
+}
+
 HWY_INLINE float RowMax(const float *s, int64_t n) {
   const DF df;
   const int64_t N = hn::Lanes(df);
@@ -256,7 +319,8 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   if (any_low)
     for (int64_t r = 0; r < nr; r++) QuantRow(pr, q + r * D, D, sc, sc->ql.data() + r * D);
 
-  float *acc = sc->acc.data(), *S = sc->s.data(), *p = sc->p.data(), *pq = sc->tmp.data();
+  float *acc = sc->acc.data(), *S = sc->s.data(), *P = sc->p.data(), *alpha = sc->alpha.data();
+  int64_t *nv = sc->nv.data();
   lpk_row *rows = sc->rows.data();
   for (int64_t i = 0; i < nr * D; i++) acc[i] = 0.0f;
   for (int64_t r = 0; r < nr; r++) lpk_row_init(&rows[r]);
@@ -278,8 +342,9 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     Scores<kD>(low ? sc->ql.data() : q, Kt, D, Bk, nr, S);
     for (int64_t r = 0; r < nr; r++) {
       const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
+      nv[r] = 0, alpha[r] = 1.0f;
       if (nvis <= 0) continue;  // the row sees none of this tile's keys
-      float *s = S + r * Bk;
+      float *s = S + r * Bk, *p = P + r * Bk;
       for (int64_t c = 0; c < nvis; c++) {
         if (pr.pasa) s[c] = lpk_round_f16(low ? s[c] * ss : s[c]);
         else if (pr.score_f16 && !low) s[c] = lpk_round_f16(s[c]) * ss;
@@ -291,13 +356,11 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       float sum_p, sum_ps;
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
       lpk_row_end(&rows[r], &st, sum_p, sum_ps);
-      if (!low) {
-        AccumPV<kD>(p, kv.v + c0 * D, D, nvis, st.alpha, acc + r * D);
-      } else {
-        QuantizeP(pr, p, Bk, sc, pq);
-        AccumPV<kD>(pq, kv.vq + c0 * D, D, nk, st.alpha, acc + r * D);
-      }
+      alpha[r] = st.alpha;
+      nv[r] = low ? nk : nvis;
+      if (low) QuantizeP(pr, p, Bk, sc, p);
     }
+    AccumPVRows<kD>(P, Bk, (low ? kv.vq : kv.v) + c0 * D, D, nr, nv, alpha, acc);
   }
 
   for (int64_t r = 0; r < nr; r++) {

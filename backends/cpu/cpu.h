@@ -40,7 +40,8 @@ struct AttnJob {
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
 struct Scratch {
-  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, zeros;
+  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, zeros, alpha;
+  std::vector<int64_t> nv;
   std::vector<uint8_t> kind, mode, codes, scales;
   std::vector<lpk_row> rows;
   void Size(const AttnJob &job);

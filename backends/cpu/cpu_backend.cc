@@ -125,7 +125,8 @@ lpattn_status Dequantize(lpattn_ctx *, const lpattn_qtensor *q, const lpattn_ten
 void Scratch::Size(const AttnJob &job) {
   const lpattn_attn_problem &pr = *job.pr;
   const size_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt, w = D > Bk ? D : Bk;
-  q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bk);
+  q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bq * Bk);
+  alpha.resize(Bq), nv.resize(Bq);
   ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), zeros.assign(D, 0.0f);
   kind.resize(nkt), mode.resize(nkt), codes.resize(w), scales.resize(w), rows.resize(Bq);
 }
