@@ -514,6 +514,11 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   int total = B * Hq * nqx;
   int split = (4 * im->nsm + total - 1) / total;
   if (split > ntiles / 2) split = ntiles / 2;
+  /* P of an FP8 or MXFP4 tile is quantized relative to the running max,
+   * which a split KV range would change: those decode sequentially, like
+   * the prefill row they must equal. NVFP4's P scale follows the row max. */
+  const lpattn_format lowf = cache_low(cp);
+  if (cp->precision != LPATTN_PREC_HIGH && lowf != LPATTN_FMT_NVFP4) split = 1;
   if (split < 1) split = 1;
   lpc_carve cv = {0};
   size_t oqq[3] = {0, 0, 0};

@@ -65,6 +65,47 @@ static void decode_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_precision prec, 
   lpattn_kv_cache_free(rc);
 }
 
+/* Decode of position len-1 equals the last row of a causal prefill over the
+ * same len tokens (SPEC 4: a decoded token sees the tiles and selection
+ * inputs of its prefill row), on each backend separately. */
+static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, int pasa) {
+  const int Hq = 4, Hkv = 2, D = 64, len = 200;
+  ct_pair q = ct_make(LPATTN_F16, 1, Hq, len, D), k = ct_make(LPATTN_F16, 1, Hkv, len, D),
+          v = ct_make(LPATTN_F16, 1, Hkv, len, D), o = ct_make(LPATTN_F32, 1, Hq, len, D);
+  ct_fill(&q, 0, 1), ct_fill(&k, 0.4, 1), ct_fill(&v, 0, 1);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = 1, ap.pasa = pasa, ap.thrift_budget = 0.25f;
+  CHECK_STATUS(lpattn_attention(ctx, host ? &q.h : &q.d, host ? &k.h : &k.d, host ? &v.h : &v.d,
+                                host ? &o.h : &o.d, &ap, NULL), LPATTN_OK);
+  if (!host) ct_down(&o);
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D, cp.max_tokens = 256;
+  cp.precision = prec, cp.pasa = pasa;
+  lpattn_kv_cache *c = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
+  CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, host ? &k.h : &k.d, host ? &v.h : &v.d, host ? &q.h : &q.d), LPATTN_OK);
+  /* the last query row as a [1, Hq, 1, D] view */
+  lpattn_tensor ql = host ? q.h : q.d;
+  ql.data = (char *)ql.data + (size_t)(len - 1) * D * 2, ql.shape[2] = 1;
+  ct_pair od = ct_make(LPATTN_F32, 1, Hq, 1, D);
+  CHECK_STATUS(lpattn_decode(ctx, c, &ql, host ? &od.h : &od.d, &ap, NULL), LPATTN_OK);
+  if (!host) ct_down(&od);
+  double num = 0, den = 0;
+  for (int h = 0; h < Hq; h++)
+    for (int d = 0; d < D; d++) {
+      double a = ((float *)od.h.data)[h * D + d], b = ((float *)o.h.data)[((size_t)h * len + len - 1) * D + d];
+      num += (a - b) * (a - b), den += b * b;
+    }
+  double e = sqrt(num / den);
+  printf("decode vs prefill (%s) prec=%d pasa=%d: %.2e\n", host ? "ref" : "cuda", prec, pasa, e);
+  /* ref: the same f64 arithmetic; cuda: a split KV range rounds differently */
+  CHECK(e < (host ? 1e-9 : 1e-3), "%s decode differs from its prefill row: prec %d pasa %d err %g", host ? "ref" : "cuda", prec, pasa, e);
+  lpattn_kv_cache_free(c);
+  ct_free(&q), ct_free(&k), ct_free(&v), ct_free(&o), ct_free(&od);
+}
+
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
@@ -72,6 +113,10 @@ int main(void) {
   decode_case(cu, ref, LPATTN_PREC_NVFP4, 1, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_THRIFT, 1, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_HIGH, 0, LPATTN_BF16);
+  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+    for (int host = 0; host < 2; host++) decode_vs_prefill(host ? ref : cu, host, (lpattn_precision)prec, 0);
+  decode_vs_prefill(cu, 0, LPATTN_PREC_NVFP4, 1);
+  decode_vs_prefill(ref, 1, LPATTN_PREC_NVFP4, 1);
   /* a cache the CUDA backend cannot hold: f32 high copies */
   lpattn_kv_cache_params cp;
   lpattn_kv_cache_params_init(&cp);

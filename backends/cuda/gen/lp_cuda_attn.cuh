@@ -19,30 +19,46 @@
 __device__ __forceinline__ int lpc_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 template <int D> struct lpc_smem {
-  static constexpr int LD = D + 8; /* padded row: conflict-free ldmatrix */
+  static constexpr int LD = D + 8;       /* padded rows: conflict-free ldmatrix */
+  static constexpr int LDV = LPC_BK + 8; /* low V is stored transposed, [d][key] */
+  static constexpr int VSZ = LPC_BK * LD > D * LDV ? LPC_BK * LD : D * LDV;
   static constexpr size_t bytes =
-      (size_t)(2 * LPC_BQ + 2 * LPC_BK) * LD * 2 + (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
+      (size_t)(2 * LPC_BQ + LPC_BK) * LD * 2 + (size_t)VSZ * 2 + (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
 };
 
-/* Element (row, d) of a low tile without its outer scale, from a qtensor
- * in AXIS_D layout (row = flattened [B][H][rows] index). */
-__device__ __forceinline__ float lpc_low_rowmajor(const lp_cuda_qview &q, int fmt, int64_t row,
-                                                  int D, int d) {
-  int64_t e = row * D + d;
-  uint8_t code = fmt == LPATTN_FMT_FP8 ? q.codes[e] : (uint8_t)((q.codes[e >> 1] >> ((d & 1) * 4)) & 15);
-  uint8_t sc = fmt == LPATTN_FMT_FP8 ? 0 : q.scales[e / (fmt == LPATTN_FMT_MXFP4 ? 32 : 16)];
-  return lpc_deq_inner(fmt, code, sc);
+/* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
+ * AXIS_D or AXIS_S layout, without the outer scale: element index e of the
+ * flattened codes (e % 8 == 0, so the 8 share one group scale). */
+__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
+                                          int64_t e) {
+  float v[8];
+  if (fmt == LPATTN_FMT_FP8) {
+    uint2 w = *(const uint2 *)(codes + e);
+    uint8_t b[8];
+    memcpy(b, &w, 8);
+    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode(b[u]);
+  } else {
+    uint32_t w = *(const uint32_t *)(codes + (e >> 1));
+    uint8_t sc = scales[e / (fmt == LPATTN_FMT_MXFP4 ? 32 : 16)];
+    float sv = fmt == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode(sc) : lpc_e4m3_decode(sc);
+    for (int u = 0; u < 8; u++) v[u] = lpc_e2m1_decode((uint8_t)((w >> (4 * u)) & 15)) * sv;
+  }
+  uint4 r;
+  r.x = lpc_mma<__nv_bfloat16>::pack(v[0], v[1]), r.y = lpc_mma<__nv_bfloat16>::pack(v[2], v[3]);
+  r.z = lpc_mma<__nv_bfloat16>::pack(v[4], v[5]), r.w = lpc_mma<__nv_bfloat16>::pack(v[6], v[7]);
+  return r;
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a) {
-  constexpr int BQ = LPC_BQ, BK = LPC_BK, LD = lpc_smem<D>::LD, NDT = D / 8, NKT = BK / 8;
+  constexpr int BQ = LPC_BQ, BK = LPC_BK, LD = lpc_smem<D>::LD, LDV = lpc_smem<D>::LDV;
+  constexpr int NDT = D / 8, NKT = BK / 8;
   typedef lpc_mma<T> HI;
   typedef lpc_mma<__nv_bfloat16> LO;
   extern __shared__ __align__(16) unsigned char lpc_smem_raw[];
   unsigned short *Qs = (unsigned short *)lpc_smem_raw;
   unsigned short *Ql = Qs + BQ * LD, *Ks = Ql + BQ * LD, *Vs = Ks + BK * LD;
-  float *qout = (float *)(Vs + BK * LD), *crow = qout + BQ, *kout = crow + BQ;
+  float *qout = (float *)(Vs + lpc_smem<D>::VSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -88,17 +104,19 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     *(uint4 *)&Qs[lr * LD + c] = w;
   }
   if (any_low) {
-    for (int i = tid; i < BQ * D; i += blockDim.x) {
-      int lr = i / D, d = i % D, r = base + lr;
+    for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
+      int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = base + lr;
       bool ok = r >= r0 && r <= r1;
-      Ql[lr * LD + d] = LO::bits(ok ? lpc_low_rowmajor(a.qq, fmt, qrow0 + r, D, d) : 0.0f);
-      if (d == 0) qout[lr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow0 + r];
+      *(uint4 *)&Ql[lr * LD + c] = ok ? lpc_low8(a.qq.codes, a.qq.scales, fmt, (qrow0 + r) * D + c)
+                                      : make_uint4(0, 0, 0, 0);
+      if (c == 0) qout[lr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow0 + r];
     }
   }
 
   const int *sel = a.sel ? a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k : nullptr;
   int selp = 0;
   float acc[NDT][4];
+#pragma unroll
   for (int n = 0; n < NDT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   lpc_row st[2];
   lpc_row_init(&st[0]);
@@ -158,25 +176,28 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
         *(uint4 *)&Vs[cr * LD + c] = wv;
       }
     } else {
-      const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
       const int64_t Sp = (a.vq.rows + BK - 1) / BK * BK;
-      for (int i = tid; i < BK * D; i += blockDim.x) {
-        int cr = i / D, d = i % D, key = c0 + cr;
+      for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
+        int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         bool ok = key < Skv;
-        Ks[cr * LD + d] = LO::bits(ok ? lpc_low_rowmajor(a.kq, fmt, kvbh * a.kq.rows + key, D, d) : 0.0f);
-        if (d == 0)
+        *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_low8(a.kq.codes, a.kq.scales, fmt, (kvbh * a.kq.rows + key) * D + c)
+                                        : make_uint4(0, 0, 0, 0);
+        if (c == 0)
           kout[cr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + key];
       }
-      for (int i = tid; i < BK * D; i += blockDim.x) {
-        int d = i / BK, cr = i % BK, key = c0 + cr; /* keys fastest: codes are [d][S] */
-        float val = 0.0f;
-        if (key < Skv) {
-          int64_t e = (kvbh * D + d) * Sp + key;
-          uint8_t code = fmt == LPATTN_FMT_FP8 ? a.vq.codes[e] : (uint8_t)((a.vq.codes[e >> 1] >> ((key & 1) * 4)) & 15);
-          val = lpc_deq_inner(fmt, code, fmt == LPATTN_FMT_FP8 ? 0 : a.vq.scales[e / G]);
+      /* V codes are [d][S]: 8 keys of one channel per chunk, stored as Vt[d][key] */
+      for (int i = tid; i < D * (BK / 8); i += blockDim.x) {
+        int d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
+        uint4 w = lpc_low8(a.vq.codes, a.vq.scales, fmt, (kvbh * D + d) * Sp + key);
+        if (key + 8 > Skv) { /* keys past the sequence hold padding or stale data: zero */
+          unsigned short e[8];
+          memcpy(e, &w, 16);
+          for (int u = 0; u < 8; u++)
+            if (key + u >= Skv) e[u] = 0;
+          memcpy(&w, e, 16);
         }
-        Vs[cr * LD + d] = LO::bits(val);
-        if (cr == 0)
+        *(uint4 *)&Vs[d * LDV + kc] = w;
+        if (kc == 0)
           vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
       }
     }
@@ -193,6 +214,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 
     /* ---- S = Q K^T for this warp's 16 rows ------------------------------- */
     float s[NKT][4];
+#pragma unroll
     for (int n = 0; n < NKT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
     const int arow = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), acol = 8 * (lane >> 4);
     const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);
@@ -226,6 +248,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     /* ---- scores, masks, online softmax ------------------------------------ */
     float smax[2] = {lpc_ninf(), lpc_ninf()};
     bool vis[2]; /* a row that sees none of the tile's keys does not visit it */
+#pragma unroll
     for (int hh = 0; hh < 2; hh++) vis[hh] = !(a.causal && c0 > base + warp * 16 + g + 8 * hh + off);
 #pragma unroll
     for (int n = 0; n < NKT; n++)
@@ -301,45 +324,58 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       float pout[2];
 #pragma unroll
       for (int hh = 0; hh < 2; hh++) {
+        const int e0 = 2 * hh;
         if (fmt == LPATTN_FMT_FP8) {
+#pragma unroll
           for (int n = 0; n < NKT; n++)
-            for (int e = 2 * hh; e < 2 * hh + 2; e++)
-              s[n][e] = lpc_e4m3_decode(lpc_e4m3_encode(__fmul_rn(s[n][e], 448.0f)));
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+              s[n][e0 + u] = lpc_e4m3_decode(lpc_e4m3_encode(__fmul_rn(s[n][e0 + u], 448.0f)));
           pout[hh] = 1.0f / 448.0f;
           continue;
         }
-        const int G8 = fmt == LPATTN_FMT_MXFP4 ? 4 : 2; /* n-tiles of 8 keys per group */
-        float rmax = 0.0f;
-        for (int n = 0; n < NKT; n++)
-          for (int e = 2 * hh; e < 2 * hh + 2; e++)
-            if (lpc_finite(s[n][e])) rmax = fmaxf(rmax, fabsf(s[n][e]));
-        rmax = lpc_quad_max(rmax);
-        const float outer = fmt == LPATTN_FMT_MXFP4 ? 1.0f : rmax / 2688.0f;
-        pout[hh] = outer;
-        for (int g0 = 0; g0 < NKT; g0 += G8) {
+        /* amax of every 16 keys (two n-tiles), over the quad; MXFP4 pairs them */
+        float ga16[NKT / 2], bd16[NKT / 2], rmax = 0.0f;
+#pragma unroll
+        for (int m = 0; m < NKT / 2; m++) {
           float ga = 0.0f, bad = 0.0f;
-          for (int n = g0; n < g0 + G8; n++)
-            for (int e = 2 * hh; e < 2 * hh + 2; e++) {
-              if (lpc_finite(s[n][e])) ga = fmaxf(ga, fabsf(s[n][e]));
+#pragma unroll
+          for (int n = 2 * m; n < 2 * m + 2; n++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+              float x = s[n][e0 + u];
+              if (lpc_finite(x)) ga = fmaxf(ga, fabsf(x));
               else bad = 1.0f;
             }
-          ga = lpc_quad_max(ga);
-          bad = lpc_quad_max(bad);
+          ga16[m] = lpc_quad_max(ga);
+          bd16[m] = lpc_quad_max(bad);
+          rmax = fmaxf(rmax, ga16[m]);
+        }
+        const bool mx = fmt == LPATTN_FMT_MXFP4;
+        const float outer = mx ? 1.0f : rmax / 2688.0f;
+        pout[hh] = outer;
+#pragma unroll
+        for (int m = 0; m < NKT / 2; m++) {
+          const int mm = m & ~1;
+          const float ga = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
+          const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
           uint8_t sc;
           float denom, sval;
-          if (fmt == LPATTN_FMT_MXFP4) {
+          if (mx) {
             sc = ga > 0.0f ? lpc_mx_code(ga, a.mx_round_up) : 0;
-            denom = ga > 0.0f ? lpc_e8m0_decode(sc) : 0.0f;
             sval = lpc_e8m0_decode(sc);
+            denom = ga > 0.0f ? sval : 0.0f;
           } else {
             sc = outer == 0.0f ? 0 : lpc_e4m3_encode((ga / 6.0f) / outer);
             sval = lpc_e4m3_decode(sc);
             denom = sval * outer;
           }
-          for (int n = g0; n < g0 + G8; n++)
-            for (int e = 2 * hh; e < 2 * hh + 2; e++) {
-              uint8_t code = (denom == 0.0f || bad != 0.0f) ? 0 : lpc_e2m1_encode(s[n][e] / denom);
-              s[n][e] = bad != 0.0f ? __int_as_float(0x7fc00000) : lpc_e2m1_decode(code) * sval;
+#pragma unroll
+          for (int n = 2 * m; n < 2 * m + 2; n++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+              uint8_t code = (denom == 0.0f || bad != 0.0f) ? 0 : lpc_e2m1_encode(s[n][e0 + u] / denom);
+              s[n][e0 + u] = bad != 0.0f ? __int_as_float(0x7fc00000) : lpc_e2m1_decode(code) * sval;
             }
         }
       }
@@ -357,7 +393,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
           uint32_t vb[4];
-          lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+          lpc_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
           LO::run(t0, pa[kk], vb[0], vb[1]);
           LO::run(t1, pa[kk], vb[2], vb[3]);
         }
@@ -380,6 +416,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     lpc_row_finish(&st[hh], &inv_l, &lse, &ent);
     if (a.split > 1) {
       int64_t row = (((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r;
+#pragma unroll
       for (int n = 0; n < NDT; n++) {
         a.part_o[row * D + n * 8 + 2 * t4] = acc[n][2 * hh] * inv_l;
         a.part_o[row * D + n * 8 + 2 * t4 + 1] = acc[n][2 * hh + 1] * inv_l;
@@ -387,6 +424,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       if (t4 == 0) a.part_l[row] = lse, a.part_h[row] = ent;
       continue;
     }
+#pragma unroll
     for (int n = 0; n < NDT; n++) {
       int c = n * 8 + 2 * t4;
       lpc_store(a.out, a.out_dtype, lpc_off(a.so, b, h, r, c), acc[n][2 * hh] * inv_l);
