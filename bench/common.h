@@ -70,6 +70,21 @@ double now_seconds(void);
 int bench_threads(const bench_opts *o);
 
 /* ---- f64 reference and metrics ------------------------------------------ */
+/* sum_d a[d] * b[d] in f64 with four running sums (the compiler may not
+ * reorder a single f64 reduction; four chains keep the FPU busy). */
+static inline double dot_f64(const float *a, const float *b, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += (double)a[d] * b[d];
+    s1 += (double)a[d + 1] * b[d + 1];
+    s2 += (double)a[d + 2] * b[d + 2];
+    s3 += (double)a[d + 3] * b[d + 3];
+  }
+  for (; d < n; d++) s0 += (double)a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
 /* Exact softmax attention in f64 of rows [r0, Sq) of every (b, h).
  * o: [B, Hq, Sq - r0, D]; lse/ent: [B, Hq, Sq - r0] (may be NULL). */
 void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_t r0,

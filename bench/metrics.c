@@ -31,9 +31,7 @@ static void ref_row(const ref_job *j, int64_t b, int64_t h, int64_t r, double *s
   }
   double m = -INFINITY;
   for (int64_t c = 0; c < n; c++) {
-    double acc = 0.0;
-    for (int64_t d = 0; d < D; d++) acc += (double)q[d] * K[c * D + d];
-    s[c] = acc * j->scale;
+    s[c] = dot_f64(q, K + c * D, D) * j->scale;
     if (s[c] > m) m = s[c];
   }
   double l = 0.0, ps = 0.0;

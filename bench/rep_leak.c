@@ -21,8 +21,8 @@ static const leak_variant lv[] = {
     {"FP8", LPATTN_PREC_FP8, 0, LPATTN_SELECT_CAUSAL},
     {"NVFP4", LPATTN_PREC_NVFP4, 0, LPATTN_SELECT_CAUSAL},
     {"MXFP4", LPATTN_PREC_MXFP4, 0, LPATTN_SELECT_CAUSAL},
-    {"THRIFT 25%", LPATTN_PREC_THRIFT, 0, LPATTN_SELECT_CAUSAL},
-    {"THRIFT 25% sel=paper", LPATTN_PREC_THRIFT, 0, LPATTN_SELECT_PAPER},
+    {"THRIFT k=2", LPATTN_PREC_THRIFT, 0, LPATTN_SELECT_CAUSAL},
+    {"THRIFT k=2 sel=paper", LPATTN_PREC_THRIFT, 0, LPATTN_SELECT_PAPER},
     {"PASA HIGH", LPATTN_PREC_HIGH, 1, LPATTN_SELECT_CAUSAL},
     {"PASA NVFP4", LPATTN_PREC_NVFP4, 1, LPATTN_SELECT_CAUSAL},
 };
@@ -35,7 +35,7 @@ static void params_of(const leak_variant *v, int leaky, lpattn_attn_params *ap) 
   ap->pasa = v->pasa;
   ap->selection = v->sel;
   ap->leaky = leaky;
-  ap->thrift_budget = 0.25f;
+  ap->thrift_k = 2; /* > 1, so the selection matters */
 }
 
 /* Replace every token after t (Q, K and V) with values of another scale. */

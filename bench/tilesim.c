@@ -76,19 +76,13 @@ static int sim_head(const sim_job *jb, int64_t bh, lpattn_ctx *ctx, partial *pt,
       for (int64_t j = 0; j <= qt; j++) {
         int64_t n = j < qt ? T : r + 1; /* the diagonal tile: keys <= row */
         for (int64_t c = 0; c < n; c++) {
-          const float *k = p->k + bk + (j * T + c) * D;
-          double a = 0.0;
-          for (int64_t d = 0; d < D; d++) a += (double)q[d] * k[d];
-          s[c] = a * sm_scale;
+          s[c] = dot_f64(q, p->k + bk + (j * T + c) * D, D) * sm_scale;
         }
         fold(s, NULL, p->v + bk + j * T * D, n, D, &pt[(r * nt + j) * 2]);
         if (j == qt) continue;
         double m = -INFINITY;
         for (int64_t c = 0; c < T; c++) {
-          const float *k = jb->kd + bk + (j * T + c) * D;
-          double a = 0.0;
-          for (int64_t d = 0; d < D; d++) a += (double)qq[d] * k[d];
-          s[c] = a * sm_scale;
+          s[c] = dot_f64(qq, jb->kd + bk + (j * T + c) * D, D) * sm_scale;
           m = s[c] > m ? s[c] : m;
         }
         /* Low scores kept as P relative to the tile max (the partial's m). */

@@ -20,6 +20,11 @@ if [ "${NO_CPU:-0}" != 1 ] && echo '#include <hwy/highway.h>' | $CXX -std=c++17 
   # Every generated variant is compiled, so the registry lists them all.
   defs="-DLPATTN_HAVE_CPU=1 -DLPATTN_CPU_ALL_VARIANTS=1"
 fi
+hwy_cflags="" hwy_libs="-lhwy"
+if [ $cpu = 1 ] && command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libhwy; then
+  hwy_cflags=$(pkg-config --cflags libhwy)
+  hwy_libs=$(pkg-config --libs libhwy)
+fi
 
 n=0
 compile() { # compiler std source
@@ -33,9 +38,9 @@ done
 libs="-lm -lpthread"
 if [ $cpu = 1 ]; then
   for f in "$root"/backends/cpu/*.cc "$root"/backends/cpu/gen/*.cc; do
-    compile "$CXX ${CXXFLAGS:-}" c++17 "$f"
+    compile "$CXX ${CXXFLAGS:-} $hwy_cflags" c++17 "$f"
   done
-  libs="-lhwy $libs"
+  libs="$hwy_libs $libs"
 fi
 $CC ${CFLAGS:-} -std=c11 -O2 -I"$root/include" -c "$root/tests/embed/vendor_main.c" -o "$work/main.o"
 # Link with the C++ driver: the cpu backend needs the C++ runtime.
