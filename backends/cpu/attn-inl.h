@@ -15,6 +15,7 @@
 #include <hwy/highway.h>
 
 #include "cpu.h"
+#include "quantp-inl.h"
 #include "formats.h"
 #include "kvcache.h"
 #include "tiles.h"
@@ -190,27 +191,14 @@ static inline int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t
   return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
 }
 
-// Low-precision value of P (SEMANTICS "A low tile", step 4), one tile row.
-static inline void QuantizeP(const lpattn_attn_problem &pr, const float *p, int64_t Bk,
-                             Scratch *sc, float *pq) {
-  if (pr.low == LPATTN_FMT_FP8) {
-    const float s1 = 1.0f / 448.0f;
-    for (int64_t c = 0; c < Bk; c++) pq[c] = lpk_e4m3_decode(lpk_e4m3_encode(p[c] * 448.0f)) * s1;
-    return;
-  }
-  float outer;
-  const int fmt = pr.low == LPATTN_FMT_MXFP4 ? 1 : 0, G = fmt ? 32 : 16;
-  lpk_quantize_domain(fmt, pr.mx_round_up, p, 1, (int)Bk, sc->codes.data(), sc->scales.data(),
-                      &outer);
-  for (int64_t c = 0; c < Bk; c++)
-    pq[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / G], outer);
+static inline int LowFormat(lpattn_format f) {
+  return f == LPATTN_FMT_FP8 ? 2 : f == LPATTN_FMT_MXFP4 ? 1 : 0;
 }
 
 // Quantize n values (one token along D) and write their dequantized values.
 static inline void QuantRow(const lpattn_attn_problem &pr, const float *x, int64_t n, Scratch *sc,
                             float *y) {
-  const int fmt = pr.low == LPATTN_FMT_FP8 ? 2 : pr.low == LPATTN_FMT_MXFP4 ? 1 : 0;
-  const int G = fmt == 1 ? 32 : 16;
+  const int fmt = LowFormat(pr.low), G = fmt == 1 ? 32 : 16;
   float outer;
   lpk_quantize_domain(fmt, pr.mx_round_up, x, 1, (int)n, sc->codes.data(), sc->scales.data(),
                       &outer);
@@ -358,7 +346,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       lpk_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
       nv[r] = low ? nk : nvis;
-      if (low) QuantizeP(pr, p, Bk, sc, p);
+      if (low) QuantizePRow(LowFormat(pr.low), pr.mx_round_up, p, Bk, sc, p);
     }
     AccumPVRows<kD>(P, Bk, (low ? kv.vq : kv.v) + c0 * D, D, nr, nv, alpha, acc);
   }

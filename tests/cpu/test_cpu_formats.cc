@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu.h"
 #include "formats.h"
 #include "gen/common.h"
 #include "lpattn.h"
@@ -96,8 +97,59 @@ static void test_domains(void) {
   CHECK(bad == 0, "%d of %d domains differ", bad, cases);
 }
 
+// The kernels' SIMD P quantizer (quantp-inl.h) against the scalar domain
+// quantizer, bit for bit, on every Highway target; rows built to hit rounding
+// ties (small multiples of powers of two), tiny and negative values too.
+static void test_simd_p(void) {
+  int64_t targets[16];
+  const int nt = lpattn_cpu_targets(targets, 16);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> U(0.0f, 1.0f);
+  const int n = 64;
+  std::vector<float> p(n), got(n), want(n);
+  std::vector<uint8_t> codes(n), scales(n);
+  for (int t = 0; t < nt; t++) {
+    lpattn_cpu_force_target(targets[t]);
+    int bad = 0;
+    for (int trial = 0; trial < 4000; trial++) {
+      const int kind = trial % 5;
+      for (int i = 0; i < n; i++) {
+        float x = U(rng);
+        if (kind == 1) x = (float)(rng() % 97) / 16.0f;               // ties
+        if (kind == 2) x = ldexpf(x, -(int)(rng() % 140));             // tiny
+        if (kind == 3) x = (float)(rng() % 33) / 32.0f * (rng() % 2 ? 1.0f : -1.0f);
+        if (kind == 4) x = i == 5 ? 1.0f : ldexpf((float)(rng() % 64), -(int)(rng() % 12));
+        p[i] = x;
+      }
+      if (trial % 97 == 0) p[rng() % n] = NAN;
+      for (int fmt = 0; fmt < 3; fmt++)
+        for (int up = 0; up < (fmt == 1 ? 2 : 1); up++) {
+          lpattn_cpu_quantize_p_row(fmt, up, p.data(), n, got.data());
+          if (fmt == 2) {
+            for (int i = 0; i < n; i++)
+              want[i] = lpk_e4m3_decode(lpk_e4m3_encode(p[i] * 448.0f)) * (1.0f / 448.0f);
+          } else {
+            float outer;
+            lpk_quantize_domain(fmt, up, p.data(), 1, n, codes.data(), scales.data(), &outer);
+            for (int i = 0; i < n; i++)
+              want[i] = lpk_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
+          }
+          for (int i = 0; i < n; i++)
+            if (bits(got[i]) != bits(want[i]) && !(got[i] != got[i] && want[i] != want[i])) {
+              if (bad++ < 5)
+                fprintf(stderr, "%s fmt %d up %d kind %d: p %a -> %a, want %a\n",
+                        lpattn_cpu_target_name(targets[t]), fmt, up, kind, p[i], got[i], want[i]);
+            }
+        }
+    }
+    CHECK(bad == 0, "%s: %d SIMD P values differ", lpattn_cpu_target_name(targets[t]), bad);
+  }
+  lpattn_cpu_force_target(0);
+}
+
 int main(void) {
   test_scalar();
   test_domains();
+  test_simd_p();
   return test_finish();
 }

@@ -1,0 +1,135 @@
+// SIMD quantize-dequantize of one tile row of P (SEMANTICS "A low tile",
+// step 4), bit-identical to the scalar lpk_quantize_domain + lpk_dequant of
+// gen/common.h: the same f32 operations in the same order, with the E2M1 and
+// E4M3 round-to-nearest-even done on values instead of codes. Rows holding a
+// non-finite value take the scalar path (its NaN-scale rules).
+#if defined(LPATTN_CPU_QUANTP_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_CPU_QUANTP_INL_H_
+#undef LPATTN_CPU_QUANTP_INL_H_
+#else
+#define LPATTN_CPU_QUANTP_INL_H_
+#endif
+
+#include <math.h>
+
+#include <hwy/highway.h>
+
+#include "cpu.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn_cpu {
+namespace HWY_NAMESPACE {
+namespace hq = hwy::HWY_NAMESPACE;
+using DQ = hq::CappedTag<float, 16>;
+
+// Value of RNE_e2m1(y) (saturating at 6, sign kept), per lane.
+template <class V>
+HWY_INLINE V E2m1Value(DQ d, V y) {
+  const auto v = hq::Abs(y);
+  auto q = hq::Zero(d);
+  q = hq::IfThenElse(hq::Gt(v, hq::Set(d, 0.25f)), hq::Set(d, 0.5f), q);
+  q = hq::IfThenElse(hq::Ge(v, hq::Set(d, 0.75f)), hq::Set(d, 1.0f), q);
+  q = hq::IfThenElse(hq::Gt(v, hq::Set(d, 1.25f)), hq::Set(d, 1.5f), q);
+  q = hq::IfThenElse(hq::Ge(v, hq::Set(d, 1.75f)), hq::Set(d, 2.0f), q);
+  q = hq::IfThenElse(hq::Gt(v, hq::Set(d, 2.5f)), hq::Set(d, 3.0f), q);
+  q = hq::IfThenElse(hq::Ge(v, hq::Set(d, 3.5f)), hq::Set(d, 4.0f), q);
+  q = hq::IfThenElse(hq::Gt(v, hq::Set(d, 5.0f)), hq::Set(d, 6.0f), q);
+  return hq::CopySign(q, y);
+}
+
+// Value of RNE_e4m3(x) (finite x, saturating at 448), per lane.
+template <class V>
+HWY_INLINE V E4m3Value(DQ d, V x) {
+  const hq::RebindToUnsigned<DQ> du;
+  const auto a = hq::Abs(x);
+  // Subnormals: steps of 2^-9 (exact scaling, then nearest-even).
+  const auto sub = hq::Mul(hq::Round(hq::Mul(a, hq::Set(d, 512.0f))), hq::Set(d, 1.0f / 512.0f));
+  // Normals: round the f32 mantissa to 3 bits, ties to even; a carry moves
+  // into the exponent as it should.
+  auto u = hq::BitCast(du, a);
+  const auto lsb = hq::And(hq::ShiftRight<20>(u), hq::Set(du, 1u));
+  u = hq::And(hq::Add(u, hq::Add(hq::Set(du, 0x7ffffu), lsb)), hq::Set(du, 0xfff00000u));
+  auto r = hq::IfThenElse(hq::Lt(a, hq::Set(d, 0.015625f)), sub, hq::BitCast(d, u));
+  r = hq::IfThenElse(hq::Ge(a, hq::Set(d, 448.0f)), hq::Set(d, 448.0f), r);
+  return hq::CopySign(r, x);
+}
+
+HWY_INLINE float MaxAbs(DQ d, const float *x, int64_t n) {
+  const int64_t N = hq::Lanes(d);
+  auto m = hq::Zero(d);
+  for (int64_t i = 0; i < n; i += N) m = hq::Max(m, hq::Abs(hq::LoadU(d, x + i)));
+  return hq::GetLane(hq::MaxOfLanes(d, m));
+}
+
+HWY_INLINE bool AllFinite(DQ d, const float *x, int64_t n) {
+  const int64_t N = hq::Lanes(d);
+  auto ok = hq::Set(d, 0.0f);
+  // x - x is 0 for finite x and NaN otherwise.
+  for (int64_t i = 0; i < n; i += N) {
+    const auto v = hq::LoadU(d, x + i);
+    ok = hq::Add(ok, hq::Sub(v, v));
+  }
+  return hq::AllTrue(d, hq::Eq(ok, hq::Zero(d)));
+}
+
+// fmt: 0 NVFP4, 1 MXFP4, 2 FP8 with P's fixed scale 448. n: multiple of 32.
+HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scratch *sc,
+                             float *out) {
+  const DQ d;
+  const int64_t N = hq::Lanes(d);
+  if (!AllFinite(d, p, n)) {
+    if (fmt == 2) {
+      for (int64_t c = 0; c < n; c++)
+        out[c] = lpk_e4m3_decode(lpk_e4m3_encode(p[c] * 448.0f)) * (1.0f / 448.0f);
+      return;
+    }
+    float outer;
+    lpk_quantize_domain(fmt, mx_up, p, 1, (int)n, sc->codes.data(), sc->scales.data(), &outer);
+    for (int64_t c = 0; c < n; c++)
+      out[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / (fmt ? 32 : 16)], outer);
+    return;
+  }
+  if (fmt == 2) {
+    const auto k = hq::Set(d, 448.0f), s1 = hq::Set(d, 1.0f / 448.0f);
+    for (int64_t c = 0; c < n; c += N)
+      hq::StoreU(hq::Mul(E4m3Value(d, hq::Mul(hq::LoadU(d, p + c), k)), s1), d, out + c);
+    return;
+  }
+  const int64_t G = fmt ? 32 : 16;
+  const float outer = fmt ? 1.0f : MaxAbs(d, p, n) / 2688.0f;
+  for (int64_t g = 0; g < n; g += G) {
+    const float ga = MaxAbs(d, p + g, G);
+    float scale = 0.0f, denom = 0.0f;  // decoded group scale; divisor of the elements
+    if (fmt == 1) {
+      if (ga > 0.0f) {
+        uint32_t code;
+        if (mx_up) {
+          const uint32_t b = lpk_bits(ga / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
+          code = e ? e + (frac != 0) : (frac > 0x400000u);
+        } else {
+          const uint32_t e = lpk_bits(ga) >> 23;
+          code = e > 2 ? e - 2 : 0;
+        }
+        scale = denom = lpk_e8m0_decode((uint8_t)(code > 254 ? 254 : code));
+      }
+    } else if (outer != 0.0f) {
+      scale = lpk_e4m3_decode(lpk_e4m3_encode((ga / 6.0f) / outer));
+      denom = scale * outer;
+    }
+    if (denom == 0.0f) {
+      for (int64_t c = g; c < g + G; c++) out[c] = 0.0f;
+      continue;
+    }
+    const auto vd = hq::Set(d, denom), vs = hq::Set(d, scale), vo = hq::Set(d, outer);
+    for (int64_t c = g; c < g + G; c += N) {
+      const auto q = E2m1Value(d, hq::Div(hq::LoadU(d, p + c), vd));
+      hq::StoreU(fmt ? hq::Mul(q, vs) : hq::Mul(hq::Mul(q, vs), vo), d, out + c);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn_cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
