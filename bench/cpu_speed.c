@@ -3,7 +3,7 @@
  * and against ref, plus the share of this machine's f32 FMA peak (measured
  * in the same run with an FMA loop on the dispatched target, all threads).
  * FLOPs are the nominal 4 * B * H * Sq * Skv * D of non-causal attention.
- * Usage: cpu_speed [--quick] */
+ * Usage: cpu_speed [--quick] [--threads N]   (default: all online cores) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +61,12 @@ static double gflops(lpattn_ctx *ctx, lpattn_precision prec, int64_t H, int64_t 
 }
 
 int main(int argc, char **argv) {
-  const int quick = argc > 1 && !strcmp(argv[1], "--quick");
-  const int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int quick = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+  }
+  if (threads < 1) threads = 1;
   lpattn_ctx *cpu = NULL, *ref = NULL;
   lpattn_context_params cp;
   lpattn_context_params_init(&cp);

@@ -159,6 +159,17 @@ HWY_INLINE void AccumPVRows(const float *P, int64_t Bk, const float *V, int64_t 
   for (; r < nr; r++) AccumPV<kD>(P + r * Bk, V, D, nv[r], alpha[r], acc + r * D);
 }
 
+// s[c] *= scale for c < nvis, -inf (masked) for the rest of the Bk columns.
+HWY_INLINE void ScaleMask(float *s, int64_t Bk, int64_t nvis, float scale) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, scale), ninf = hn::Set(df, -INFINITY), lim = hn::Set(df, (float)nvis);
+  for (int64_t c = 0; c < Bk; c += N) {
+    const auto live = hn::Lt(hn::Iota(df, (float)c), lim);  // small integers: exact in f32
+    hn::StoreU(hn::IfThenElse(live, hn::Mul(hn::LoadU(df, s + c), vs), ninf), df, s + c);
+  }
+}
+
 HWY_INLINE float RowMax(const float *s, int64_t n) {
   const DF df;
   const int64_t N = hn::Lanes(df);
@@ -333,12 +344,13 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       nv[r] = 0, alpha[r] = 1.0f;
       if (nvis <= 0) continue;  // the row sees none of this tile's keys
       float *s = S + r * Bk, *p = P + r * Bk;
-      for (int64_t c = 0; c < nvis; c++) {
-        if (pr.pasa) s[c] = lpk_round_f16(low ? s[c] * ss : s[c]);
-        else if (pr.score_f16 && !low) s[c] = lpk_round_f16(s[c]) * ss;
-        else s[c] *= ss;
+      if (pr.pasa || (pr.score_f16 && !low)) {  // f16 score rounding (scalar)
+        for (int64_t c = 0; c < nvis; c++)
+          s[c] = pr.pasa ? lpk_round_f16(low ? s[c] * ss : s[c]) : lpk_round_f16(s[c]) * ss;
+        for (int64_t c = nvis; c < Bk; c++) s[c] = -INFINITY;
+      } else {
+        ScaleMask(s, Bk, nvis, ss);
       }
-      for (int64_t c = nvis; c < Bk; c++) s[c] = -INFINITY;
       const float corr = pr.pasa ? ss * lp_dot_f32(q + r * D, shift, D) : 0.0f;
       const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, Bk), corr);
       float sum_p, sum_ps;
