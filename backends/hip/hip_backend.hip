@@ -85,8 +85,8 @@ static lpattn_status hip_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
 static void hip_fini(lpattn_ctx *ctx) {
   hip_state *s = st_of(ctx);
   if (!s) return;
-  cudaStreamSynchronize(s->stream);
-  cudaFree(s->work);
+  (void)cudaStreamSynchronize(s->stream); /* nothing to report from a destructor */
+  (void)cudaFree(s->work);
   free(s);
   ctx->impl = NULL;
 }
@@ -99,7 +99,7 @@ static lpattn_status hip_sync(lpattn_ctx *ctx) {
 static lpattn_status work(hip_state *s, size_t n, void **out) {
   if (n > s->work_bytes) {
     TRY(check(cudaStreamSynchronize(s->stream)));
-    cudaFree(s->work);
+    (void)cudaFree(s->work); /* the stream is drained: it cannot fail on queued work */
     s->work = NULL, s->work_bytes = 0;
     TRY(check(cudaMalloc(&s->work, n)));
     s->work_bytes = n;
@@ -250,8 +250,10 @@ static lpattn_status hip_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
     lpattn_hip_quant<<<blocks((int64_t)a.B * a.Hkv * a.Skv, 64), 64, 0, st>>>(a, 1);
     lpattn_hip_quant_v<<<blocks((int64_t)a.B * a.Hkv * a.nkt * a.D, 64), 64, 0, st>>>(a);
   }
-  const int waves = 4, threads = waves * s->warp;
-  const size_t shmem = (size_t)waves * a.Bk * f + (size_t)waves * (a.Bk + a.Bk / 16);
+  /* 16 rows per wave keeps [16][Bk] P and per-row codes in shared memory */
+  a.r16 = a.D <= 128 && a.Bk <= 128;
+  const int waves = 4, threads = waves * s->warp, rows = a.r16 ? 16 : 1;
+  const size_t shmem = (size_t)waves * rows * (a.Bk * f + a.Bk + a.Bk / 16);
   fn<<<dim3((unsigned)a.nqt, (unsigned)a.Hq, (unsigned)a.B), threads, shmem, st>>>(a);
   return check(cudaGetLastError());
 }

@@ -34,6 +34,7 @@ typedef struct {
   int B, Hq, Hkv, Sq, Skv, D, Bq, Bk, nqt, nkt;
   int causal, leaky, prec, low, pasa, score_f16, mx_round_up, selection_mode;
   float sm_scale, pasa_beta;
+  int r16; /* 16 rows per wave (MFMA tile shape), set when D <= 128 and Bk <= 128 */
   lp_hip_work w;
 } lp_hip_attn_args;
 

@@ -244,6 +244,9 @@ int main(void) {
   one(hip, ref, s64, LPATTN_BF16, 64, 64, 1, &variants[0]);
   one(hip, ref, s64, LPATTN_BF16, 96, 32, 1, &variants[5]);
   one(hip, ref, s128, LPATTN_F32, 64, 64, 1, &variants[0]);
+  /* Bk = 256 takes the one-row-per-wave layout at D <= 128 too */
+  one(hip, ref, s64, LPATTN_F16, 64, 256, 0, &variants[2]);
+  one(hip, ref, s64, LPATTN_F16, 128, 128, 0, &variants[8]);
   const ht_shape s256 = {1, 2, 1, 80, 100, 256};
   one(hip, ref, s256, LPATTN_F16, 64, 64, 1, &variants[2]);
   one(hip, ref, s256, LPATTN_BF16, 64, 64, 0, &variants[7]);
