@@ -147,7 +147,52 @@ static void test_simd_p(void) {
   lpattn_cpu_force_target(0);
 }
 
+// lpattn_quantize / lpattn_dequantize through the cpu context give ref's bits
+// for every format, axis, rounding mode and input dtype.
+static void test_api(void) {
+  lpattn_ctx *cpu = NULL, *ref = NULL;
+  if (lpattn_create(LPATTN_BACKEND_CPU, NULL, &cpu) != LPATTN_OK) return;
+  CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ref), LPATTN_OK);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> N(0.0f, 3.0f);
+  const int64_t shape[4] = {1, 2, 96, 64};
+  const int64_t n = 2 * 96 * 64;
+  std::vector<float> x(n), y[2];
+  for (auto &e : x) e = N(rng);
+  x[77] = NAN;
+  lpattn_tensor xt = lpattn_tensor_4d(x.data(), LPATTN_F32, 1, 2, 96, 64);
+  int bad = 0;
+  for (int f = 0; f < 3; f++)
+    for (int axis = 0; axis < 2; axis++)
+      for (int sr = 0; sr < 2; sr++) {
+        lpattn_quant_params qp;
+        lpattn_quant_params_init(&qp);
+        qp.format = (lpattn_format)f, qp.axis = (lpattn_axis)axis, qp.tile = 64;
+        qp.rounding = sr ? LPATTN_ROUND_STOCHASTIC : LPATTN_ROUND_NEAREST_EVEN, qp.seed = 42;
+        size_t cb, sb, oc;
+        CHECK_STATUS(lpattn_qtensor_sizes(qp.format, qp.axis, 64, shape, &cb, &sb, &oc), LPATTN_OK);
+        std::vector<uint8_t> codes[2], scales[2];
+        std::vector<float> outer[2];
+        for (int i = 0; i < 2; i++) {
+          codes[i].assign(cb, 0xAA), scales[i].assign(sb + 1, 0xAA), outer[i].assign(oc + 1, -1.0f);
+          lpattn_qtensor q = {qp.format, qp.axis, 64, {1, 2, 96, 64}, codes[i].data(),
+                              scales[i].data(), outer[i].data()};
+          CHECK_STATUS(lpattn_quantize(i ? ref : cpu, &xt, &q, &qp), LPATTN_OK);
+          y[i].assign(n, 0.0f);
+          lpattn_tensor yt = lpattn_tensor_4d(y[i].data(), LPATTN_F32, 1, 2, 96, 64);
+          CHECK_STATUS(lpattn_dequantize(i ? ref : cpu, &q, &yt), LPATTN_OK);
+        }
+        bad += codes[0] != codes[1] || scales[0] != scales[1] ||
+               memcmp(outer[0].data(), outer[1].data(), 4 * oc) != 0 ||
+               memcmp(y[0].data(), y[1].data(), 4 * n) != 0;
+      }
+  CHECK(bad == 0, "%d quantize/dequantize calls differ between cpu and ref", bad);
+  lpattn_free(cpu);
+  lpattn_free(ref);
+}
+
 int main(void) {
+  test_api();
   test_scalar();
   test_domains();
   test_simd_p();
