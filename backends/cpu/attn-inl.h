@@ -298,9 +298,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   const float ss = pr.sm_scale;
 
   float *q = sc->q.data();
-  for (int64_t r = 0; r < nr; r++)
-    for (int64_t d = 0; d < D; d++)
-      q[r * D + d] = lp_load_f32(pr.q->data, pr.q->dtype, Off4(pr.q, b, hq, r0 + r, d));
+  for (int64_t r = 0; r < nr; r++) LoadRow(pr.q, Off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
 
   int64_t last_full = -1;
   bool any_low = false;

@@ -47,6 +47,28 @@ struct Scratch {
   void Size(const AttnJob &job);
 };
 
+// n values of a float tensor (f32/f16/bf16) starting at element offset
+// `off`, `step` elements apart, as f32 (exact, with the dtype switch hoisted).
+inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n, float *out) {
+  if (t->dtype == LPATTN_F32) {
+    const float *p = static_cast<const float *>(t->data) + off;
+    for (int64_t i = 0; i < n; i++) out[i] = p[i * step];
+    return;
+  }
+  const uint16_t *p = static_cast<const uint16_t *>(t->data) + off;
+  if (t->dtype == LPATTN_BF16) {
+    for (int64_t i = 0; i < n; i++) out[i] = lpk_from_bits((uint32_t)p[i * step] << 16);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {  // f16: rebias normals, scale subnormals (exact)
+    const uint32_t h = p[i * step], e = (h >> 10) & 31, m = h & 1023;
+    const float v = e == 0    ? (float)m * 5.9604644775390625e-08f
+                    : e == 31 ? lpk_from_bits(0x7f800000u | (m << 13))
+                              : lpk_from_bits(((e + 112) << 23) | (m << 13));
+    out[i] = lpk_from_bits(lpk_bits(v) | ((h & 0x8000u) << 16));
+  }
+}
+
 // Work item: prefill (b, hq, query tile) in that nesting; decode (b, hq, w)
 // with w = 0/1 the first/second query tile the call's rows touch.
 typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);

@@ -48,11 +48,10 @@ void PrepKv(void *arg, int64_t idx, int tid) {
   Scratch *sc = &run.c->scratch[tid];
   const KvPrep &e = job.kv[idx];
   const int64_t b = idx / pr.Hkv, h = idx % pr.Hkv, D = job.D, Bk = pr.Bk, nkt = job.nkt;
-  for (int64_t s = 0; s < pr.Skv; s++)
-    for (int64_t d = 0; d < D; d++) {
-      e.k[s * D + d] = lp_load_f32(pr.k->data, pr.k->dtype, Off4(pr.k, b, h, s, d));
-      e.v[s * D + d] = lp_load_f32(pr.v->data, pr.v->dtype, Off4(pr.v, b, h, s, d));
-    }
+  for (int64_t s = 0; s < pr.Skv; s++) {
+    LoadRow(pr.k, Off4(pr.k, b, h, s, 0), pr.k->stride[3], D, e.k + s * D);
+    LoadRow(pr.v, Off4(pr.v, b, h, s, 0), pr.v->stride[3], D, e.v + s * D);
+  }
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t nk = pr.Skv - j * Bk < Bk ? pr.Skv - j * Bk : Bk;
     const float *kj = e.k + j * Bk * D;

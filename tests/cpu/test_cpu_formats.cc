@@ -191,7 +191,25 @@ static void test_api(void) {
   lpattn_free(ref);
 }
 
+// The backend's input loader: every f16 and bf16 code, exactly.
+static void test_load_row(void) {
+  std::vector<uint16_t> h(65536);
+  std::vector<float> got(65536);
+  for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+  int bad = 0;
+  for (lpattn_dtype dt : {LPATTN_F16, LPATTN_BF16}) {
+    lpattn_tensor t = lpattn_tensor_4d(h.data(), dt, 1, 1, 1, 65536);
+    lpattn_cpu::LoadRow(&t, 0, 1, 65536, got.data());
+    for (int i = 0; i < 65536; i++) {
+      const float want = dt == LPATTN_F16 ? lpattn_f16_to_f32(h[i]) : lpattn_bf16_to_f32(h[i]);
+      bad += bits(got[i]) != bits(want) && !(got[i] != got[i] && want != want);
+    }
+  }
+  CHECK(bad == 0, "%d f16/bf16 loads differ", bad);
+}
+
 int main(void) {
+  test_load_row();
   test_api();
   test_scalar();
   test_domains();
