@@ -44,6 +44,9 @@ void gen_hybrid(bench_problem *p, bench_rng *r, double x0, double am);
 /* Attention-like heads (sinks, a local band, planted retrieval pairs);
  * Q rows are the last Sq of Skv positions. */
 void gen_attnlike(bench_problem *p, bench_rng *r);
+/* The same with only some of the structure (noise is always there). */
+enum { ATTN_SINK = 1, ATTN_BAND = 2, ATTN_RETRIEVAL = 4, ATTN_ALL = 7 };
+void gen_attnlike_parts(bench_problem *p, bench_rng *r, unsigned parts);
 
 /* ---- library calls ------------------------------------------------------ */
 /* Host views of a problem in f32 or f16 (f16 copies are owned by the view). */

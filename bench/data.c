@@ -94,7 +94,9 @@ void gen_hybrid(bench_problem *p, bench_rng *r, double x0, double am) {
  * V is N(0, 1). */
 enum { SINK_CH = 0, BAND_CH = 1, BAND_FREQS = 4, RETR_PER_HEAD = 6, RETR_QUERIES = 8 };
 
-void gen_attnlike(bench_problem *p, bench_rng *r) {
+void gen_attnlike(bench_problem *p, bench_rng *r) { gen_attnlike_parts(p, r, ATTN_ALL); }
+
+void gen_attnlike_parts(bench_problem *p, bench_rng *r, unsigned parts) {
   const int64_t D = p->D, Sq = p->Sq, Skv = p->Skv, off = Skv - Sq;
   const double rt = sqrt((double)D);
   const double a_sink = sqrt(8.0 * rt), a_band = sqrt(5.0 * rt / BAND_FREQS),
@@ -110,8 +112,8 @@ void gen_attnlike(bench_problem *p, bench_rng *r) {
   for (int64_t b = 0; b < p->B; b++)
     for (int64_t hk = 0; hk < p->Hkv; hk++) {
       float *K = p->k + (b * p->Hkv + hk) * Skv * D;
-      K[SINK_CH] = (float)a_sink;
-      for (int64_t j = 0; j < Skv; j++)
+      if (parts & ATTN_SINK) K[SINK_CH] = (float)a_sink;
+      for (int64_t j = 0; j < Skv && (parts & ATTN_BAND); j++)
         for (int f = 0; f < BAND_FREQS; f++) {
           double w = 6.283185307179586 / period[f];
           K[j * D + BAND_CH + 2 * f] = (float)(a_band * cos(w * j));
@@ -121,8 +123,8 @@ void gen_attnlike(bench_problem *p, bench_rng *r) {
         float *Q = p->q + (b * p->Hq + hk * G + g) * Sq * D;
         for (int64_t i = 0; i < Sq; i++) {
           int64_t pos = i + off;
-          Q[i * D + SINK_CH] = (float)a_sink;
-          for (int f = 0; f < BAND_FREQS; f++) {
+          if (parts & ATTN_SINK) Q[i * D + SINK_CH] = (float)a_sink;
+          for (int f = 0; f < BAND_FREQS && (parts & ATTN_BAND); f++) {
             double w = 6.283185307179586 / period[f];
             Q[i * D + BAND_CH + 2 * f] = (float)(a_band * cos(w * pos));
             Q[i * D + BAND_CH + 2 * f + 1] = (float)(a_band * sin(w * pos));
@@ -130,7 +132,7 @@ void gen_attnlike(bench_problem *p, bench_rng *r) {
         }
       }
       /* Retrieval: key position j, later queries of every head in the group. */
-      for (int n = 0; n < RETR_PER_HEAD && Skv > 2; n++) {
+      for (int n = 0; n < RETR_PER_HEAD && Skv > 2 && (parts & ATTN_RETRIEVAL); n++) {
         int64_t j = 1 + (int64_t)(rng_uniform(r) * (double)(Skv - 1));
         double norm = 0.0;
         for (int64_t d = 0; d < D; d++) {

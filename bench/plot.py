@@ -43,8 +43,11 @@ def plot_pasa(rows, out):
             nan = [num(r[key + "_naninf_pct"]) for r in sel]
             ax.plot(xs, ys, marker="o", label=label)
             for x, y, n in zip(xs, ys, nan):
-                if n > 0:  # NaN/Inf outputs: the seed marks them with text
-                    ax.annotate("NaN %.3g%%" % n, (x, y if y == y else 1e-1),
+                if n > 0:  # NaN/Inf outputs: marked with text, as the seed does
+                    finite = y == y
+                    ax.annotate("%s NaN %.3g%%" % (label.split()[0], n),
+                                (x, y if finite else 0.92),
+                                xycoords="data" if finite else ("data", "axes fraction"),
                                 textcoords="offset points", xytext=(0, 6), fontsize=8,
                                 ha="center", color="red")
         ax.set_yscale("log")
