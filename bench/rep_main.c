@@ -10,13 +10,18 @@ typedef struct {
   lpattn_precision prec;
   float budget; /* THRIFT */
   int pasa;
+  int mx_round_up;
 } variant;
 
 static const variant variants[] = {
-    {"HIGH", LPATTN_PREC_HIGH, 0, 0},        {"FP8", LPATTN_PREC_FP8, 0, 0},
-    {"NVFP4", LPATTN_PREC_NVFP4, 0, 0},      {"MXFP4", LPATTN_PREC_MXFP4, 0, 0},
-    {"THRIFT 5%", LPATTN_PREC_THRIFT, 0.05f, 0}, {"THRIFT 25%", LPATTN_PREC_THRIFT, 0.25f, 0},
-    {"PASA (HIGH)", LPATTN_PREC_HIGH, 0, 1},
+    {"HIGH", LPATTN_PREC_HIGH, 0, 0, 0},
+    {"FP8", LPATTN_PREC_FP8, 0, 0, 0},
+    {"NVFP4", LPATTN_PREC_NVFP4, 0, 0, 0},
+    {"MXFP4", LPATTN_PREC_MXFP4, 0, 0, 0},
+    {"MXFP4 scale round-up", LPATTN_PREC_MXFP4, 0, 0, 1},
+    {"THRIFT 5%", LPATTN_PREC_THRIFT, 0.05f, 0, 0},
+    {"THRIFT 25%", LPATTN_PREC_THRIFT, 0.25f, 0, 0},
+    {"PASA (HIGH)", LPATTN_PREC_HIGH, 0, 1, 0},
 };
 
 static double max_lse_dev(const float *lse, const double *ref, int64_t n) {
@@ -82,6 +87,7 @@ int report_main(const bench_opts *o) {
     ap.precision = v->prec;
     ap.causal = causal;
     ap.pasa = v->pasa;
+    ap.mx_scale_round_up = v->mx_round_up;
     if (v->prec == LPATTN_PREC_THRIFT) ap.thrift_budget = v->budget;
     int k = v->prec == LPATTN_PREC_THRIFT
                 ? lpattn_thrift_k((int)((S + ap.block_k - 1) / ap.block_k), v->budget, causal)
