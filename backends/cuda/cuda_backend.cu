@@ -260,12 +260,14 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
   lpc_carve c = {0};
-  size_t oq[3] = {0, 0, 0}, ok[3] = {0, 0, 0}, ov[3] = {0, 0, 0}, omean = 0, osel = 0;
+  size_t oq[3] = {0, 0, 0}, ok[3] = {0, 0, 0}, ov[3] = {0, 0, 0}, omean = 0, osel = 0, okd = 0, ovd = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, oq));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, ok));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, ov));
+    okd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+    ovd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
   }
   if (thrift || pr->pasa) omean = carve(&c, (size_t)B * Hkv * nkt * D * 4);
   if (thrift) osel = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
@@ -290,6 +292,8 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
     TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
                    pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
     TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
+    a.kd = ws + okd, a.vd = ws + ovd;
+    TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + okd, ws + ovd, im->stream));
   }
   if (thrift) {
     lpc_select_args s;

@@ -37,6 +37,7 @@ typedef struct {
   int nkt;          /* KV tiles of the longest sequence */
   int nqx;          /* query-tile CTAs per (b, h) */
   lp_cuda_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
+  const void *kd, *vd;      /* prefill: K and V codes * group scale as bf16 [B][Hkv][Skv][D] */
   const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
   int kmean_tiles;
   const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */

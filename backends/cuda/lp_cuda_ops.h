@@ -51,5 +51,7 @@ lpattn_status lpc_cache_put(const lpc_cache_put_args *a, cudaStream_t st);
 lpattn_status lpc_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
                             cudaStream_t st);
 lpattn_status lpc_set_len(int *lens, int seq, int len, cudaStream_t st);
+lpattn_status lpc_dequant_kv(const lp_cuda_qview *kq, const lp_cuda_qview *vq, int fmt, int64_t BH,
+                             int S, int D, void *kd, void *vd, cudaStream_t st);
 lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
 #endif

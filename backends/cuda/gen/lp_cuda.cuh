@@ -352,4 +352,47 @@ __device__ __forceinline__ uint8_t lpc_mx_code(float amax, int round_up) {
   }
   return (uint8_t)(code > 254 ? 254 : code);
 }
+/* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
+ * AXIS_D or AXIS_S layout, without the outer scale: element index e of the
+ * flattened codes (e % 8 == 0, so the 8 share one group scale). */
+__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
+                                          int64_t e) {
+  float v[8];
+  if (fmt == LPATTN_FMT_FP8) {
+    uint2 w = *(const uint2 *)(codes + e);
+    uint8_t b[8];
+    memcpy(b, &w, 8);
+    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode(b[u]);
+  } else {
+    uint32_t w = *(const uint32_t *)(codes + (e >> 1));
+    uint8_t sc = scales[e / (fmt == LPATTN_FMT_MXFP4 ? 32 : 16)];
+    float sv = fmt == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode(sc) : lpc_e4m3_decode(sc);
+    for (int u = 0; u < 8; u++) v[u] = lpc_e2m1_decode((uint8_t)((w >> (4 * u)) & 15)) * sv;
+  }
+  uint4 r;
+  r.x = lpc_mma<__nv_bfloat16>::pack(v[0], v[1]), r.y = lpc_mma<__nv_bfloat16>::pack(v[2], v[3]);
+  r.z = lpc_mma<__nv_bfloat16>::pack(v[4], v[5]), r.w = lpc_mma<__nv_bfloat16>::pack(v[6], v[7]);
+  return r;
+}
+
+/* decode(encode(x)) for finite x >= 0, in a few instructions: RNE on the
+ * E2M1 grid (ties to the even code), saturating at 6. */
+__host__ __device__ __forceinline__ float lpc_e2m1_round(float x) {
+  return x < 2.0f ? rintf(x * 2.0f) * 0.5f : x < 4.0f ? rintf(x) : (x <= 5.0f ? 4.0f : 6.0f);
+}
+/* decode(encode(y)) for finite 0 <= y <= 448 on the E4M3 grid (RNE). */
+__host__ __device__ __forceinline__ float lpc_e4m3_round(float y) {
+  if (y < 0.015625f) return rintf(y * 512.0f) * 0.001953125f;
+  int e = (int)((lpc_bits(y) >> 23) & 0xff) - 127;
+  return rintf(y * lpc_pow2(3 - e)) * lpc_pow2(e - 3);
+}
+/* cp.async of 16 bytes; bytes = 0 zero-fills the destination. */
+__device__ __forceinline__ void lpc_cp16(void *dst, const void *src, int bytes) {
+  uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void lpc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void lpc_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 #endif

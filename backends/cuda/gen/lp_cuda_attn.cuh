@@ -22,32 +22,10 @@ template <int D> struct lpc_smem {
   static constexpr int LD = D + 8;       /* padded rows: conflict-free ldmatrix */
   static constexpr int LDV = LPC_BK + 8; /* low V is stored transposed, [d][key] */
   static constexpr int VSZ = LPC_BK * LD > D * LDV ? LPC_BK * LD : D * LDV;
-  static constexpr size_t bytes =
-      (size_t)(2 * LPC_BQ + LPC_BK) * LD * 2 + (size_t)VSZ * 2 + (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
+  /* Q, low Q, two K and two V buffers (double-buffered KV tiles), row scalars */
+  static constexpr size_t bytes = (size_t)(2 * LPC_BQ + 2 * LPC_BK) * LD * 2 + (size_t)VSZ * 4 +
+                                  (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
 };
-
-/* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
- * AXIS_D or AXIS_S layout, without the outer scale: element index e of the
- * flattened codes (e % 8 == 0, so the 8 share one group scale). */
-__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
-                                          int64_t e) {
-  float v[8];
-  if (fmt == LPATTN_FMT_FP8) {
-    uint2 w = *(const uint2 *)(codes + e);
-    uint8_t b[8];
-    memcpy(b, &w, 8);
-    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode(b[u]);
-  } else {
-    uint32_t w = *(const uint32_t *)(codes + (e >> 1));
-    uint8_t sc = scales[e / (fmt == LPATTN_FMT_MXFP4 ? 32 : 16)];
-    float sv = fmt == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode(sc) : lpc_e4m3_decode(sc);
-    for (int u = 0; u < 8; u++) v[u] = lpc_e2m1_decode((uint8_t)((w >> (4 * u)) & 15)) * sv;
-  }
-  uint4 r;
-  r.x = lpc_mma<__nv_bfloat16>::pack(v[0], v[1]), r.y = lpc_mma<__nv_bfloat16>::pack(v[2], v[3]);
-  r.z = lpc_mma<__nv_bfloat16>::pack(v[4], v[5]), r.w = lpc_mma<__nv_bfloat16>::pack(v[6], v[7]);
-  return r;
-}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a) {
@@ -57,8 +35,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   typedef lpc_mma<__nv_bfloat16> LO;
   extern __shared__ __align__(16) unsigned char lpc_smem_raw[];
   unsigned short *Qs = (unsigned short *)lpc_smem_raw;
-  unsigned short *Ql = Qs + BQ * LD, *Ks = Ql + BQ * LD, *Vs = Ks + BK * LD;
-  float *qout = (float *)(Vs + lpc_smem<D>::VSZ), *crow = qout + BQ, *kout = crow + BQ;
+  unsigned short *Ql = Qs + BQ * LD, *Kb = Ql + BQ * LD, *Vb = Kb + 2 * BK * LD;
+  float *qout = (float *)(Vb + 2 * lpc_smem<D>::VSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -123,25 +101,74 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   lpc_row_init(&st[1]);
   const int64_t kvbh = (int64_t)b * a.Hkv + hk;
 
+  /* Precision of tile j (SEMANTICS); sp walks the ascending THRIFT list. */
+  auto is_low = [&](int j, int &sp) -> bool {
+    const int e1 = min(j * BK + BK, Skv) - 1;
+    const bool dg = a.abs_tiles ? j >= qi : a.causal && e1 > r0 + off;
+    if (a.prec == LPATTN_PREC_HIGH) return false;
+    if (a.leaky) return true;
+    if (dg) return false;
+    if (a.prec == LPATTN_PREC_THRIFT) {
+      while (sp < a.sel_k && sel[sp] >= 0 && sel[sp] < j) sp++;
+      return !(sp < a.sel_k && sel[sp] == j);
+    }
+    return true;
+  };
+  /* Tiles copied as they are (high without PASA, or low from the dequantized
+   * prefill workspace) are prefetched with cp.async one tile ahead. */
+  const bool lowdq = a.kd != nullptr;
+  auto async_ok = [&](bool lw) { return lw ? lowdq : (a.vec16 && !a.pasa); };
+  auto issue = [&](int j, int buf, bool lw) {
+    const int c0 = j * BK;
+    const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
+    const unsigned short *vs = (const unsigned short *)(lw ? a.vd : a.v);
+    for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
+      int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
+      bool ok = key < Skv;
+      int64_t ko = 0, vo = 0;
+      if (ok && lw) ko = vo = (kvbh * a.Skv + key) * D + c;
+      else if (ok) ko = lpc_off(a.sk, b, hk, key, c), vo = lpc_off(a.sv, b, hk, key, c);
+      lpc_cp16(&Kb[buf * BK * LD + cr * LD + c], ks + ko, ok ? 16 : 0);
+      lpc_cp16(&Vb[buf * lpc_smem<D>::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
+    }
+    lpc_cp_commit();
+  };
+  int selq = 0; /* lookahead pointer of is_low */
+  bool pending = false;
+  if (js < je) {
+    bool lw = is_low(js, selq);
+    if (async_ok(lw)) issue(js, 0, lw), pending = true;
+  }
+
   for (int j = js; j < je; j++) {
     const int c0 = j * BK, c1 = min(c0 + BK, Skv) - 1;
     const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
-    bool low;
-    if (a.prec == LPATTN_PREC_HIGH) low = false;
-    else if (a.leaky) low = true;
-    else if (diag) low = false;
-    else if (a.prec == LPATTN_PREC_THRIFT) {
-      while (selp < a.sel_k && sel[selp] >= 0 && sel[selp] < j) selp++;
-      low = !(selp < a.sel_k && sel[selp] == j);
-    } else low = true;
+    const bool low = is_low(j, selp);
     const int sj = diag ? jfull : j; /* PASA shift source tile (SEMANTICS) */
+    const int buf = (j - js) & 1;
+    unsigned short *Ks = Kb + buf * BK * LD, *Vs = Vb + buf * lpc_smem<D>::VSZ;
 
     __syncthreads(); /* the previous tile's smem is no longer read */
+    bool next = false;
+    if (j + 1 < je) {
+      bool lw = is_low(j + 1, selq);
+      if (async_ok(lw)) issue(j + 1, buf ^ 1, lw), next = true;
+    }
     if (a.pasa)
       for (int d = tid; d < D; d += blockDim.x)
         shift[d] = sj < 0 ? 0.0f
                           : __fmul_rn(a.pasa_beta, a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]);
-    if (!low) {
+    if (low && lowdq) { /* the tile's outer scales (codes came through cp.async) */
+      const int64_t Sp = (a.vq.rows + BK - 1) / BK * BK;
+      for (int i = tid; i < BK; i += blockDim.x)
+        kout[i] = c0 + i >= Skv ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + c0 + i];
+      for (int d = tid; d < D; d += blockDim.x)
+        vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
+    }
+    if (pending) {
+      if (next) lpc_cp_wait<1>();
+      else lpc_cp_wait<0>();
+    } else if (!low) {
       for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wk = make_uint4(0, 0, 0, 0), wv = wk;
@@ -201,6 +228,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
           vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
       }
     }
+    pending = next;
     __syncthreads();
     if (a.pasa) { /* c_rj = sm_scale * (q_r . kshift_j): f64 dot, d ascending, then f32 */
       if (tid < BQ) {
@@ -250,27 +278,49 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     bool vis[2]; /* a row that sees none of the tile's keys does not visit it */
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) vis[hh] = !(a.causal && c0 > base + warp * 16 + g + 8 * hh + off);
+    const bool masked_tile = c0 + BK > Skv || (a.causal && c1 > r0 + off);
+    if (!low && !a.pasa && !a.score_f16 && !masked_tile) { /* the common case */
 #pragma unroll
-    for (int n = 0; n < NKT; n++)
+      for (int n = 0; n < NKT; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int lr = warp * 16 + g + 8 * (e >> 1), r = base + lr, col = n * 8 + 2 * t4 + (e & 1);
-        int key = c0 + col;
-        float v = s[n][e];
-        if (low) {
-          v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
-          if (a.pasa) v = lpc_round_f16(v);
-        } else if (a.pasa) {
-          v = lpc_round_f16(v);
-        } else if (a.score_f16) {
-          v = __fmul_rn(lpc_round_f16(v), a.sm_scale);
-        } else {
-          v = __fmul_rn(v, a.sm_scale);
+        for (int e = 0; e < 4; e++) {
+          s[n][e] = __fmul_rn(s[n][e], a.sm_scale);
+          smax[e >> 1] = fmaxf(smax[e >> 1], s[n][e]);
         }
-        if (key >= Skv || (a.causal && key > r + off)) v = lpc_ninf();
-        s[n][e] = v;
-        smax[e >> 1] = fmaxf(smax[e >> 1], v);
-      }
+    } else if (low && !masked_tile) {
+      const float qo[2] = {qout[warp * 16 + g], qout[warp * 16 + g + 8]};
+#pragma unroll
+      for (int n = 0; n < NKT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float v = __fmul_rn(__fmul_rn(s[n][e], __fmul_rn(qo[e >> 1], kout[n * 8 + 2 * t4 + (e & 1)])), a.sm_scale);
+          if (a.pasa) v = lpc_round_f16(v);
+          s[n][e] = v;
+          smax[e >> 1] = fmaxf(smax[e >> 1], v);
+        }
+    } else {
+#pragma unroll
+      for (int n = 0; n < NKT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int lr = warp * 16 + g + 8 * (e >> 1), r = base + lr, col = n * 8 + 2 * t4 + (e & 1);
+          int key = c0 + col;
+          float v = s[n][e];
+          if (low) {
+            v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
+            if (a.pasa) v = lpc_round_f16(v);
+          } else if (a.pasa) {
+            v = lpc_round_f16(v);
+          } else if (a.score_f16) {
+            v = __fmul_rn(lpc_round_f16(v), a.sm_scale);
+          } else {
+            v = __fmul_rn(v, a.sm_scale);
+          }
+          if (key >= Skv || (a.causal && key > r + off)) v = lpc_ninf();
+          s[n][e] = v;
+          smax[e >> 1] = fmaxf(smax[e >> 1], v);
+        }
+    }
     lpc_step stp[2];
     float psum[2] = {0.0f, 0.0f}, pssum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -330,7 +380,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
           for (int n = 0; n < NKT; n++)
 #pragma unroll
             for (int u = 0; u < 2; u++)
-              s[n][e0 + u] = lpc_e4m3_decode(lpc_e4m3_encode(__fmul_rn(s[n][e0 + u], 448.0f)));
+              s[n][e0 + u] = lpc_e4m3_round(__fmul_rn(s[n][e0 + u], 448.0f));
           pout[hh] = 1.0f / 448.0f;
           continue;
         }
@@ -370,12 +420,14 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
             sval = lpc_e4m3_decode(sc);
             denom = sval * outer;
           }
+          /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
+          const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
           for (int n = 2 * m; n < 2 * m + 2; n++)
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-              uint8_t code = (denom == 0.0f || bad != 0.0f) ? 0 : lpc_e2m1_encode(s[n][e0 + u] / denom);
-              s[n][e0 + u] = bad != 0.0f ? __int_as_float(0x7fc00000) : lpc_e2m1_decode(code) * sval;
+              const float q = denom == 0.0f ? 0.0f : lpc_e2m1_round(s[n][e0 + u] * rden);
+              s[n][e0 + u] = bad != 0.0f ? __int_as_float(0x7fc00000) : q * sval;
             }
         }
       }
@@ -393,7 +445,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
           uint32_t vb[4];
-          lpc_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
+          if (lowdq) lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+          else lpc_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
           LO::run(t0, pa[kk], vb[0], vb[1]);
           LO::run(t1, pa[kk], vb[2], vb[3]);
         }
