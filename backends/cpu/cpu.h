@@ -107,7 +107,7 @@ extern "C" {
 int lpattn_cpu_targets(int64_t *targets, int max);
 const char *lpattn_cpu_target_name(int64_t target);
 void lpattn_cpu_force_target(int64_t target);
-double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak, dispatched target
+double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak (CPU-time based)
 // The kernels' SIMD P quantizer (fmt 0 NVFP4, 1 MXFP4, 2 FP8): dequantized values.
 void lpattn_cpu_quantize_p_row(int fmt, int mx_up, const float *p, int64_t n, float *out);
 }
