@@ -202,18 +202,10 @@ static inline int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t
   return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
 }
 
-static inline int LowFormat(lpattn_format f) {
-  return f == LPATTN_FMT_FP8 ? 2 : f == LPATTN_FMT_MXFP4 ? 1 : 0;
-}
-
 // Quantize n values (one token along D) and write their dequantized values.
 static inline void QuantRow(const lpattn_attn_problem &pr, const float *x, int64_t n, Scratch *sc,
                             float *y) {
-  const int fmt = LowFormat(pr.low), G = fmt == 1 ? 32 : 16;
-  float outer;
-  lpk_quantize_domain(fmt, pr.mx_round_up, x, 1, (int)n, sc->codes.data(), sc->scales.data(),
-                      &outer);
-  for (int64_t i = 0; i < n; i++) y[i] = lpk_dequant(fmt, sc->codes[i], sc->scales[i / G], outer);
+  QuantizePRow(QpFormat(pr.low), pr.mx_round_up, x, n, sc, y);
 }
 
 // Where an item's rows and keys are.
@@ -356,7 +348,10 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       lpk_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
       nv[r] = low ? nk : nvis;
-      if (low) QuantizePRow(LowFormat(pr.low), pr.mx_round_up, p, Bk, sc, p);
+      if (low) {
+        const int f = QpFormat(pr.low);
+        QuantizePRow(f == QP_FP8 ? QP_FP8_P : f, pr.mx_round_up, p, Bk, sc, p);
+      }
     }
     AccumPVRows<kD>(P, Bk, (low ? kv.vq : kv.v) + c0 * D, D, nr, nv, alpha, acc);
   }

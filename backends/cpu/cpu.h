@@ -40,7 +40,7 @@ struct AttnJob {
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
 struct Scratch {
-  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, zeros, alpha;
+  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, zeros, alpha;
   std::vector<int64_t> nv;
   std::vector<uint8_t> kind, mode, codes, scales;
   std::vector<lpk_row> rows;
@@ -87,6 +87,13 @@ struct Ctx {
 lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *arg, int64_t i, int thread),
                      void *arg);
 
+// Formats of the SIMD domain quantizer (quantp-inl.h). The first three match
+// the scalar lpk_quantize_domain codes; QP_FP8_P is P's fixed-scale FP8.
+enum { QP_NVFP4 = 0, QP_MXFP4 = 1, QP_FP8 = 2, QP_FP8_P = 3 };
+inline int QpFormat(lpattn_format f) {
+  return f == LPATTN_FMT_FP8 ? QP_FP8 : f == LPATTN_FMT_MXFP4 ? QP_MXFP4 : QP_NVFP4;
+}
+
 // Kernel lookup in the generated registry (gen/registry.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
 
@@ -108,7 +115,7 @@ int lpattn_cpu_targets(int64_t *targets, int max);
 const char *lpattn_cpu_target_name(int64_t target);
 void lpattn_cpu_force_target(int64_t target);
 double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak (CPU-time based)
-// The kernels' SIMD P quantizer (fmt 0 NVFP4, 1 MXFP4, 2 FP8): dequantized values.
+// The kernels' SIMD domain quantizer (fmt QP_*): dequantized values.
 void lpattn_cpu_quantize_p_row(int fmt, int mx_up, const float *p, int64_t n, float *out);
 }
 

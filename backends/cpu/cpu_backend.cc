@@ -20,17 +20,14 @@ int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
   return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
 }
 
-int LowFormat(lpattn_format f) { return f == LPATTN_FMT_FP8 ? 2 : f == LPATTN_FMT_MXFP4 ? 1 : 0; }
-
-// Quantize n values and write their dequantized values (may alias x).
+// Quantize n values (x[i * stride]) and write their dequantized values to
+// y[i * ystride], through the SIMD quantizer of the dispatched target.
 void QuantDeq(const lpattn_attn_problem &pr, const float *x, int64_t stride, int64_t n,
               Scratch *sc, float *y, int64_t ystride) {
-  const int fmt = LowFormat(pr.low), G = fmt == 1 ? 32 : 16;
-  float outer;
-  lpk_quantize_domain(fmt, pr.mx_round_up, x, (long)stride, (int)n, sc->codes.data(),
-                      sc->scales.data(), &outer);
-  for (int64_t i = 0; i < n; i++)
-    y[i * ystride] = lpk_dequant(fmt, sc->codes[i], sc->scales[i / G], outer);
+  float *in = sc->tmp.data(), *out = sc->tmp2.data();
+  for (int64_t i = 0; i < n; i++) in[i] = x[i * stride];
+  lpattn_cpu_quantize_p_row(QpFormat(pr.low), pr.mx_round_up, in, n, out);
+  for (int64_t i = 0; i < n; i++) y[i * ystride] = out[i];
 }
 
 struct Run {
@@ -66,7 +63,7 @@ void PrepKv(void *arg, int64_t idx, int tid) {
             pr.pasa ? lpk_round_f16((x - e.kshift[j * D + d]) * pr.sm_scale) : x;
       }
     if (!job.low_any) continue;
-    float *row = sc->tmp.data(), *ktq = e.ktq + j * D * Bk;
+    float *row = sc->ktmp.data(), *ktq = e.ktq + j * D * Bk;
     for (int64_t c = 0; c < nk; c++) {
       for (int64_t d = 0; d < D; d++) row[d] = kj[c * D + d] - (pr.pasa ? e.kshift[j * D + d] : 0.0f);
       QuantDeq(pr, row, 1, D, sc, ktq + c, Bk);
@@ -126,7 +123,8 @@ void Scratch::Size(const AttnJob &job) {
   const size_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt, w = D > Bk ? D : Bk;
   q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bq * Bk);
   alpha.resize(Bq), nv.resize(Bq);
-  ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), zeros.assign(D, 0.0f);
+  ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), tmp2.resize(w);
+  zeros.assign(D, 0.0f);
   kind.resize(nkt), mode.resize(nkt), codes.resize(w), scales.resize(w), rows.resize(Bq);
 }
 

@@ -72,13 +72,15 @@ HWY_INLINE bool AllFinite(DQ d, const float *x, int64_t n) {
   return hq::AllTrue(d, hq::Eq(ok, hq::Zero(d)));
 }
 
-// fmt: 0 NVFP4, 1 MXFP4, 2 FP8 with P's fixed scale 448. n: multiple of 32.
+// One domain of n values (n a multiple of 16; of 32 for MXFP4), written as
+// dequantized values. fmt: QP_NVFP4, QP_MXFP4, QP_FP8 (scale amax/448, Q/K/V)
+// or QP_FP8_P (P's fixed scale 448).
 HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scratch *sc,
                              float *out) {
   const DQ d;
   const int64_t N = hq::Lanes(d);
   if (!AllFinite(d, p, n)) {
-    if (fmt == 2) {
+    if (fmt == QP_FP8_P) {
       for (int64_t c = 0; c < n; c++)
         out[c] = lpk_e4m3_decode(lpk_e4m3_encode(p[c] * 448.0f)) * (1.0f / 448.0f);
       return;
@@ -89,10 +91,18 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
       out[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / (fmt ? 32 : 16)], outer);
     return;
   }
-  if (fmt == 2) {
+  if (fmt == QP_FP8_P) {
     const auto k = hq::Set(d, 448.0f), s1 = hq::Set(d, 1.0f / 448.0f);
     for (int64_t c = 0; c < n; c += N)
       hq::StoreU(hq::Mul(E4m3Value(d, hq::Mul(hq::LoadU(d, p + c), k)), s1), d, out + c);
+    return;
+  }
+  if (fmt == QP_FP8) {  // element = e4m3(x / s) * s, s = amax / 448; s = 0 -> zeros
+    const float sc1 = MaxAbs(d, p, n) / 448.0f;
+    const auto vs = hq::Set(d, sc1);
+    for (int64_t c = 0; c < n; c += N)
+      hq::StoreU(sc1 == 0.0f ? hq::Zero(d) : hq::Mul(E4m3Value(d, hq::Div(hq::LoadU(d, p + c), vs)), vs),
+                 d, out + c);
     return;
   }
   const int64_t G = fmt ? 32 : 16;

@@ -97,8 +97,8 @@ static void test_domains(void) {
   CHECK(bad == 0, "%d of %d domains differ", bad, cases);
 }
 
-// The kernels' SIMD P quantizer (quantp-inl.h) against the scalar domain
-// quantizer, bit for bit, on every Highway target; rows built to hit rounding
+// The kernels' SIMD domain quantizer (quantp-inl.h; P rows, Q/K rows, V
+// columns) against the scalar one, bit for bit, on every Highway target; rows built to hit rounding
 // ties (small multiples of powers of two), tiny and negative values too.
 static void test_simd_p(void) {
   int64_t targets[16];
@@ -122,13 +122,13 @@ static void test_simd_p(void) {
         p[i] = x;
       }
       if (trial % 97 == 0) p[rng() % n] = NAN;
-      for (int fmt = 0; fmt < 3; fmt++)
+      for (int fmt = 0; fmt < 4; fmt++)
         for (int up = 0; up < (fmt == 1 ? 2 : 1); up++) {
           lpattn_cpu_quantize_p_row(fmt, up, p.data(), n, got.data());
-          if (fmt == 2) {
+          if (fmt == lpattn_cpu::QP_FP8_P) {
             for (int i = 0; i < n; i++)
               want[i] = lpk_e4m3_decode(lpk_e4m3_encode(p[i] * 448.0f)) * (1.0f / 448.0f);
-          } else {
+          } else {  // QP_NVFP4/MXFP4/FP8 are the scalar quantizer's format codes
             float outer;
             lpk_quantize_domain(fmt, up, p.data(), 1, n, codes.data(), scales.data(), &outer);
             for (int i = 0; i < n; i++)
