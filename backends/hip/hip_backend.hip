@@ -221,20 +221,28 @@ static lpattn_status hip_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
   const int thrift = pr->precision == LPATTN_PREC_THRIFT, low = pr->precision != LPATTN_PREC_HIGH;
   const size_t D = (size_t)a.D, f = sizeof(float), tiles = (size_t)a.B * a.Hq * a.nqt * a.nkt;
   const size_t kvrows = (size_t)a.B * a.Hkv * a.nkt * a.Bk;
-  size_t sz[7] = {(size_t)a.B * a.Hkv * a.nkt * D * f,
-                  thrift ? (size_t)a.B * a.Hq * a.nqt * D * f : 0,
-                  thrift ? tiles * f : 0,
-                  tiles,
-                  low ? (size_t)a.B * a.Hq * a.Sq * D * f : 0,
-                  low ? kvrows * D * f : 0,
-                  low ? kvrows * D * f : 0};
+  const int fp8 = low && pr->low == LPATTN_FMT_FP8, qrows = a.B * a.Hq * a.Sq;
+  enum { NSLOT = 11 };
+  size_t sz[NSLOT] = {(size_t)a.B * a.Hkv * a.nkt * D * f,
+                      thrift ? (size_t)a.B * a.Hq * a.nqt * D * f : 0,
+                      thrift ? tiles * f : 0,
+                      tiles,
+                      low ? (size_t)qrows * D * f : 0,
+                      low ? kvrows * D * f : 0,
+                      low ? kvrows * D * f : 0,
+                      fp8 ? (size_t)qrows * D : 0,
+                      fp8 ? kvrows * D : 0,
+                      fp8 ? (size_t)qrows * f : 0,
+                      fp8 ? kvrows * f : 0};
   size_t total = 0;
-  for (int i = 0; i < 7; i++) total += (sz[i] + 255) & ~(size_t)255;
+  for (int i = 0; i < NSLOT; i++) total += (sz[i] + 255) & ~(size_t)255;
   char *w;
   TRY(work(s, total, (void **)&w));
-  void **slot[7] = {(void **)&a.w.kmean, (void **)&a.w.qmean, (void **)&a.w.score,
-                    (void **)&a.w.mode, (void **)&a.w.qd, (void **)&a.w.kd, (void **)&a.w.vd};
-  for (int i = 0; i < 7; i++) {
+  void **slot[NSLOT] = {(void **)&a.w.kmean, (void **)&a.w.qmean, (void **)&a.w.score,
+                        (void **)&a.w.mode,  (void **)&a.w.qd,    (void **)&a.w.kd,
+                        (void **)&a.w.vd,    (void **)&a.w.qc,    (void **)&a.w.kc,
+                        (void **)&a.w.qo,    (void **)&a.w.ko};
+  for (int i = 0; i < NSLOT; i++) {
     *slot[i] = sz[i] ? (void *)w : NULL;
     w += (sz[i] + 255) & ~(size_t)255;
   }

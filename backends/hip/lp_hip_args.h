@@ -18,6 +18,10 @@ typedef struct {
   float *qd;     /* [B][Hq][Sq][D] dequantized low Q (NULL under HIGH) */
   float *kd;     /* [B][Hkv][nkt*Bk][D] dequantized low K (minus PASA shift) */
   float *vd;     /* [B][Hkv][nkt*Bk][D] dequantized low V, per (channel, tile) */
+  /* FP8 low tiles: E4M3 codes and per-token scales of the same Q/K rows,
+   * for CDNA3's FP8 matrix cores (NULL for other formats) */
+  uint8_t *qc, *kc; /* like qd, kd */
+  float *qo, *ko;   /* [B][Hq][Sq], [B][Hkv][nkt*Bk] */
 } lp_hip_work;
 
 /* One attention call: strided views (elements), dtypes as lpattn_dtype. */

@@ -176,6 +176,16 @@ __device__ inline short lph_to16(int dt, float x) {
   return (short)(dt == LPH_F16 ? lph_f16_encode(x) : lph_bf16_encode(x));
 }
 #endif
+#if defined(LPATTN_HIP_FP8_MFMA)
+/* 8 OCP E4M3 codes as CDNA3's E4M3 (FNUZ, bias 8): the same bits are worth
+ * half, except -0 (0x80), which FNUZ reads as NaN: it becomes +0. The E4M3
+ * encoder saturates at 0x7E, so the OCP NaN code never occurs here. */
+__device__ inline long lph_fnuz8(const uint8_t *c) {
+  uint64_t x = 0;
+  for (int u = 0; u < 8; u++) x |= (uint64_t)(c[u] == 0x80 ? 0 : c[u]) << (8 * u);
+  return (long)x;
+}
+#endif
 
 template <int W>
 __device__ inline void lph_attn_r16(const lp_hip_attn_args &a, float *pbuf, uint8_t *qbuf) {
@@ -267,6 +277,34 @@ __device__ inline void lph_attn_r16(const lp_hip_attn_args &a, float *pbuf, uint
 #pragma unroll
             for (int kk = 0; kk < LPH_MAXKB; kk++)
               if (kk == kb) s[e][kk] = cc[e];
+        }
+      }
+#endif
+#if defined(LPATTN_HIP_FP8_MFMA)
+      /* FP8 low tile: codes on the FP8 matrix cores, 16 x 16 keys x 32 d per
+       * step; the raw sum is worth 4x (two halved operands), then the
+       * per-token scales: (sum * 4) * (sq * sk) = deq(q) . deq(k) */
+      if constexpr (W == 64) if (low && a.low == LPH_FP8 && a.w.qc) {
+        done = 1;
+        const int64_t qrow = ((int64_t)b * a.Hq + hq) * a.Sq + r0 + g0 + col;
+        for (int kb = 0; kb < nkb; kb++) {
+          lph_f4 cc = {0.0f, 0.0f, 0.0f, 0.0f};
+          const int64_t key = kvbase * Bk + c0 + kb * 16 + col; /* row of kc */
+          const int kin = c0 + kb * 16 + col < c0 + nk;
+          for (int dk = 0; dk < LPH_D / 32; dk++) {
+            const int d = dk * 32 + rg * 8;
+            const long qa = g0 + col < nr ? lph_fnuz8(a.w.qc + qrow * LPH_D + d) : 0;
+            const long kb8 = kin ? lph_fnuz8(a.w.kc + key * LPH_D + d) : 0;
+            cc = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(qa, kb8, cc, 0, 0, 0);
+          }
+          const float sk = kin ? a.w.ko[key] : 0.0f;
+#pragma unroll
+          for (int e = 0; e < RPL; e++) {
+            const float sq = valid[e] ? a.w.qo[((int64_t)b * a.Hq + hq) * a.Sq + r[e]] : 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < LPH_MAXKB; kk++)
+              if (kk == kb) s[e][kk] = (cc[e] * 4.0f) * (sq * sk);
+          }
         }
       }
 #endif

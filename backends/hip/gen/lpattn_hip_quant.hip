@@ -74,13 +74,19 @@ extern "C" __global__ void lpattn_hip_quant_plan(lp_hip_attn_args a) {
   }
 }
 
-/* Quantize-dequantize n values x[0..n) in place as one domain. */
-__device__ inline void lph_qdq(int fmt, int mx_round_up, float *x, int n) {
+/* Quantize-dequantize n values x[0..n) in place as one domain; FP8 codes
+ * and scale also go to fp8_codes / fp8_scale when those are given. */
+__device__ inline void lph_qdq(int fmt, int mx_round_up, float *x, int n, uint8_t *fp8_codes,
+                               float *fp8_scale) {
   uint8_t codes[LPH_MAX_DOMAIN], scales[LPH_MAX_DOMAIN / 16];
   float outer;
   lph_quantize_domain(fmt, mx_round_up, x, 1, n, codes, scales, &outer);
   const int G = fmt == LPH_MXFP4 ? 32 : 16;
   for (int e = 0; e < n; e++) x[e] = lph_dequant(fmt, codes[e], scales[e / G], outer);
+  if (fp8_codes && fmt == LPH_FP8) {
+    for (int e = 0; e < n; e++) fp8_codes[e] = codes[e];
+    *fp8_scale = outer;
+  }
 }
 
 /* Low Q rows and K rows: one domain per token along D. which = 0: Q into
@@ -98,9 +104,12 @@ extern "C" __global__ void lpattn_hip_quant(lp_hip_attn_args a, int which) {
                     : lph_load(a.q, a.qt, lph_off(a.sq, b, h, r, e));
     x[e] = shift ? v - a.pasa_beta * shift[e] : v;
   }
-  lph_qdq(a.low, a.mx_round_up, x, D);
-  float *dst = which ? a.w.kd + (((int64_t)b * a.Hkv + h) * a.nkt * a.Bk + r) * D
-                     : a.w.qd + (((int64_t)b * a.Hq + h) * a.Sq + r) * D;
+  const int64_t row = which ? ((int64_t)b * a.Hkv + h) * a.nkt * a.Bk + r
+                            : ((int64_t)b * a.Hq + h) * a.Sq + r;
+  uint8_t *fc = which ? a.w.kc : a.w.qc;
+  float *fo = which ? a.w.ko : a.w.qo;
+  lph_qdq(a.low, a.mx_round_up, x, D, fc ? fc + row * D : NULL, fo ? fo + row : NULL);
+  float *dst = (which ? a.w.kd : a.w.qd) + row * D;
   for (int e = 0; e < D; e++) dst[e] = x[e];
 }
 
@@ -113,7 +122,7 @@ extern "C" __global__ void lpattn_hip_quant_v(lp_hip_attn_args a) {
   const int c0 = j * a.Bk, nk = a.Skv - c0 < a.Bk ? a.Skv - c0 : a.Bk;
   float x[LPH_MAX_DOMAIN];
   for (int c = 0; c < a.Bk; c++) x[c] = c < nk ? lph_load(a.v, a.kt, lph_off(a.sv, b, h, c0 + c, d)) : 0.0f;
-  lph_qdq(a.low, a.mx_round_up, x, a.Bk);
+  lph_qdq(a.low, a.mx_round_up, x, a.Bk, NULL, NULL);
   float *dst = a.w.vd + (((int64_t)b * a.Hkv + h) * a.nkt * a.Bk + c0) * a.D + d;
   for (int c = 0; c < a.Bk; c++) dst[(int64_t)c * a.D] = x[c];
 }
