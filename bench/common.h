@@ -10,20 +10,22 @@
 
 /* ---- options ------------------------------------------------------------ */
 typedef struct {
-  const char *out_dir;     /* CSV directory */
-  lpattn_backend backend;  /* AUTO = the report's own choice */
-  int quick;               /* smaller shapes (CI) */
-  int threads;             /* cpu backend threads and f64 reference threads; 0 = all */
+  const char *out_dir;    /* CSV directory */
+  lpattn_backend backend; /* AUTO = the report's own choice */
+  int quick;              /* smaller shapes (CI) */
+  int threads;            /* cpu backend threads and f64 reference threads; 0 = all */
   uint64_t seed;
-  int max_len;             /* thrift length sweep upper bound (0 = report default) */
+  int max_len; /* thrift length sweep upper bound (0 = report default) */
 } bench_opts;
 
 /* ---- random numbers (xoshiro256**, seeded by splitmix64) ----------------- */
-typedef struct { uint64_t s[4]; } bench_rng;
+typedef struct {
+  uint64_t s[4];
+} bench_rng;
 void rng_seed(bench_rng *r, uint64_t seed);
 uint64_t rng_u64(bench_rng *r);
-double rng_uniform(bench_rng *r);           /* [0, 1) */
-double rng_normal(bench_rng *r);            /* N(0, 1) */
+double rng_uniform(bench_rng *r); /* [0, 1) */
+double rng_normal(bench_rng *r);  /* N(0, 1) */
 
 /* ---- problems ----------------------------------------------------------- */
 /* Contiguous [B, H, S, D] f32 tensors; Q has Sq rows, K and V Skv. */
@@ -69,6 +71,14 @@ lpattn_status bench_open(const bench_opts *o, lpattn_backend b, lpattn_ctx **ctx
 /* The report's default backend: opts->backend if set, else cpu, else ref. */
 lpattn_backend bench_default_backend(const bench_opts *o);
 
+/* Device memory of a GPU backend through its runtime, opened with dlopen
+ * (no link-time GPU dependency). devmem_open: 0 when usable. */
+int devmem_open(lpattn_backend b);
+void *devmem_alloc(size_t bytes);
+void *devmem_upload(const void *host, size_t bytes);
+int devmem_download(void *host, const void *dev, size_t bytes);
+void devmem_free(void *p);
+
 double now_seconds(void);
 int bench_threads(const bench_opts *o);
 
@@ -90,8 +100,8 @@ static inline double dot_f64(const float *a, const float *b, int64_t n) {
 
 /* Exact softmax attention in f64 of rows [r0, Sq) of every (b, h).
  * o: [B, Hq, Sq - r0, D]; lse/ent: [B, Hq, Sq - r0] (may be NULL). */
-void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_t r0,
-                     int threads, double *o, double *lse, double *ent);
+void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_t r0, int threads,
+                     double *o, double *lse, double *ent);
 
 typedef struct {
   double rel_rmse;   /* ||o - ref|| / ||ref|| over finite entries; NaN if none */
@@ -114,7 +124,7 @@ typedef struct {
   const char *name; /* CSV file stem */
   int ncol;
   char **head;
-  char **cell;      /* row-major, nrow * ncol */
+  char **cell; /* row-major, nrow * ncol */
   int nrow, cap;
 } bench_table;
 

@@ -37,8 +37,8 @@ static void usage(FILE *f) {
 }
 
 static int parse_backend(const char *s, lpattn_backend *b) {
-  static const lpattn_backend all[] = {LPATTN_BACKEND_REF, LPATTN_BACKEND_CPU,
-                                       LPATTN_BACKEND_CUDA, LPATTN_BACKEND_HIP};
+  static const lpattn_backend all[] = {LPATTN_BACKEND_REF, LPATTN_BACKEND_CPU, LPATTN_BACKEND_CUDA,
+                                       LPATTN_BACKEND_HIP};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (!strcmp(s, lpattn_backend_name(all[i]))) return *b = all[i], 0;
   return -1;

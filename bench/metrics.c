@@ -60,8 +60,8 @@ static void *ref_worker(void *arg) {
   return NULL;
 }
 
-void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_t r0,
-                     int threads, double *o, double *lse, double *ent) {
+void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_t r0, int threads,
+                     double *o, double *lse, double *ent) {
   enum { MAXT = 64 };
   if (threads < 1) threads = 1;
   if (threads > MAXT) threads = MAXT;
@@ -73,13 +73,15 @@ void ref64_attention(const bench_problem *p, int causal, double sm_scale, int64_
    * contiguous shares over many heads are close enough and keep rows local. */
   for (int i = 0; i < threads; i++) {
     jobs[i] = (ref_job){p, causal, sm_scale, r0, total * i / threads, total * (i + 1) / threads,
-                        o, lse, ent};
+                        o, lse,    ent};
     if (i > 0) started[i] = pthread_create(&tid[i], NULL, ref_worker, &jobs[i]) == 0;
   }
   ref_worker(&jobs[0]);
   for (int i = 1; i < threads; i++) {
-    if (started[i]) pthread_join(tid[i], NULL);
-    else ref_worker(&jobs[i]);
+    if (started[i])
+      pthread_join(tid[i], NULL);
+    else
+      ref_worker(&jobs[i]);
   }
 }
 

@@ -64,14 +64,17 @@ static int future_leak(const bench_opts *o, lpattn_ctx *ctx) {
   memcpy(b.k, a.k, sizeof(float) * (size_t)(H * S * D));
   memcpy(b.v, a.v, sizeof(float) * (size_t)(H * S * D));
   perturb_after(&b, t, &rng);
-  printf("== leak: H=%lld S=%lld D=%lld causal, f16 inputs; every token after t=%lld perturbed;\n"
-         "   change = max |O_a - O_b| over rows <= t (0 and bitwise equal = no leak)\n",
-         (long long)H, (long long)S, (long long)D, (long long)t);
+  printf(
+      "== leak: H=%lld S=%lld D=%lld causal, f16 inputs; every token after t=%lld perturbed;\n"
+      "   change = max |O_a - O_b| over rows <= t (0 and bitwise equal = no leak)\n",
+      (long long)H, (long long)S, (long long)D, (long long)t);
   bench_views wa, wb;
   views_make(&wa, &a, LPATTN_F16);
   views_make(&wb, &b, LPATTN_F16);
-  float *oa = malloc(sizeof(float) * (size_t)(H * S * D)), *ob = malloc(sizeof(float) * (size_t)(H * S * D));
-  float *la = malloc(sizeof(float) * (size_t)(H * S)), *lb = malloc(sizeof(float) * (size_t)(H * S));
+  float *oa = malloc(sizeof(float) * (size_t)(H * S * D)),
+        *ob = malloc(sizeof(float) * (size_t)(H * S * D));
+  float *la = malloc(sizeof(float) * (size_t)(H * S)),
+        *lb = malloc(sizeof(float) * (size_t)(H * S));
   bench_table tab;
   table_init(&tab, "leak_future", "precision|mode|max_change_O|max_change_LSE|bitwise_equal");
   int rc = 0;
@@ -136,13 +139,15 @@ static int prefill_vs_decode(const bench_opts *o, lpattn_ctx *ctx) {
   rng_seed(&rng, o->seed + 5);
   gen_attnlike(&p, &rng);
   problem_round_f16(&p);
-  printf("== prefill vs decode: H=%lld S=%lld D=%lld, tile %d, f32 inputs; the sequence is\n"
-         "   appended one token at a time to an lpattn_kv_cache and each position decoded\n"
-         "   (THRIFT with thrift_k=%d in both); diff = max |decode - prefill| over all rows\n",
-         (long long)H, (long long)S, (long long)D, tile, thrift_k);
+  printf(
+      "== prefill vs decode: H=%lld S=%lld D=%lld, tile %d, f32 inputs; the sequence is\n"
+      "   appended one token at a time to an lpattn_kv_cache and each position decoded\n"
+      "   (THRIFT with thrift_k=%d in both); diff = max |decode - prefill| over all rows\n",
+      (long long)H, (long long)S, (long long)D, tile, thrift_k);
   bench_views w;
   views_make(&w, &p, LPATTN_F32);
-  float *pre = malloc(sizeof(float) * (size_t)(H * S * D)), *dec = malloc(sizeof(float) * (size_t)(H * S * D));
+  float *pre = malloc(sizeof(float) * (size_t)(H * S * D)),
+        *dec = malloc(sizeof(float) * (size_t)(H * S * D));
   bench_table tab;
   table_init(&tab, "leak_decode", "precision|max_abs_diff|rel_diff|rows_bitwise_equal");
   int rc = 0;

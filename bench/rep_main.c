@@ -46,7 +46,8 @@ int report_main(const bench_opts *o) {
 
   const int64_t rows = p.B * p.Hq * p.Sq;
   double *oref = malloc(sizeof(double) * (size_t)(rows * D));
-  double *lref = malloc(sizeof(double) * (size_t)rows), *href = malloc(sizeof(double) * (size_t)rows);
+  double *lref = malloc(sizeof(double) * (size_t)rows),
+         *href = malloc(sizeof(double) * (size_t)rows);
   float *out = malloc(sizeof(float) * (size_t)(rows * D));
   float *lse = malloc(sizeof(float) * (size_t)rows), *ent = malloc(sizeof(float) * (size_t)rows);
   double t0 = now_seconds();
@@ -66,9 +67,28 @@ int report_main(const bench_opts *o) {
   }
   bench_views w;
   views_make(&w, &p, LPATTN_F16);
+  /* GPU backends: inputs uploaded once, outputs copied back after each call. */
+  const int gpu = be == LPATTN_BACKEND_CUDA || be == LPATTN_BACKEND_HIP;
+  void *dev[6] = {NULL};
+  float *dout = out, *dlse = lse, *dent = ent;
+  const size_t nbytes = sizeof(uint16_t) * (size_t)(rows * D);
+  if (gpu) {
+    lpattn_tensor *in[3] = {&w.q, &w.k, &w.v};
+    if (devmem_open(be)) {
+      fprintf(stderr, "main: no %s runtime library\n", lpattn_backend_name(be));
+      return 1;
+    }
+    for (int i = 0; i < 3; i++) in[i]->data = dev[i] = devmem_upload(in[i]->data, nbytes);
+    dout = dev[3] = devmem_alloc(2 * nbytes);
+    dlse = dev[4] = devmem_alloc(sizeof(float) * (size_t)rows);
+    dent = dev[5] = devmem_alloc(sizeof(float) * (size_t)rows);
+    for (int i = 0; i < 6; i++)
+      if (!dev[i]) return fprintf(stderr, "main: device allocation failed\n"), 1;
+  }
   bench_table t;
-  table_init(&t, "main", "precision|k|rel_rmse|max_abs|nan_inf|time_ms|H_mean|H_min|H_max|"
-                         "max_dH|max_dLSE");
+  table_init(&t, "main",
+             "precision|k|rel_rmse|max_abs|nan_inf|time_ms|H_mean|H_min|H_max|"
+             "max_dH|max_dLSE");
   {
     double mean = 0, mn = INFINITY, mx = -INFINITY;
     for (int64_t i = 0; i < rows; i++) {
@@ -76,8 +96,7 @@ int report_main(const bench_opts *o) {
       if (href[i] < mn) mn = href[i];
       if (href[i] > mx) mx = href[i];
     }
-    table_row(&t, "f64 reference|-|0|0|0|%.1f|%.4f|%.4f|%.4f|0|0", 1e3 * tref, mean / rows, mn,
-              mx);
+    table_row(&t, "f64 reference|-|0|0|0|%.1f|%.4f|%.4f|%.4f|0|0", 1e3 * tref, mean / rows, mn, mx);
   }
   int rc = 0;
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
@@ -93,7 +112,12 @@ int report_main(const bench_opts *o) {
                 ? lpattn_thrift_k((int)((S + ap.block_k - 1) / ap.block_k), v->budget, causal)
                 : 0;
     double secs = 0;
-    st = bench_attention(ctx, &w, &p, &ap, out, lse, ent, NULL, &secs);
+    st = bench_attention(ctx, &w, &p, &ap, dout, dlse, dent, NULL, &secs);
+    const size_t rbytes = sizeof(float) * (size_t)rows;
+    if (st == LPATTN_OK && gpu &&
+        (devmem_download(out, dout, 2 * nbytes) || devmem_download(lse, dlse, rbytes) ||
+         devmem_download(ent, dent, rbytes)))
+      st = LPATTN_ERR_BACKEND;
     if (st != LPATTN_OK) {
       table_row(&t, "%s|%s", v->label, lpattn_status_string(st));
       if (st != LPATTN_ERR_UNSUPPORTED) rc = 1;
@@ -103,11 +127,12 @@ int report_main(const bench_opts *o) {
     ent_stats h = entropy_stats(ent, href, rows);
     char kbuf[16];
     snprintf(kbuf, sizeof kbuf, k ? "%d" : "-", k);
-    table_row(&t, "%s|%s|%.3e|%.3e|%lld|%.1f|%.4f|%.4f|%.4f|%.2e|%.2e", v->label, kbuf,
-              e.rel_rmse, e.max_abs, (long long)e.nonfinite, 1e3 * secs, h.mean, h.min, h.max,
-              h.max_dev, max_lse_dev(lse, lref, rows));
+    table_row(&t, "%s|%s|%.3e|%.3e|%lld|%.1f|%.4f|%.4f|%.4f|%.2e|%.2e", v->label, kbuf, e.rel_rmse,
+              e.max_abs, (long long)e.nonfinite, 1e3 * secs, h.mean, h.min, h.max, h.max_dev,
+              max_lse_dev(lse, lref, rows));
   }
   table_emit(&t, o);
+  for (int i = 0; i < 6; i++) devmem_free(dev[i]);
   views_free(&w);
   lpattn_free(ctx);
   problem_free(&p);

@@ -13,11 +13,11 @@ typedef struct {
 } pasa_case;
 
 static const pasa_case cases[] = {
-    {0, "x0", 0, 0.5},    {0, "x0", 10, 0.5},  {0, "x0", 20, 0.5},  {0, "x0", 30, 0.5},
-    {0, "Am", 20, 0.5},   {0, "Am", 20, 5},    {0, "Am", 20, 10},   {0, "Am", 20, 15},
-    {0, "Am", 20, 20},    {1, "x0", 0, 10},    {1, "x0", 10, 10},   {1, "x0", 20, 10},
-    {1, "x0", 30, 10},    {1, "Am", 20, 0.5},  {1, "Am", 20, 5},    {1, "Am", 20, 10},
-    {1, "Am", 20, 15},    {1, "Am", 20, 20},   {1, "Am", 20, 50},   {1, "Am", 20, 100},
+    {0, "x0", 0, 0.5},  {0, "x0", 10, 0.5}, {0, "x0", 20, 0.5}, {0, "x0", 30, 0.5},
+    {0, "Am", 20, 0.5}, {0, "Am", 20, 5},   {0, "Am", 20, 10},  {0, "Am", 20, 15},
+    {0, "Am", 20, 20},  {1, "x0", 0, 10},   {1, "x0", 10, 10},  {1, "x0", 20, 10},
+    {1, "x0", 30, 10},  {1, "Am", 20, 0.5}, {1, "Am", 20, 5},   {1, "Am", 20, 10},
+    {1, "Am", 20, 15},  {1, "Am", 20, 20},  {1, "Am", 20, 50},  {1, "Am", 20, 100},
 };
 
 enum { M_F32, M_F16S, M_PASA, NMETHODS };
@@ -30,24 +30,28 @@ int report_pasa(const bench_opts *o) {
   if (st != LPATTN_OK) return fprintf(stderr, "pasa: %s\n", lpattn_status_string(st)), 1;
   printf("== pasa: (B,H,S,D) = (1,%lld,%lld,%lld), non-causal, inputs rounded to f16, backend %s\n",
          (long long)H, (long long)S, (long long)D, lpattn_backend_name(be));
-  printf("   f32 = HIGH on f32 tensors; f16s = HIGH, score_f16=1 (f16 scores, f32 softmax);\n"
-         "   pasa = HIGH, pasa=1 on f16 tensors. rmse = relative RMSE vs f64 over finite outputs\n");
+  printf(
+      "   f32 = HIGH on f32 tensors; f16s = HIGH, score_f16=1 (f16 scores, f32 softmax);\n"
+      "   pasa = HIGH, pasa=1 on f16 tensors. rmse = relative RMSE vs f64 over finite outputs\n");
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, S, S, D)) return 1;
   const int64_t n = H * S * D;
   double *oref = malloc(sizeof(double) * (size_t)n);
   float *out = malloc(sizeof(float) * (size_t)n);
   bench_table t;
-  table_init(&t, "pasa", "dist|sweep|x0|Am|f32_rmse|f32_naninf_pct|f16s_rmse|f16s_naninf_pct|"
-                         "pasa_rmse|pasa_naninf_pct|pasa_ms");
+  table_init(&t, "pasa",
+             "dist|sweep|x0|Am|f32_rmse|f32_naninf_pct|f16s_rmse|f16s_naninf_pct|"
+             "pasa_rmse|pasa_naninf_pct|pasa_ms");
   int rc = 0;
   double f16s_nan_30 = -1, pasa_nan_30 = -1;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const pasa_case *pc = &cases[c];
     bench_rng rng;
     rng_seed(&rng, o->seed * 1000 + c);
-    if (pc->hybrid) gen_hybrid(&p, &rng, pc->x0, pc->am);
-    else gen_uniform(&p, &rng, pc->x0, pc->am);
+    if (pc->hybrid)
+      gen_hybrid(&p, &rng, pc->x0, pc->am);
+    else
+      gen_uniform(&p, &rng, pc->x0, pc->am);
     problem_round_f16(&p);
     ref64_attention(&p, 0, 1.0 / sqrt((double)D), 0, bench_threads(o), oref, NULL, NULL);
     double rmse[NMETHODS], nanpct[NMETHODS], ms = 0;
@@ -74,15 +78,17 @@ int report_pasa(const bench_opts *o) {
     }
     if (!pc->hybrid && pc->x0 == 30 && pc->am == 0.5)
       f16s_nan_30 = nanpct[M_F16S], pasa_nan_30 = nanpct[M_PASA];
-    table_row(&t, "%s|%s|%g|%g|%.3e|%.2f|%.3e|%.2f|%.3e|%.2f|%.0f", pc->hybrid ? "hybrid" : "uniform",
-              pc->sweep, pc->x0, pc->am, rmse[M_F32], nanpct[M_F32], rmse[M_F16S], nanpct[M_F16S],
-              rmse[M_PASA], nanpct[M_PASA], ms);
+    table_row(&t, "%s|%s|%g|%g|%.3e|%.2f|%.3e|%.2f|%.3e|%.2f|%.0f",
+              pc->hybrid ? "hybrid" : "uniform", pc->sweep, pc->x0, pc->am, rmse[M_F32],
+              nanpct[M_F32], rmse[M_F16S], nanpct[M_F16S], rmse[M_PASA], nanpct[M_PASA], ms);
   }
   table_emit(&t, o);
   /* Seed 003 table 4, row 1, the contract of SPEC 8. */
   int ok = f16s_nan_30 == 100.0 && pasa_nan_30 == 0.0;
-  printf("check uniform x0=30 Am=0.5: f16-score NaN/Inf %.2f%% (want 100), PASA %.2f%% (want 0): %s\n\n",
-         f16s_nan_30, pasa_nan_30, ok ? "ok" : "FAILED");
+  printf(
+      "check uniform x0=30 Am=0.5: f16-score NaN/Inf %.2f%% (want 100), PASA %.2f%% (want 0): "
+      "%s\n\n",
+      f16s_nan_30, pasa_nan_30, ok ? "ok" : "FAILED");
   if (!ok) rc = 1;
   lpattn_free(ctx);
   problem_free(&p);

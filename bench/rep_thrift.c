@@ -70,10 +70,12 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
   err_stats e, e_high, e_all_low, e_diag;
   int rc = 0;
   bench_table tb, ta;
-  table_init(&tb, "thrift_budget", "low|config|k|high_tiles|rel_rmse|max_abs|rec_vs_all_low|"
-                                    "rec_vs_diag|time_ms");
-  table_init(&ta, "thrift_ablation", "low|budget|k|selection|rel_rmse|rec_vs_all_low|rec_vs_diag|"
-                                      "sim_vs_lib");
+  table_init(&tb, "thrift_budget",
+             "low|config|k|high_tiles|rel_rmse|max_abs|rec_vs_all_low|"
+             "rec_vs_diag|time_ms");
+  table_init(&ta, "thrift_ablation",
+             "low|budget|k|selection|rel_rmse|rec_vs_all_low|rec_vs_diag|"
+             "sim_vs_lib");
   for (int s = 0; s < NSEL; s++) {
     high[s] = calloc((size_t)ntt, 1);
     sim[s] = malloc(sizeof(float) * (size_t)n);
@@ -82,24 +84,33 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
   if (call(ctx, &w, p, LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0, out, NULL, ref, 0, &e_high, &secs))
     rc = 1;
   else
-    table_row(&tb, "-|HIGH (all tiles high)|%lld|1|%.3e|%.3e|-|-|%.0f", (long long)nt, e_high.rel_rmse,
-              e_high.max_abs, 1e3 * secs);
+    table_row(&tb, "-|HIGH (all tiles high)|%lld|1|%.3e|%.3e|-|-|%.0f", (long long)nt,
+              e_high.rel_rmse, e_high.max_abs, 1e3 * secs);
   for (int fi = 0; fi < 2 && !rc; fi++) {
     const lpattn_format f = fi ? LPATTN_FMT_MXFP4 : LPATTN_FMT_NVFP4;
     const lpattn_precision pf = fi ? LPATTN_PREC_MXFP4 : LPATTN_PREC_NVFP4;
     for (int s = 0; s < NSEL; s++) memset(high[s], 0, (size_t)ntt);
-    if (call(ctx, &w, p, pf, f, 1, 0, out, NULL, ref, 0, &e_all_low, &secs)) { rc = 1; break; }
+    if (call(ctx, &w, p, pf, f, 1, 0, out, NULL, ref, 0, &e_all_low, &secs)) {
+      rc = 1;
+      break;
+    }
     table_row(&tb, "%s|all low (leaky)|0|0|%.3e|%.3e|0|-|%.0f", fmt_name(f), e_all_low.rel_rmse,
               e_all_low.max_abs, 1e3 * secs);
-    if (call(ctx, &w, p, pf, f, 0, 0, lib_diag, NULL, ref, 0, &e_diag, &secs)) { rc = 1; break; }
-    table_row(&tb, "%s|diagonal high|1|%.3f|%.3e|%.3e|%.3f|0|%.0f", fmt_name(f), high_share(1, (int)nt),
-              e_diag.rel_rmse, e_diag.max_abs, recovered(e_diag.rel_rmse, e_all_low.rel_rmse),
-              1e3 * secs);
+    if (call(ctx, &w, p, pf, f, 0, 0, lib_diag, NULL, ref, 0, &e_diag, &secs)) {
+      rc = 1;
+      break;
+    }
+    table_row(&tb, "%s|diagonal high|1|%.3f|%.3e|%.3e|%.3f|0|%.0f", fmt_name(f),
+              high_share(1, (int)nt), e_diag.rel_rmse, e_diag.max_abs,
+              recovered(e_diag.rel_rmse, e_all_low.rel_rmse), 1e3 * secs);
     int ks[NB];
     for (int b = 0; b < NB; b++) {
       ks[b] = lpattn_thrift_k((int)nt, budgets[b], 1);
       if (call(ctx, &w, p, LPATTN_PREC_THRIFT, f, 0, budgets[b], lib_topk[b], sel, ref, 0, &e,
-               &secs)) { rc = 1; break; }
+               &secs)) {
+        rc = 1;
+        break;
+      }
       table_row(&tb, "%s|thrift %.0f%%|%d|%.3f|%.3e|%.3e|%.3f|%.3f|%.0f", fmt_name(f),
                 100 * budgets[b], ks[b], high_share(ks[b], (int)nt), e.rel_rmse, e.max_abs,
                 recovered(e.rel_rmse, e_all_low.rel_rmse), recovered(e.rel_rmse, e_diag.rel_rmse),
@@ -165,10 +176,11 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
     }
   }
   table_emit(&tb, o);
-  printf("   selection ablation at the same k (seed 001 Table 4): top-k is the library's own\n"
-         "   selection output; random and local-band selections are recomputed by the tile\n"
-         "   simulator (bench/tilesim.c, SEMANTICS.md rules); sim_vs_lib = relative difference\n"
-         "   between simulator and library for the same selection.\n");
+  printf(
+      "   selection ablation at the same k (seed 001 Table 4): top-k is the library's own\n"
+      "   selection output; random and local-band selections are recomputed by the tile\n"
+      "   simulator (bench/tilesim.c, SEMANTICS.md rules); sim_vs_lib = relative difference\n"
+      "   between simulator and library for the same selection.\n");
   table_emit(&ta, o);
   for (int s = 0; s < NSEL; s++) free(high[s]), free(sim[s]);
   for (int b = 0; b < NB; b++) free(lib_topk[b]);
@@ -185,8 +197,8 @@ typedef struct {
 
 /* Rows: the last `chunk` positions of S, plus one leading query tile that is
  * left out of the error (it has no past query tile to score with). */
-static int chunk_point(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t S,
-                       int64_t chunk, unsigned parts, chunk_errs *ce) {
+static int chunk_point(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t S, int64_t chunk,
+                       unsigned parts, chunk_errs *ce) {
   const int64_t D = 128, Sq = S <= chunk ? S : chunk + TILE, r0 = S <= chunk ? 0 : TILE;
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, Sq, S, D)) return 1;
@@ -215,12 +227,14 @@ static int chunk_point(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t 
 
 static int length_sweep(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t chunk) {
   const int64_t max_len = o->max_len > 0 ? o->max_len : o->quick ? 2048 : 32768;
-  printf("== thrift recovery vs length: H=%lld D=128 causal NVFP4, attention-like data; rows\n"
-         "   are the last %lld query positions of a chunked prefill (Sq < Skv)\n",
-         (long long)H, (long long)chunk);
+  printf(
+      "== thrift recovery vs length: H=%lld D=128 causal NVFP4, attention-like data; rows\n"
+      "   are the last %lld query positions of a chunked prefill (Sq < Skv)\n",
+      (long long)H, (long long)chunk);
   bench_table t;
-  table_init(&t, "thrift_length", "S|tiles|rmse_high|rmse_all_low|rmse_diag|k_5|rec_5|rec_5_diag|"
-                                   "k_10|rec_10|rec_10_diag|k_25|rec_25|rec_25_diag|seconds");
+  table_init(&t, "thrift_length",
+             "S|tiles|rmse_high|rmse_all_low|rmse_diag|k_5|rec_5|rec_5_diag|"
+             "k_10|rec_10|rec_10_diag|k_25|rec_25|rec_25_diag|seconds");
   int rc = 0;
   for (int64_t S = 1024; S <= max_len && !rc; S *= 2) {
     double t0 = now_seconds();
@@ -244,7 +258,10 @@ static int length_sweep(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t
 /* Which part of the synthetic structure helps or hurts Thrift. */
 static int structure_sweep(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t S,
                            int64_t chunk) {
-  static const struct { const char *name; unsigned parts; } v[] = {
+  static const struct {
+    const char *name;
+    unsigned parts;
+  } v[] = {
       {"noise only", 0},
       {"+ sink", ATTN_SINK},
       {"+ local band", ATTN_BAND},
@@ -253,7 +270,8 @@ static int structure_sweep(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int6
   };
   printf("== thrift recovery vs data structure: S=%lld, same chunk rows as above\n", (long long)S);
   bench_table t;
-  table_init(&t, "thrift_structure", "data|rmse_all_low|rmse_diag|rec_5_diag|rec_10_diag|rec_25_diag");
+  table_init(&t, "thrift_structure",
+             "data|rmse_all_low|rmse_diag|rec_5_diag|rec_10_diag|rec_25_diag");
   int rc = 0;
   for (size_t i = 0; i < sizeof v / sizeof v[0] && !rc; i++) {
     chunk_errs ce;
@@ -274,11 +292,12 @@ int report_thrift(const bench_opts *o) {
   lpattn_ctx *ctx = NULL;
   lpattn_status st = bench_open(o, be, &ctx);
   if (st != LPATTN_OK) return fprintf(stderr, "thrift: %s\n", lpattn_status_string(st)), 1;
-  printf("== thrift: B=1 H=%lld S=%lld D=%lld causal, tiles 64, attention-like data (sinks, local\n"
-         "   band, planted retrieval keys; f16 inputs), backend %s. rel_rmse vs f64; recovered\n"
-         "   share = 1 - err/err(base): base 'all low' = every tile FP4 (leaky), 'diag' = the\n"
-         "   causal-safe FP4 call whose diagonal tiles are already high\n",
-         (long long)H, (long long)S, (long long)D, lpattn_backend_name(be));
+  printf(
+      "== thrift: B=1 H=%lld S=%lld D=%lld causal, tiles 64, attention-like data (sinks, local\n"
+      "   band, planted retrieval keys; f16 inputs), backend %s. rel_rmse vs f64; recovered\n"
+      "   share = 1 - err/err(base): base 'all low' = every tile FP4 (leaky), 'diag' = the\n"
+      "   causal-safe FP4 call whose diagonal tiles are already high\n",
+      (long long)H, (long long)S, (long long)D, lpattn_backend_name(be));
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, S, S, D)) return 1;
   bench_rng rng;

@@ -20,11 +20,16 @@ int bench_threads(const bench_opts *o) {
 
 const char *precision_name(lpattn_precision p) {
   switch (p) {
-    case LPATTN_PREC_HIGH: return "HIGH";
-    case LPATTN_PREC_FP8: return "FP8";
-    case LPATTN_PREC_NVFP4: return "NVFP4";
-    case LPATTN_PREC_MXFP4: return "MXFP4";
-    case LPATTN_PREC_THRIFT: return "THRIFT";
+    case LPATTN_PREC_HIGH:
+      return "HIGH";
+    case LPATTN_PREC_FP8:
+      return "FP8";
+    case LPATTN_PREC_NVFP4:
+      return "NVFP4";
+    case LPATTN_PREC_MXFP4:
+      return "MXFP4";
+    case LPATTN_PREC_THRIFT:
+      return "THRIFT";
   }
   return "?";
 }
@@ -81,8 +86,8 @@ lpattn_status bench_attention(lpattn_ctx *ctx, const bench_views *w, const bench
     int64_t nkt = (p->Skv + ap->block_k - 1) / ap->block_k;
     int k = ap->thrift_k > 0 ? (ap->thrift_k < nkt ? ap->thrift_k : (int)nkt)
                              : lpattn_thrift_k((int)nkt, ap->thrift_budget, ap->causal);
-    aux.selection = lpattn_tensor_4d(sel, LPATTN_I32, p->B, p->Hq,
-                                     (p->Sq + ap->block_q - 1) / ap->block_q, k);
+    aux.selection =
+        lpattn_tensor_4d(sel, LPATTN_I32, p->B, p->Hq, (p->Sq + ap->block_q - 1) / ap->block_q, k);
   }
   double t0 = now_seconds();
   lpattn_status st = lpattn_attention(ctx, &w->q, &w->k, &w->v, &o, ap, &aux);

@@ -14,8 +14,13 @@ static int quant_roundtrip(lpattn_ctx *ctx, float *x, float *y, const int64_t sh
                            lpattn_format f, lpattn_axis axis, int tile) {
   size_t cb, sb, oc;
   if (lpattn_qtensor_sizes(f, axis, tile, shape, &cb, &sb, &oc) != LPATTN_OK) return -1;
-  lpattn_qtensor q = {f, axis, tile, {shape[0], shape[1], shape[2], shape[3]},
-                      malloc(cb ? cb : 1), malloc(sb ? sb : 1), malloc(sizeof(float) * (oc ? oc : 1))};
+  lpattn_qtensor q = {f,
+                      axis,
+                      tile,
+                      {shape[0], shape[1], shape[2], shape[3]},
+                      malloc(cb ? cb : 1),
+                      malloc(sb ? sb : 1),
+                      malloc(sizeof(float) * (oc ? oc : 1))};
   lpattn_quant_params qp;
   lpattn_quant_params_init(&qp);
   qp.format = f;
@@ -141,7 +146,8 @@ static void *sim_worker(void *arg) {
   float *pq = malloc(sizeof(float) * (size_t)(T * nt * T));
   lpattn_ctx *ctx = NULL;
   jb->rc = -1;
-  if (pt && obuf && s && acc && praw && pq && lpattn_create(LPATTN_BACKEND_REF, NULL, &ctx) == LPATTN_OK) {
+  if (pt && obuf && s && acc && praw && pq &&
+      lpattn_create(LPATTN_BACKEND_REF, NULL, &ctx) == LPATTN_OK) {
     for (int64_t i = 0; i < T * nt * 2; i++) pt[i].o = obuf + i * D;
     jb->rc = 0;
     for (int64_t bh = jb->first; bh < jb->last && !jb->rc; bh++)
@@ -175,15 +181,17 @@ int tilesim_run(const bench_problem *p, int T, double sm_scale, int threads, int
   pthread_t tid[MAXT];
   int started[MAXT] = {0};
   for (int i = 0; i < threads; i++) {
-    jobs[i] = (sim_job){p, T, sm_scale, nsel, high, out, qd, kd, vd, nbh * i / threads,
-                        nbh * (i + 1) / threads, 0};
+    jobs[i] = (sim_job){
+        p, T, sm_scale, nsel, high, out, qd, kd, vd, nbh * i / threads, nbh * (i + 1) / threads, 0};
     if (i > 0) started[i] = pthread_create(&tid[i], NULL, sim_worker, &jobs[i]) == 0;
   }
   sim_worker(&jobs[0]);
   rc = jobs[0].rc;
   for (int i = 1; i < threads; i++) {
-    if (started[i]) pthread_join(tid[i], NULL);
-    else sim_worker(&jobs[i]);
+    if (started[i])
+      pthread_join(tid[i], NULL);
+    else
+      sim_worker(&jobs[i]);
     rc |= jobs[i].rc;
   }
 done:
