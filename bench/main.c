@@ -9,14 +9,15 @@
 static const struct {
   const char *name;
   int (*run)(const bench_opts *);
+  int gpu; /* 1: also runs on GPU backends (device buffers) */
   const char *what;
 } reports[] = {
-    {"main", report_main, "every precision vs an f64 reference: error, NaN/Inf, time, entropy"},
-    {"pasa", report_pasa, "seed 003 random benchmarks: f32 vs f16-score vs PASA"},
-    {"thrift", report_thrift, "Thrift recovery, selection ablation, recovery vs length"},
-    {"leak", report_leak, "causal leak (safe vs leaky) and prefill-vs-decode agreement"},
-    {"entropy", report_entropy, "cost of the entropy output per backend"},
-    {"speed", report_speed, "GFLOP/s per backend and precision"},
+    {"main", report_main, 1, "every precision vs an f64 reference: error, NaN/Inf, time, entropy"},
+    {"pasa", report_pasa, 0, "seed 003 random benchmarks: f32 vs f16-score vs PASA"},
+    {"thrift", report_thrift, 0, "Thrift recovery, selection ablation, recovery vs length"},
+    {"leak", report_leak, 0, "causal leak (safe vs leaky) and prefill-vs-decode agreement"},
+    {"entropy", report_entropy, 1, "cost of the entropy output per backend"},
+    {"speed", report_speed, 1, "GFLOP/s per backend and precision"},
 };
 enum { NREPORTS = sizeof reports / sizeof reports[0] };
 
@@ -92,6 +93,13 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NREPORTS; i++)
     if (all || !strcmp(report, reports[i].name)) {
       found = 1;
+      int gpu = o.backend == LPATTN_BACKEND_CUDA || o.backend == LPATTN_BACKEND_HIP;
+      if (gpu && !reports[i].gpu) {
+        fprintf(stderr, "lpattn-bench: '%s' runs on host backends only (ref, cpu)\n",
+                reports[i].name);
+        if (!all) rc = 2;
+        continue;
+      }
       if (reports[i].run(&o)) rc = 1;
     }
   if (!found) {
