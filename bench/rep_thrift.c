@@ -62,8 +62,9 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
   float *lib_diag = malloc(sizeof(float) * (size_t)n);
   float *lib_topk[NB];
   int32_t *sel = malloc(sizeof(int32_t) * (size_t)ntt);
-  /* Simulated selections: diag-only, then per budget top-k, random x3, local. */
-  enum { PER_B = 2 + NRAND, NSEL = 1 + NB * PER_B };
+  /* Simulated selections: diag-only, then per budget top-k, random x3, local,
+   * sink + local. */
+  enum { PER_B = 3 + NRAND, NSEL = 1 + NB * PER_B };
   uint8_t *high[NSEL];
   float *sim[NSEL];
   double secs;
@@ -134,6 +135,8 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
               if (!fl[1 + r][j]) fl[1 + r][j] = 1, got++;
             }
           for (int64_t i = 0; i < extra; i++) fl[1 + NRAND][qt - 1 - i] = 1;
+          if (extra > 0) fl[2 + NRAND][0] = 1; /* tile 0 holds the sink */
+          for (int64_t i = 0; i + 1 < extra; i++) fl[2 + NRAND][qt - 1 - i] = 1;
         }
     }
     if (rc) break;
@@ -149,10 +152,11 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
               recovered(e.rel_rmse, e_all_low.rel_rmse), recovered(e.rel_rmse, e_diag.rel_rmse),
               agree);
     for (int b = 0; b < NB; b++) {
-      static const char *names[] = {"block-mean top-k", "random (mean of 3)", "local band"};
-      for (int m = 0; m < 3; m++) {
+      static const char *names[] = {"block-mean top-k", "random (mean of 3)", "local band",
+                                    "sink tile + local band"};
+      for (int m = 0; m < 4; m++) {
         double err = 0.0;
-        int first = 1 + b * PER_B + (m == 0 ? 0 : m == 1 ? 1 : 1 + NRAND);
+        int first = 1 + b * PER_B + (m == 0 ? 0 : m == 1 ? 1 : m - 1 + NRAND);
         int count = m == 1 ? NRAND : 1;
         for (int r = 0; r < count; r++) err += compare_rows(p, sim[first + r], ref, 0).rel_rmse;
         err /= count;
