@@ -298,6 +298,37 @@ void Decode(const DecodeCase &dc, const char *target) {
   for (int i = 0; i < 3; i++) lpattn_kv_cache_free(cache[i]);
 }
 
+// SPEC 7 merge: cpu (f32, templates/common/softmax.j2) vs ref (f64), with
+// empty partials (LSE = -inf) and the output aliasing input a.
+void Merge() {
+  const int64_t H = 3, S = 40, D = 32, n = H * S * D, m = H * S;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> N(0.0f, 2.0f);
+  std::vector<float> oa(n), ob(n), la(m), lb(m), ha(m), hb(m);
+  for (auto &x : oa) x = N(rng);
+  for (auto &x : ob) x = N(rng);
+  for (int64_t i = 0; i < m; i++) {
+    la[i] = i % 7 == 0 ? -INFINITY : 5.0f + N(rng), lb[i] = i % 5 == 0 ? -INFINITY : 5.0f + N(rng);
+    ha[i] = fabsf(N(rng)), hb[i] = fabsf(N(rng));
+  }
+  std::vector<float> o[2], l[2], h[2];
+  for (int i = 0; i < 2; i++) {
+    o[i] = oa, l[i].assign(m, 0.0f), h[i].assign(m, 0.0f);  // o aliases o_a
+    lpattn_tensor ta = lpattn_tensor_4d(o[i].data(), LPATTN_F32, 1, H, S, D);
+    lpattn_tensor tb = lpattn_tensor_4d(ob.data(), LPATTN_F32, 1, H, S, D);
+    lpattn_tensor tla = lpattn_tensor_4d(la.data(), LPATTN_F32, 1, H, S, 1);
+    lpattn_tensor tlb = lpattn_tensor_4d(lb.data(), LPATTN_F32, 1, H, S, 1);
+    lpattn_tensor tha = lpattn_tensor_4d(ha.data(), LPATTN_F32, 1, H, S, 1);
+    lpattn_tensor thb = lpattn_tensor_4d(hb.data(), LPATTN_F32, 1, H, S, 1);
+    lpattn_tensor tl = lpattn_tensor_4d(l[i].data(), LPATTN_F32, 1, H, S, 1);
+    lpattn_tensor th = lpattn_tensor_4d(h[i].data(), LPATTN_F32, 1, H, S, 1);
+    CHECK_STATUS(lpattn_merge_states(i ? ref : cpu, &ta, &tla, &tha, &tb, &tlb, &thb, &ta, &tl, &th),
+                 LPATTN_OK);
+  }
+  const double eo = RelRmse(o[0], o[1]), el = MaxAbs(l[0], l[1]), eh = MaxAbs(h[0], h[1]);
+  CHECK(eo < 1e-6 && el < 1e-6 && eh < 1e-5, "merge: O %.3g LSE %.3g H %.3g", eo, el, eh);
+}
+
 std::vector<Case> Cases(bool full) {
   const lpattn_format NV = LPATTN_FMT_NVFP4, MX = LPATTN_FMT_MXFP4, F8 = LPATTN_FMT_FP8;
   std::vector<Case> v = {
@@ -366,6 +397,7 @@ int main() {
     printf("target %s done\n", tn);
   }
   lpattn_cpu_force_target(0);
+  Merge();
   lpattn_free(cpu);
   lpattn_free(ref);
   return test_finish();

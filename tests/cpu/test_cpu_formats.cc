@@ -151,7 +151,10 @@ static void test_simd_p(void) {
 // for every format, axis, rounding mode and input dtype.
 static void test_api(void) {
   lpattn_ctx *cpu = NULL, *ref = NULL;
-  if (lpattn_create(LPATTN_BACKEND_CPU, NULL, &cpu) != LPATTN_OK) return;
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);  // qemu-user cannot start threads: see meson.build
+  cp.num_threads = getenv("LPATTN_CPU_TEST_THREADS") ? atoi(getenv("LPATTN_CPU_TEST_THREADS")) : 2;
+  if (lpattn_create(LPATTN_BACKEND_CPU, &cp, &cpu) != LPATTN_OK) return;
   CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ref), LPATTN_OK);
   std::mt19937 rng(9);
   std::normal_distribution<float> N(0.0f, 3.0f);
