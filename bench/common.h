@@ -51,13 +51,14 @@ enum { ATTN_SINK = 1, ATTN_BAND = 2, ATTN_RETRIEVAL = 4, ATTN_ALL = 7 };
 void gen_attnlike_parts(bench_problem *p, bench_rng *r, unsigned parts);
 
 /* ---- library calls ------------------------------------------------------ */
-/* Host views of a problem in f32 or f16 (f16 copies are owned by the view). */
+/* Host views of a problem in f32 or f16 (f16 copies are owned by the view;
+ * exits on out-of-memory). */
 typedef struct {
   lpattn_tensor q, k, v;
   void *buf; /* f16 storage, NULL for f32 */
 } bench_views;
 
-int views_make(bench_views *w, const bench_problem *p, lpattn_dtype dt);
+void views_make(bench_views *w, const bench_problem *p, lpattn_dtype dt);
 void views_free(bench_views *w);
 
 /* One attention call; lse/ent may be NULL. Returns the status; *secs the

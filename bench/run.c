@@ -1,5 +1,6 @@
 /* Library calls on host memory, timing and backend choice. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,13 +52,16 @@ static uint16_t *to_f16(const float *x, int64_t n, uint16_t *dst) {
   return dst;
 }
 
-int views_make(bench_views *w, const bench_problem *p, lpattn_dtype dt) {
+void views_make(bench_views *w, const bench_problem *p, lpattn_dtype dt) {
   const int64_t nq = p->B * p->Hq * p->Sq * p->D, nk = p->B * p->Hkv * p->Skv * p->D;
   void *q = p->q, *k = p->k, *v = p->v;
   w->buf = NULL;
   if (dt == LPATTN_F16) {
     uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(nq + 2 * nk));
-    if (!b) return -1;
+    if (!b) { /* a benchmark cannot go on without its inputs */
+      fprintf(stderr, "lpattn-bench: out of memory\n");
+      exit(1);
+    }
     w->buf = b;
     q = to_f16(p->q, nq, b);
     k = to_f16(p->k, nk, b + nq);
@@ -66,7 +70,6 @@ int views_make(bench_views *w, const bench_problem *p, lpattn_dtype dt) {
   w->q = lpattn_tensor_4d(q, dt, p->B, p->Hq, p->Sq, p->D);
   w->k = lpattn_tensor_4d(k, dt, p->B, p->Hkv, p->Skv, p->D);
   w->v = lpattn_tensor_4d(v, dt, p->B, p->Hkv, p->Skv, p->D);
-  return 0;
 }
 
 void views_free(bench_views *w) {
