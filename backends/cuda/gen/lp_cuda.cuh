@@ -354,25 +354,35 @@ __device__ __forceinline__ uint8_t lpc_mx_code(float amax, int round_up) {
 }
 /* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
  * AXIS_D or AXIS_S layout, without the outer scale: element index e of the
- * flattened codes (e % 8 == 0, so the 8 share one group scale). */
-__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
-                                          int64_t e) {
+ * flattened codes (e % 8 == 0, so the 8 share one group scale). raw8 loads
+ * the codes, dec8 turns them into 8 exact bf16 values; low8 does both. */
+__device__ __forceinline__ uint2 lpc_raw8(const uint8_t *codes, int fmt, int64_t e) {
+  if (fmt == LPATTN_FMT_FP8) return *(const uint2 *)(codes + e);
+  return make_uint2(*(const uint32_t *)(codes + (e >> 1)), 0u);
+}
+__device__ __forceinline__ uint4 lpc_dec8(int fmt, uint2 w, uint8_t sc) {
   float v[8];
   if (fmt == LPATTN_FMT_FP8) {
-    uint2 w = *(const uint2 *)(codes + e);
-    uint8_t b[8];
-    memcpy(b, &w, 8);
-    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode(b[u]);
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode((uint8_t)((u < 4 ? w.x : w.y) >> (8 * (u & 3))));
   } else {
-    uint32_t w = *(const uint32_t *)(codes + (e >> 1));
-    uint8_t sc = scales[e / (fmt == LPATTN_FMT_MXFP4 ? 32 : 16)];
     float sv = fmt == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode(sc) : lpc_e4m3_decode(sc);
-    for (int u = 0; u < 8; u++) v[u] = lpc_e2m1_decode((uint8_t)((w >> (4 * u)) & 15)) * sv;
+#pragma unroll
+    for (int u = 0; u < 8; u++) { /* E2M1 straight to f32 bits: 2^((c>>1)-1) * (1 + (c&1)/2) */
+      uint32_t c = (w.x >> (4 * u)) & 15u, m = c & 7u;
+      uint32_t b = m >= 2u ? ((m >> 1) + 126u) << 23 | (m & 1u) << 22 : (m ? 0x3f000000u : 0u);
+      v[u] = __uint_as_float(b | (c & 8u) << 28) * sv;
+    }
   }
   uint4 r;
   r.x = lpc_mma<__nv_bfloat16>::pack(v[0], v[1]), r.y = lpc_mma<__nv_bfloat16>::pack(v[2], v[3]);
   r.z = lpc_mma<__nv_bfloat16>::pack(v[4], v[5]), r.w = lpc_mma<__nv_bfloat16>::pack(v[6], v[7]);
   return r;
+}
+__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
+                                          int64_t e) {
+  uint8_t sc = fmt == LPATTN_FMT_FP8 ? 0 : scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
+  return lpc_dec8(fmt, lpc_raw8(codes, fmt, e), sc);
 }
 
 /* decode(encode(x)) for finite x >= 0, in a few instructions: RNE on the

@@ -204,21 +204,42 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       }
     } else {
       const int64_t Sp = (a.vq.rows + BK - 1) / BK * BK;
-      for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
-        int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
+      /* all code loads of a pass in flight before any is decoded */
+      constexpr int NC = BK * (D / 8) / 128;
+      uint2 raw[NC];
+      uint8_t rsc[NC];
+#pragma unroll
+      for (int it = 0; it < NC; it++) {
+        int i = tid + it * 128, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         bool ok = key < Skv;
-        *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_low8(a.kq.codes, a.kq.scales, fmt, (kvbh * a.kq.rows + key) * D + c)
-                                        : make_uint4(0, 0, 0, 0);
+        int64_t e = (kvbh * a.kq.rows + (ok ? key : 0)) * D + c;
+        raw[it] = lpc_raw8(a.kq.codes, fmt, e);
+        rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.kq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
+      }
+#pragma unroll
+      for (int it = 0; it < NC; it++) {
+        int i = tid + it * 128, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
+        bool ok = key < Skv;
+        *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
         if (c == 0)
           kout[cr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + key];
       }
       /* V codes are [d][S]: 8 keys of one channel per chunk, stored as Vt[d][key] */
-      for (int i = tid; i < D * (BK / 8); i += blockDim.x) {
-        int d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
-        uint4 w = lpc_low8(a.vq.codes, a.vq.scales, fmt, (kvbh * D + d) * Sp + key);
+#pragma unroll
+      for (int it = 0; it < NC; it++) {
+        int i = tid + it * 128, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
+        int64_t e = (kvbh * D + d) * Sp + key;
+        raw[it] = lpc_raw8(a.vq.codes, fmt, e);
+        rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.vq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
+      }
+#pragma unroll
+      for (int it = 0; it < NC; it++) {
+        int i = tid + it * 128, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
+        uint4 w = lpc_dec8(fmt, raw[it], rsc[it]);
         if (key + 8 > Skv) { /* keys past the sequence hold padding or stale data: zero */
           unsigned short e[8];
           memcpy(e, &w, 16);
+#pragma unroll
           for (int u = 0; u < 8; u++)
             if (key + u >= Skv) e[u] = 0;
           memcpy(&w, e, 16);
@@ -239,6 +260,9 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       }
       __syncthreads();
     }
+
+    /* warps whose 16 rows hold no row of the call (decode) skip the math */
+    if (base + warp * 16 > r1 || base + warp * 16 + 15 < r0) continue;
 
     /* ---- S = Q K^T for this warp's 16 rows ------------------------------- */
     float s[NKT][4];
