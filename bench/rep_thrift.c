@@ -82,7 +82,15 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
     sim[s] = malloc(sizeof(float) * (size_t)n);
   }
   for (int b = 0; b < NB; b++) lib_topk[b] = malloc(sizeof(float) * (size_t)n);
-  if (call(ctx, &w, p, LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0, out, NULL, ref, 0, &e_high, &secs))
+  int oom = !out || !lib_diag || !sel;
+  for (int s = 0; s < NSEL; s++) oom |= !high[s] || !sim[s];
+  for (int b = 0; b < NB; b++) oom |= !lib_topk[b];
+  if (oom) {
+    fprintf(stderr, "thrift: out of memory\n");
+    rc = 1;
+  }
+  if (rc ||
+      call(ctx, &w, p, LPATTN_PREC_HIGH, LPATTN_FMT_NVFP4, 0, 0, out, NULL, ref, 0, &e_high, &secs))
     rc = 1;
   else
     table_row(&tb, "-|HIGH (all tiles high)|%lld|1|%.3e|%.3e|-|-|%.0f", (long long)nt,
