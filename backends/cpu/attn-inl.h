@@ -170,12 +170,19 @@ HWY_INLINE void ScaleMask(float *s, int64_t Bk, int64_t nvis, float scale) {
   }
 }
 
+// Row maximum; NaN if any score is NaN (a non-finite input poisons the rows
+// that see it, as in ref, instead of being dropped by Max).
 HWY_INLINE float RowMax(const float *s, int64_t n) {
   const DF df;
   const int64_t N = hn::Lanes(df);
-  auto m = hn::Set(df, -INFINITY);
-  for (int64_t c = 0; c < n; c += N) m = hn::Max(m, hn::LoadU(df, s + c));
-  return hn::GetLane(hn::MaxOfLanes(df, m));
+  auto m = hn::Set(df, -INFINITY), nan = hn::Zero(df);
+  for (int64_t c = 0; c < n; c += N) {
+    const auto x = hn::LoadU(df, s + c);
+    m = hn::Max(m, x);
+    nan = hn::Add(nan, hn::IfThenElseZero(hn::IsNaN(x), x));
+  }
+  const float mx = hn::GetLane(hn::MaxOfLanes(df, m));
+  return hn::AllFalse(df, hn::IsNaN(nan)) ? mx : NAN;
 }
 
 // p = exp(s + bias) where s > -inf (masked keys give exactly 0);
@@ -189,7 +196,8 @@ HWY_INLINE void ExpRow(const float *s, int64_t n, float bias, float *p, float *s
   for (int64_t c = 0; c < n; c += N) {
     const auto x = hn::LoadU(df, s + c);
     const auto live = hn::Gt(x, ninf);
-    const auto e = hn::IfThenElseZero(live, hn::Exp(df, hn::Add(x, vb)));
+    // Masked keys give 0; a NaN score stays NaN (Exp alone would give 0).
+    const auto e = hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenElseZero(live, hn::Exp(df, hn::Add(x, vb))));
     sp = hn::Add(sp, e);
     sps = hn::Add(sps, hn::IfThenElseZero(live, hn::Mul(e, x)));
     hn::StoreU(e, df, p + c);

@@ -298,6 +298,32 @@ void Decode(const DecodeCase &dc, const char *target) {
   for (int i = 0; i < 3; i++) lpattn_kv_cache_free(cache[i]);
 }
 
+// Non-finite inputs poison exactly the rows ref poisons (NaN pattern of O
+// and LSE identical), and the other rows still match.
+void NonFinite(const char *target) {
+  for (lpattn_precision prec : {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4}) {
+    Case c = {"nonfinite", prec, 1, 0, LPATTN_F32, 1, 2, 1, 128, 128, 64, 32, 32, LPATTN_FMT_NVFP4, 0};
+    Data d;
+    Fill(c, 77, &d);
+    d.k[70 * c.D + 3] = NAN;       // key 70 of kv head 0
+    d.v[20 * c.D + 9] = INFINITY;  // value 20
+    Result a = Run(cpu, c, d, prec), b = Run(ref, c, d, prec);
+    int64_t diff = 0, nan_rows = 0;
+    for (size_t i = 0; i < a.o.size(); i++) diff += std::isnan(a.o[i]) != std::isnan(b.o[i]);
+    for (size_t i = 0; i < a.lse.size(); i++) {
+      diff += std::isnan(a.lse[i]) != std::isnan(b.lse[i]);
+      nan_rows += std::isnan(b.lse[i]);
+    }
+    CHECK(diff == 0 && nan_rows > 0, "%s/nonfinite prec %d: %lld NaN positions differ (%lld NaN rows)",
+          target, (int)prec, (long long)diff, (long long)nan_rows);
+    std::vector<float> fa, fb;
+    for (size_t i = 0; i < a.o.size(); i++)
+      if (std::isfinite(b.o[i]) && std::isfinite(a.o[i])) fa.push_back(a.o[i]), fb.push_back(b.o[i]);
+    CHECK(!fa.empty() && RelRmse(fa, fb) < (prec == LPATTN_PREC_HIGH ? 1e-5 : 2e-3),
+          "%s/nonfinite prec %d: finite rows differ", target, (int)prec);
+  }
+}
+
 // SPEC 7 merge: cpu (f32, templates/common/softmax.j2) vs ref (f64), with
 // empty partials (LSE = -inf) and the output aliasing input a.
 void Merge() {
@@ -392,6 +418,7 @@ int main() {
         {"fp8 pasa", LPATTN_PREC_FP8, 1, LPATTN_FMT_FP8, 8.0f},
         {"thrift pasa", LPATTN_PREC_THRIFT, 1, LPATTN_FMT_NVFP4, 8.0f},
     };
+    NonFinite(tn);
     for (const DecodeCase &dc : dcs)
       if (best || dc.prec == LPATTN_PREC_NVFP4) Decode(dc, tn);
     printf("target %s done\n", tn);
