@@ -45,12 +45,12 @@ def _cuda(which):
 def _hip(which):
     # The generic (wave-level) kernel keeps per-lane slices of the head dim in
     # registers, so D is compile time; input dtypes, precision, mask, PASA and
-    # entropy are run-time branches. "quant" is the tile preparation the
-    # attention kernel reads (means, dequantized low Q/K/V). Three AMD targets
-    # build every kernel, so the default set stays small for CI.
+    # entropy are run-time branches. "quant" is lpattn_quantize plus the
+    # tile preparation the attention kernel reads (means, dequantized low
+    # Q/K/V). Three AMD targets build every kernel: the default set stays small.
     dims = (64, 128) if which == "default" else HEAD_DIMS
     return ([Variant("hip", "attn", d) for d in dims] +
-            [Variant("hip", op) for op in ("quant", "merge")])
+            [Variant("hip", op) for op in ("quant", "dequant", "merge")])
 
 
 def variants(which="default", backend=None):

@@ -9,7 +9,6 @@
 #include "lp_hip_args.h"
 
 extern "C" {
-#include "formats.h"
 #include "internal.h"
 }
 
@@ -27,6 +26,8 @@ extern "C" {
 #define LPH_ROW_QUANT(name, hd)
 #define LPH_DECL_MERGE(name, hd)
 #define LPH_ROW_MERGE(name, hd)
+#define LPH_DECL_DEQUANT(name, hd)
+#define LPH_ROW_DEQUANT(name, hd)
 #define LPATTN_KERNEL(set, name, op, hd, ...) LPH_SET_##set(LPH_DECL_##op(name, hd))
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -45,6 +46,9 @@ extern "C" __global__ void lpattn_hip_quant_v(lp_hip_attn_args a);
 extern "C" __global__ void lpattn_hip_quant_mean(lp_hip_attn_args a, int which);
 extern "C" __global__ void lpattn_hip_quant_plan(lp_hip_attn_args a);
 extern "C" __global__ void lpattn_hip_merge(lp_hip_merge_args a);
+extern "C" __global__ void lpattn_hip_quant_tensor(lp_hip_quant_args a);
+extern "C" __global__ void lpattn_hip_quant_scan(lp_hip_quant_args a);
+extern "C" __global__ void lpattn_hip_dequant(lp_hip_quant_args a);
 
 typedef struct {
   int device, warp;
@@ -108,82 +112,51 @@ static lpattn_status work(hip_state *s, size_t n, void **out) {
   return LPATTN_OK;
 }
 
-/* ---- quantize / dequantize: staged through core's host quantizer -------- */
+/* ---- quantize / dequantize ---------------------------------------------- */
 
-/* Elements spanned by a strided view (strides are non-negative). */
-static size_t span(const lpattn_tensor *t) {
-  size_t n = 1;
-  for (int i = 0; i < 4; i++) n += (size_t)(t->shape[i] - 1) * (size_t)t->stride[i];
-  return n;
+static unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+static lp_hip_quant_args quant_args(const lpattn_tensor *x, const lpattn_qtensor *q) {
+  lp_hip_quant_args a;
+  memset(&a, 0, sizeof a);
+  a.xt = x->dtype;
+  for (int i = 0; i < 4; i++) a.sx[i] = x->stride[i];
+  a.codes = q->codes, a.scales = q->scales, a.outer = q->outer;
+  a.B = (int)q->shape[0], a.H = (int)q->shape[1], a.S = (int)q->shape[2], a.D = (int)q->shape[3];
+  a.fmt = q->format, a.axis = q->axis, a.tile = q->tile;
+  return a;
 }
-static size_t esize(lpattn_dtype d) { return d == LPATTN_F32 ? 4 : 2; }
 
-typedef struct {
-  size_t cb, sb, oc;
-  lpattn_qtensor h;
-} host_q;
-
-static lpattn_status host_q_alloc(const lpattn_qtensor *q, host_q *hq) {
-  TRY(lpattn_qtensor_sizes(q->format, q->axis, q->tile, q->shape, &hq->cb, &hq->sb, &hq->oc));
-  hq->h = *q;
-  hq->h.codes = (uint8_t *)malloc(hq->cb + 1);
-  hq->h.scales = (uint8_t *)malloc(hq->sb + 1);
-  hq->h.outer = (float *)malloc(hq->oc * sizeof(float) + 1);
-  if (hq->h.codes && hq->h.scales && hq->h.outer) return LPATTN_OK;
-  free(hq->h.codes), free(hq->h.scales), free(hq->h.outer);
-  return LPATTN_ERR_OUT_OF_MEMORY;
-}
-static void host_q_free(host_q *hq) { free(hq->h.codes), free(hq->h.scales), free(hq->h.outer); }
-
-/* Bit-exactness (SPEC 2) comes from running core's own quantizer; the
- * stream is drained so the host sees the caller's queued writes. */
 static lpattn_status hip_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
                                   const lpattn_quant_params *p) {
   hip_state *s = st_of(ctx);
-  const size_t xb = span(x) * esize(x->dtype);
-  host_q hq;
-  TRY(host_q_alloc(q, &hq));
-  lpattn_tensor hx = *x;
-  hx.data = malloc(xb);
-  lpattn_status st = hx.data ? LPATTN_OK : LPATTN_ERR_OUT_OF_MEMORY;
-  if (st == LPATTN_OK) st = check(cudaMemcpyAsync(hx.data, x->data, xb, cudaMemcpyDeviceToHost, s->stream));
-  if (st == LPATTN_OK) st = check(cudaStreamSynchronize(s->stream));
-  if (st == LPATTN_OK) st = lp_host_quantize(&hx, &hq.h, p);
-  if (st == LPATTN_OK && hq.cb)
-    st = check(cudaMemcpyAsync(q->codes, hq.h.codes, hq.cb, cudaMemcpyHostToDevice, s->stream));
-  if (st == LPATTN_OK && hq.sb)
-    st = check(cudaMemcpyAsync(q->scales, hq.h.scales, hq.sb, cudaMemcpyHostToDevice, s->stream));
-  if (st == LPATTN_OK && hq.oc)
-    st = check(cudaMemcpyAsync(q->outer, hq.h.outer, hq.oc * sizeof(float), cudaMemcpyHostToDevice, s->stream));
-  if (st == LPATTN_OK) st = check(cudaStreamSynchronize(s->stream));
-  free(hx.data);
-  host_q_free(&hq);
-  return st;
+  lp_hip_quant_args a = quant_args(x, q);
+  a.x = x->data;
+  a.stochastic = p->rounding == LPATTN_ROUND_STOCHASTIC;
+  a.mx_round_up = p->mx_scale_round_up, a.seed = p->seed;
+  const int64_t n = (int64_t)a.B * a.H * a.S * a.D;
+  if (p->check_finite) { /* nothing may be written when x holds a non-finite value */
+    int flag = 0;
+    TRY(work(s, sizeof(int), (void **)&a.nonfinite));
+    TRY(check(cudaMemsetAsync(a.nonfinite, 0, sizeof(int), s->stream)));
+    lpattn_hip_quant_scan<<<blocks(n, 256), 256, 0, s->stream>>>(a);
+    TRY(check(cudaMemcpyAsync(&flag, a.nonfinite, sizeof flag, cudaMemcpyDeviceToHost, s->stream)));
+    TRY(check(cudaStreamSynchronize(s->stream)));
+    if (flag) return LPATTN_ERR_NONFINITE;
+  }
+  const int64_t ndom = a.axis == LPATTN_AXIS_D
+                           ? (int64_t)a.B * a.H * a.S
+                           : (int64_t)a.B * a.H * ((a.S + a.tile - 1) / a.tile) * a.D;
+  lpattn_hip_quant_tensor<<<blocks(ndom, 64), 64, 0, s->stream>>>(a);
+  return check(cudaGetLastError());
 }
 
 static lpattn_status hip_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
-  hip_state *s = st_of(ctx);
-  const size_t yb = span(y) * esize(y->dtype);
-  host_q hq;
-  TRY(host_q_alloc(q, &hq));
-  lpattn_tensor hy = *y;
-  hy.data = malloc(yb);
-  lpattn_status st = hy.data ? LPATTN_OK : LPATTN_ERR_OUT_OF_MEMORY;
-  /* y may be strided with gaps: start from its current contents. */
-  if (st == LPATTN_OK) st = check(cudaMemcpyAsync(hy.data, y->data, yb, cudaMemcpyDeviceToHost, s->stream));
-  if (st == LPATTN_OK && hq.cb)
-    st = check(cudaMemcpyAsync(hq.h.codes, q->codes, hq.cb, cudaMemcpyDeviceToHost, s->stream));
-  if (st == LPATTN_OK && hq.sb)
-    st = check(cudaMemcpyAsync(hq.h.scales, q->scales, hq.sb, cudaMemcpyDeviceToHost, s->stream));
-  if (st == LPATTN_OK && hq.oc)
-    st = check(cudaMemcpyAsync(hq.h.outer, q->outer, hq.oc * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
-  if (st == LPATTN_OK) st = check(cudaStreamSynchronize(s->stream));
-  if (st == LPATTN_OK) st = lp_host_dequantize(&hq.h, &hy);
-  if (st == LPATTN_OK) st = check(cudaMemcpyAsync(y->data, hy.data, yb, cudaMemcpyHostToDevice, s->stream));
-  if (st == LPATTN_OK) st = check(cudaStreamSynchronize(s->stream));
-  free(hy.data);
-  host_q_free(&hq);
-  return st;
+  lp_hip_quant_args a = quant_args(y, q);
+  a.y = y->data;
+  const int64_t n = (int64_t)a.B * a.H * a.S * a.D;
+  lpattn_hip_dequant<<<blocks(n, 256), 256, 0, st_of(ctx)->stream>>>(a);
+  return check(cudaGetLastError());
 }
 
 /* ---- attention ----------------------------------------------------------- */
@@ -191,7 +164,6 @@ static lpattn_status hip_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, co
 static void strides(const lpattn_tensor *t, int64_t out[4]) {
   for (int i = 0; i < 4; i++) out[i] = t->stride[i];
 }
-static unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 static lpattn_status hip_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   hip_state *s = st_of(ctx);

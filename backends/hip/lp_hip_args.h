@@ -42,6 +42,20 @@ typedef struct {
   lp_hip_work w;
 } lp_hip_attn_args;
 
+/* lpattn_quantize / lpattn_dequantize: x (or y) strided, q in lpattn's
+ * qtensor layout (lpattn.h). */
+typedef struct {
+  const void *x;
+  void *y;
+  int xt;
+  int64_t sx[4];
+  uint8_t *codes, *scales;
+  float *outer;
+  int B, H, S, D, fmt, axis, tile, stochastic, mx_round_up;
+  uint64_t seed;
+  int *nonfinite; /* check_finite: set when x holds a non-finite value */
+} lp_hip_quant_args;
+
 /* One merge call (SPEC 7): rows of B*H*S, any strides. */
 typedef struct {
   const void *oa, *ob;

@@ -179,54 +179,73 @@ static void merge(lpattn_ctx *hip, lpattn_ctx *ref) {
   for (int i = 0; i < 6; i++) free(x[i]);
 }
 
-/* lpattn_quantize/dequantize on hip (host-staged) give ref's bytes. */
+/* lpattn_quantize/dequantize on hip give ref's bytes: every format, both
+ * axes, both roundings, the MXFP4 round-up rule, all-zero groups holding a
+ * -0, a NaN (only its own group's scale turns NaN); check_finite writes
+ * nothing and says NONFINITE. */
 static void quant(lpattn_ctx *hip, lpattn_ctx *ref) {
   const int64_t shape[4] = {2, 3, 100, 64}, n = 2 * 3 * 100 * 64;
   const struct {
     lpattn_format f;
     lpattn_axis axis;
     lpattn_rounding rnd;
-  } cases[] = {{LPATTN_FMT_NVFP4, LPATTN_AXIS_D, LPATTN_ROUND_NEAREST_EVEN},
-               {LPATTN_FMT_MXFP4, LPATTN_AXIS_S, LPATTN_ROUND_NEAREST_EVEN},
-               {LPATTN_FMT_FP8, LPATTN_AXIS_D, LPATTN_ROUND_STOCHASTIC}};
+    int mx_up;
+  } cases[] = {{LPATTN_FMT_NVFP4, LPATTN_AXIS_D, LPATTN_ROUND_NEAREST_EVEN, 0},
+               {LPATTN_FMT_NVFP4, LPATTN_AXIS_S, LPATTN_ROUND_STOCHASTIC, 0},
+               {LPATTN_FMT_MXFP4, LPATTN_AXIS_S, LPATTN_ROUND_NEAREST_EVEN, 0},
+               {LPATTN_FMT_MXFP4, LPATTN_AXIS_D, LPATTN_ROUND_STOCHASTIC, 1},
+               {LPATTN_FMT_FP8, LPATTN_AXIS_D, LPATTN_ROUND_STOCHASTIC, 0},
+               {LPATTN_FMT_FP8, LPATTN_AXIS_S, LPATTN_ROUND_NEAREST_EVEN, 0}};
   ht_rng r = {17};
   float *x = malloc(4 * (size_t)n), *y[2];
   ht_fill(&r, x, n, 0.5, 2.0);
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    lpattn_quant_params p;
-    lpattn_quant_params_init(&p);
-    p.format = cases[c].f, p.axis = cases[c].axis, p.rounding = cases[c].rnd, p.seed = 7;
-    size_t cb, sb, oc;
-    CHECK_STATUS(lpattn_qtensor_sizes(p.format, p.axis, p.tile, shape, &cb, &sb, &oc), LPATTN_OK);
-    uint8_t *bytes[2];
-    for (int k = 0; k < 2; k++) {
-      const int dev = !k;
-      lpattn_ctx *ctx = k ? ref : hip;
-      void *dx = ht_put(x, n, LPATTN_BF16, dev);
-      lpattn_qtensor q = {p.format, p.axis, p.tile, {2, 3, 100, 64}, ht_out(cb, dev),
-                          ht_out(sb, dev), ht_out(4 * oc, dev)};
-      lpattn_tensor tx = lpattn_tensor_4d(dx, LPATTN_BF16, 2, 3, 100, 64);
-      void *dy = ht_out(4 * (size_t)n, dev);
-      lpattn_tensor ty = lpattn_tensor_4d(dy, LPATTN_F32, 2, 3, 100, 64);
-      CHECK_STATUS(lpattn_quantize(ctx, &tx, &q, &p), LPATTN_OK);
-      CHECK_STATUS(lpattn_dequantize(ctx, &q, &ty), LPATTN_OK);
-      bytes[k] = malloc(cb + sb + 4 * oc);
-      y[k] = malloc(4 * (size_t)n);
-      void *parts[3] = {q.codes, q.scales, q.outer};
-      const size_t len[3] = {cb, sb, 4 * oc};
-      size_t at = 0;
-      for (int i = 0; i < 3; i++) {
-        if (dev) ht_down(bytes[k] + at, parts[i], len[i]), ht_dfree(parts[i]);
-        else memcpy(bytes[k] + at, parts[i], len[i]), free(parts[i]);
-        at += len[i];
+  for (int d = 0; d < 64; d++) x[5 * 64 + d] = d == 7 ? -0.0f : 0.0f; /* a zero token */
+  for (int64_t s = 0; s < 100; s++) x[(200 + s) * 64 + 3] = s == 40 ? -0.0f : 0.0f; /* a zero channel */
+  x[7 * 64 + 9] = NAN;
+  for (int chk = 0; chk < 2; chk++)
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      lpattn_quant_params p;
+      lpattn_quant_params_init(&p);
+      p.format = cases[c].f, p.axis = cases[c].axis, p.rounding = cases[c].rnd, p.seed = 7;
+      p.mx_scale_round_up = cases[c].mx_up, p.check_finite = chk;
+      size_t cb, sb, oc;
+      CHECK_STATUS(lpattn_qtensor_sizes(p.format, p.axis, p.tile, shape, &cb, &sb, &oc), LPATTN_OK);
+      uint8_t *bytes[2];
+      for (int k = 0; k < 2; k++) {
+        const int dev = !k;
+        lpattn_ctx *ctx = k ? ref : hip;
+        void *dx = ht_put(x, n, LPATTN_F32, dev);
+        lpattn_qtensor q = {p.format, p.axis, p.tile, {2, 3, 100, 64}, ht_out(cb, dev),
+                            ht_out(sb, dev), ht_out(4 * oc, dev)};
+        if (!dev) memset(q.codes, 0xFF, cb), memset(q.scales, 0xFF, sb), memset(q.outer, 0xFF, 4 * oc);
+        lpattn_tensor tx = lpattn_tensor_4d(dx, LPATTN_F32, 2, 3, 100, 64);
+        void *dy = ht_out(4 * (size_t)n, dev);
+        lpattn_tensor ty = lpattn_tensor_4d(dy, LPATTN_BF16, 2, 3, 100, 64);
+        CHECK_STATUS(lpattn_quantize(ctx, &tx, &q, &p), chk ? LPATTN_ERR_NONFINITE : LPATTN_OK);
+        if (!chk) CHECK_STATUS(lpattn_dequantize(ctx, &q, &ty), LPATTN_OK);
+        lpattn_synchronize(ctx);
+        bytes[k] = malloc(cb + sb + 4 * oc);
+        y[k] = malloc(4 * (size_t)n);
+        void *parts[3] = {q.codes, q.scales, q.outer};
+        const size_t len[3] = {cb, sb, 4 * oc};
+        size_t at = 0;
+        for (int i = 0; i < 3; i++) {
+          if (dev) ht_down(bytes[k] + at, parts[i], len[i]), ht_dfree(parts[i]);
+          else memcpy(bytes[k] + at, parts[i], len[i]), free(parts[i]);
+          at += len[i];
+        }
+        ht_take(dy, n, LPATTN_BF16, dev, y[k]);
+        dev ? ht_dfree(dx) : free(dx);
       }
-      ht_take(dy, n, LPATTN_F32, dev, y[k]);
-      dev ? ht_dfree(dx) : free(dx);
+      size_t untouched = 0;
+      for (size_t i = 0; i < cb + sb + 4 * oc; i++) untouched += bytes[0][i] == 0xFF;
+      if (chk)
+        CHECK(untouched == cb + sb + 4 * oc, "check_finite case %zu: quantize wrote output", c);
+      else
+        CHECK(!memcmp(bytes[0], bytes[1], cb + sb + 4 * oc), "quantize case %zu: bytes differ", c);
+      CHECK(chk || !memcmp(y[0], y[1], 4 * (size_t)n), "dequantize case %zu differs", c);
+      free(bytes[0]), free(bytes[1]), free(y[0]), free(y[1]);
     }
-    CHECK(!memcmp(bytes[0], bytes[1], cb + sb + 4 * oc), "quantize case %zu: bytes differ", c);
-    CHECK(!memcmp(y[0], y[1], 4 * (size_t)n), "dequantize case %zu differs", c);
-    free(bytes[0]), free(bytes[1]), free(y[0]), free(y[1]);
-  }
   free(x);
 }
 

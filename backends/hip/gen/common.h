@@ -198,6 +198,50 @@ static __host__ __device__ inline void lph_merge(float la, float ha, float lb, f
          lph_xlogx(*wb);
 }
 
+/* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
+ * as the uniform (word >> 8) * 2^-24. */
+static __host__ __device__ inline float lph_sr_uniform(uint64_t seed, uint64_t n) {
+  uint64_t ctr = n >> 2;
+  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1, c3 = (uint32_t)p0, c0 = n0, c2 = n2;
+  }
+  uint32_t w = (n & 3) == 0 ? c0 : (n & 3) == 1 ? c1 : (n & 3) == 2 ? c2 : c3;
+  return (float)(w >> 8) * 5.9604644775390625e-08f;
+}
+
+/* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
+ * lo is the magnitude code below |x|. Returns the magnitude code. */
+static __host__ __device__ inline uint32_t lph_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
+  float a = x < 0 ? -vhi : vlo, b = x < 0 ? -vlo : vhi;
+  int to_b = u < (x - a) / (b - a);
+  return (to_b == (x > 0)) ? lo + 1 : lo;
+}
+
+static __host__ __device__ inline uint8_t lph_e2m1_encode_sr(float x, float u) {
+  float a = fabsf(x);
+  if (a != a) return 0;
+  uint32_t c = lph_e2m1_encode(a) & 7u;
+  if (lph_e2m1_decode((uint8_t)c) > a) c--;
+  if (c < 7u && lph_e2m1_decode((uint8_t)c) != a)
+    c = lph_sr_pick(x, u, c, lph_e2m1_decode((uint8_t)c), lph_e2m1_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((lph_bits(x) >> 28) & 8u));
+}
+
+static __host__ __device__ inline uint8_t lph_e4m3_encode_sr(float x, float u) {
+  float a = fabsf(x);
+  if (a != a) return 0x7f;
+  uint32_t c = lph_e4m3_encode(a) & 0x7fu;
+  if (lph_e4m3_decode((uint8_t)c) > a) c--;
+  if (c < 0x7eu && lph_e4m3_decode((uint8_t)c) != a)
+    c = lph_sr_pick(x, u, c, lph_e4m3_decode((uint8_t)c), lph_e4m3_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((lph_bits(x) >> 24) & 0x80u));
+}
+
 
 /* Tile relations and modes, as core/tiles.h numbers them. */
 enum { LPH_MASKED = 0, LPH_FULL = 1, LPH_DIAG = 2 };
@@ -225,7 +269,7 @@ __device__ inline float lph_f16_decode(uint16_t h) {
 }
 __device__ inline uint16_t lph_f16_encode(float x) {
   uint32_t u = lph_bits(x), s = (u >> 16) & 0x8000u;
-  if (x != x) return (uint16_t)(s | 0x7e00u);
+  if (x != x) return 0x7e00u; /* one NaN pattern, as core stores it */
   float r = lph_round_f16(x); /* the f16 value (or inf), exact in f32 */
   uint32_t a = lph_bits(r) & 0x7fffffffu;
   if (a >= 0x7f800000u) return (uint16_t)(s | 0x7c00u);
@@ -235,7 +279,7 @@ __device__ inline uint16_t lph_f16_encode(float x) {
 }
 __device__ inline uint16_t lph_bf16_encode(float x) {
   uint32_t u = lph_bits(x);
-  if (x != x) return (uint16_t)((u >> 16) | 0x40u);
+  if (x != x) return 0x7fc0u;
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 __device__ inline float lph_load(const void *p, int dt, int64_t i) {

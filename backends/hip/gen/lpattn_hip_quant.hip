@@ -126,3 +126,72 @@ extern "C" __global__ void lpattn_hip_quant_v(lp_hip_attn_args a) {
   float *dst = a.w.vd + (((int64_t)b * a.Hkv + h) * a.nkt * a.Bk + c0) * a.D + d;
   for (int c = 0; c < a.Bk; c++) dst[(int64_t)c * a.D] = x[c];
 }
+
+/* ---- lpattn_quantize (SPEC 2, bit-exact with core/quant.c) -----------------
+ * One thread per domain: a token's D values (AXIS_D) or one channel of one
+ * tile (AXIS_S, zero-padded past S). The shared macro gives the group scales
+ * and the outer scale; the element codes are then encoded against the same
+ * divisor as core (0 for a bad or all-zero group), nearest-even or
+ * stochastic with u from the element's logical [B, H, S, D] index. */
+extern "C" __global__ void lpattn_hip_quant_tensor(lp_hip_quant_args a) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int along_d = a.axis == 0, n = along_d ? a.D : a.tile;
+  const int64_t ntile = (a.S + a.tile - 1) / a.tile, Sp = ntile * a.tile;
+  const int64_t ndom = along_d ? (int64_t)a.B * a.H * a.S : (int64_t)a.B * a.H * ntile * a.D;
+  if (idx >= ndom) return;
+  int64_t bh, s0, d0, code_at, outer_at;
+  if (along_d) {
+    bh = idx / a.S, s0 = idx % a.S, d0 = 0;
+    code_at = idx * a.D, outer_at = idx;
+  } else {
+    d0 = idx % a.D, s0 = idx / a.D % ntile * a.tile, bh = idx / a.D / ntile;
+    code_at = (bh * a.D + d0) * Sp + s0, outer_at = idx;
+  }
+  const int b = (int)(bh / a.H), h = (int)(bh % a.H);
+  float x[LPH_MAX_DOMAIN];
+  int64_t sr[LPH_MAX_DOMAIN];
+  for (int e = 0; e < n; e++) {
+    const int64_t s = along_d ? s0 : s0 + e, d = along_d ? e : d0;
+    x[e] = s < a.S ? lph_load(a.x, a.xt, lph_off(a.sx, b, h, s, d)) : 0.0f;
+    sr[e] = s < a.S ? (bh * a.S + s) * a.D + d : 0;
+  }
+  uint8_t codes[LPH_MAX_DOMAIN], scales[LPH_MAX_DOMAIN / 16];
+  float outer;
+  lph_quantize_domain(a.fmt, a.mx_round_up, x, 1, n, codes, scales, &outer);
+  const int G = a.fmt == LPH_FP8 ? n : a.fmt == LPH_MXFP4 ? 32 : 16;
+  for (int g = 0; g < n / G; g++) {
+    float amax = 0.0f, so;
+    int bad = 0;
+    for (int e = g * G; e < (g + 1) * G; e++) {
+      if (!lph_finite(x[e])) bad = 1;
+      else if (fabsf(x[e]) > amax) amax = fabsf(x[e]);
+    }
+    if (a.fmt == LPH_FP8) so = outer; /* NaN when bad: no codes */
+    else if (bad) so = 0.0f;
+    else if (a.fmt == LPH_NVFP4) so = lph_e4m3_decode(scales[g]) * outer;
+    else so = amax > 0.0f ? lph_e8m0_decode(scales[g]) : 0.0f;
+    for (int e = g * G; e < (g + 1) * G; e++) {
+      const float v = x[e] / so, u = a.stochastic ? lph_sr_uniform(a.seed, (uint64_t)sr[e]) : 0.0f;
+      codes[e] = !(so > 0.0f) ? 0
+               : a.fmt == LPH_FP8 ? (a.stochastic ? lph_e4m3_encode_sr(v, u) : lph_e4m3_encode(v))
+                                  : (a.stochastic ? lph_e2m1_encode_sr(v, u) : lph_e2m1_encode(v));
+    }
+  }
+  if (a.fmt == LPH_FP8) {
+    for (int e = 0; e < n; e++) a.codes[code_at + e] = codes[e];
+  } else {
+    for (int e = 0; e < n; e += 2)
+      a.codes[code_at / 2 + e / 2] = (uint8_t)((codes[e] & 15) | (codes[e + 1] & 15) << 4);
+    for (int g = 0; g < n / G; g++) a.scales[code_at / G + g] = scales[g];
+  }
+  if (a.fmt != LPH_MXFP4) a.outer[outer_at] = outer;
+}
+
+/* check_finite: any non-finite element of x sets *a.nonfinite. */
+extern "C" __global__ void lpattn_hip_quant_scan(lp_hip_quant_args a) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (int64_t)a.B * a.H * a.S * a.D) return;
+  const int d = (int)(idx % a.D), s = (int)(idx / a.D % a.S), h = (int)(idx / a.D / a.S % a.H);
+  const int b = (int)(idx / a.D / a.S / a.H);
+  if (!lph_finite(lph_load(a.x, a.xt, lph_off(a.sx, b, h, s, d)))) *a.nonfinite = 1;
+}
