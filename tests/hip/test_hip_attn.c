@@ -1,6 +1,6 @@
 /* HIP backend against ref: prefill attention in every precision, mask,
  * PASA, dtype and tiling (O, LSE, entropy, THRIFT selection), the state
- * merge, and the host-staged quantizer (bit-exact). The low precisions must
+ * merge, and lpattn_quantize/dequantize (bit-exact). The low precisions must
  * also differ from HIGH by much more than from ref, so a path that silently
  * computed in high precision would fail. */
 #include "hiptest.h"
