@@ -65,6 +65,8 @@ static lpc_impl *impl_of(lpattn_ctx *ctx) { return (lpc_impl *)ctx->impl; }
 #define TRY(call) \
   do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
 
+__global__ void lpc_probe_kernel(void) {}
+
 static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= p->device) {
@@ -73,9 +75,14 @@ static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, p->device));
-  /* Only arch-specific cubins are built (sm_90a, sm_120a): no PTX to JIT. */
-  if (!((prop.major == 9 && prop.minor == 0) || prop.major == 12)) return LPATTN_ERR_UNSUPPORTED_HARDWARE;
   CK(cudaSetDevice(p->device));
+  /* Only arch-specific cubins are built (nvidia_archs), no PTX to JIT: the
+   * device is usable iff it has an image of this file's probe kernel. */
+  cudaFuncAttributes fa;
+  if (cudaFuncGetAttributes(&fa, lpc_probe_kernel) != cudaSuccess) {
+    cudaGetLastError();
+    return LPATTN_ERR_UNSUPPORTED_HARDWARE;
+  }
   lpc_impl *im = (lpc_impl *)calloc(1, sizeof *im);
   if (!im) return LPATTN_ERR_OUT_OF_MEMORY;
   im->device = p->device;
