@@ -104,7 +104,7 @@ lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpa
   size_t cb, sb, oc;
   TRY(lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
   if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
-  if (p.check_finite && host(ctx)) TRY(scan_finite(x));
+  if (p.check_finite && host(ctx)) TRY(scan_finite(x)); /* device backends check in-kernel */
   return ctx->vt->quantize(ctx, x, q, &p);
 }
 
@@ -227,7 +227,9 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
   lpattn_attn_aux aux;
   TRY(resolve_aux(aux_in, &aux, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
-  if (p.check_finite && host(ctx)) {
+  /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
+  if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (p.check_finite) {
     TRY(scan_finite(q));
     TRY(scan_finite(k));
     TRY(scan_finite(v));
@@ -345,7 +347,8 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   TRY(resolve_aux(aux_in, &aux, &pr));
   if (pr.selection) return LPATTN_ERR_INVALID_ARGUMENT; /* decode has no selection output */
   pr.q = q, pr.out = out;
-  if (p.check_finite && host(ctx)) TRY(scan_finite(q));
+  if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (p.check_finite) TRY(scan_finite(q));
   return ctx->vt->decode(ctx, cache, q, out, &pr);
 }
 

@@ -111,7 +111,8 @@ LPATTN_API lpattn_tensor lpattn_tensor_4d(void *data, lpattn_dtype dtype, int64_
 
 /* ---- context ------------------------------------------------------------ */
 typedef enum {
-  LPATTN_BACKEND_AUTO = 0, /* cuda, then hip, then cpu, whichever is usable */
+  LPATTN_BACKEND_AUTO = 0, /* cuda, then hip, then cpu, whichever is usable: ask
+                              lpattn_context_backend() whether to pass device pointers */
   LPATTN_BACKEND_REF = 1,  /* plain C, f64 accumulation: the oracle */
   LPATTN_BACKEND_CPU = 2,  /* Highway SIMD, multithreaded */
   LPATTN_BACKEND_CUDA = 3,
@@ -245,7 +246,8 @@ typedef struct {
   int score_f16;               /* store raw scores q.k in f16 before scaling (the
                                   overflow-prone baseline PASA is compared with) */
   int mx_scale_round_up;       /* MXFP4 scale rule, see lpattn_quant_params */
-  int check_finite;            /* LPATTN_ERR_NONFINITE on non-finite Q/K/V */
+  int check_finite;            /* LPATTN_ERR_NONFINITE on non-finite Q/K/V (host
+                                  backends; GPU backends answer UNSUPPORTED) */
 } lpattn_attn_params;
 
 LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);
