@@ -521,8 +521,10 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
     if (span > nqx) nqx = span;
   }
   const bool thrift = cp->precision == LPATTN_PREC_THRIFT;
+  /* K/V tiles shared by the q heads of a kv head; THRIFT selects per q head */
+  const int pack = !thrift && Hq / Hkv <= 4 && Sq <= 16;
   const int maxtiles = (int)k->maxtiles, ntiles = (maxlen + T - 1) / T;
-  int total = B * Hq * nqx;
+  int total = B * (pack ? Hkv : Hq) * nqx;
   int split = (4 * im->nsm + total - 1) / total;
   if (split > ntiles / 2) split = ntiles / 2;
   /* P of an FP8 or MXFP4 tile is quantized relative to the running max,
@@ -593,7 +595,7 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   a.causal = 1, a.prec = cp->precision, a.low = cache_low(cp), a.pasa = cp->pasa;
   a.mx_round_up = cp->mx_scale_round_up, a.sm_scale = pr->sm_scale, a.pasa_beta = cp->pasa_beta;
   a.nkt = maxtiles, a.nqx = nqx, a.kq = k->kq, a.vq = k->vq;
-  a.kmean = k->kmean, a.kmean_tiles = maxtiles, a.split = split;
+  a.kmean = k->kmean, a.kmean_tiles = maxtiles, a.split = split, a.gqa_pack = pack;
   a.vec16 = vec_ok(q);
   if (split > 1) {
     a.part_o = (float *)(ws + opo), a.part_l = (float *)(ws + opl), a.part_h = (float *)(ws + oph);

@@ -45,6 +45,7 @@ typedef struct {
   int split;                /* KV splits; > 1: partials below */
   float *part_o, *part_l, *part_h; /* [split][B][Hq][Sq][D] and [split][B][Hq][Sq] */
   int vec16;                /* q/k/v rows are 16-byte aligned and contiguous in D */
+  int gqa_pack;             /* decode: one CTA per kv head, a warp per q head (G <= 4, Sq <= 16) */
 } lp_cuda_attn_args;
 
 /* Quantize x into a qtensor (one warp per domain). shift (K under PASA):

@@ -41,13 +41,24 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int split_i = blockIdx.x % a.split, x = blockIdx.x / a.split;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv);
+  /* gqa_pack (decode): the CTA serves all q heads of kv head blockIdx.y,
+   * warp w holding head hk*G + w and its (<= 16) rows; K/V tiles are shared. */
+  const int G = a.Hq / a.Hkv, b = blockIdx.z;
+  const int hk = a.gqa_pack ? blockIdx.y : blockIdx.y / G;
+  const int h = a.gqa_pack ? hk * G + min(threadIdx.x >> 5, G - 1) : blockIdx.y; /* this warp's head */
   const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = Skv - Sq;
   const int pos0 = a.abs_tiles ? off : 0;
   const int xi = (a.causal && !a.abs_tiles) ? a.nqx - 1 - x : x; /* long tiles first */
   const int qi = pos0 / BQ + xi;
   const int base = qi * BQ - pos0; /* row of local index 0 */
   const int r0 = max(base, 0), r1 = min(base + BQ, Sq) - 1;
+  /* call row and q head of local row lr, and whether it is one of the call's */
+  auto row_of = [&](int lr) { return a.gqa_pack ? r0 + (lr & 15) : base + lr; };
+  auto head_of = [&](int lr) { return a.gqa_pack ? hk * G + (lr >> 4) : h; };
+  auto live = [&](int lr) {
+    int r = row_of(lr);
+    return r >= r0 && r <= r1 && (!a.gqa_pack || (lr >> 4) < G);
+  };
   if (r0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   int jmax = nkt - 1, jfull = nkt - 1;
@@ -65,12 +76,12 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   const int fmt = a.low;
 
   /* ---- Q tile (and its low copy) -------------------------------------- */
-  const int64_t qrow0 = ((int64_t)b * a.Hq + h) * Sq; /* flattened row of (b, h, 0) */
+  auto qrow = [&](int lr) { return ((int64_t)b * a.Hq + head_of(lr)) * Sq + row_of(lr); };
   for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
-    int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = base + lr;
+    int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = row_of(lr);
     uint4 w = make_uint4(0, 0, 0, 0);
-    if (r >= r0 && r <= r1) {
-      int64_t o = lpc_off(a.sq, b, h, r, c);
+    if (live(lr)) {
+      int64_t o = lpc_off(a.sq, b, head_of(lr), r, c);
       if (a.vec16) {
         w = *(const uint4 *)((const unsigned short *)a.q + o);
       } else {
@@ -83,11 +94,11 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   }
   if (any_low) {
     for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
-      int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = base + lr;
-      bool ok = r >= r0 && r <= r1;
-      *(uint4 *)&Ql[lr * LD + c] = ok ? lpc_low8(a.qq.codes, a.qq.scales, fmt, (qrow0 + r) * D + c)
+      int lr = i / (D / 8), c = (i % (D / 8)) * 8;
+      bool ok = live(lr);
+      *(uint4 *)&Ql[lr * LD + c] = ok ? lpc_low8(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + c)
                                       : make_uint4(0, 0, 0, 0);
-      if (c == 0) qout[lr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow0 + r];
+      if (c == 0) qout[lr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow(lr)];
     }
   }
 
@@ -262,7 +273,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     }
 
     /* warps whose 16 rows hold no row of the call (decode) skip the math */
-    if (base + warp * 16 > r1 || base + warp * 16 + 15 < r0) continue;
+    if (a.gqa_pack ? warp >= G : (base + warp * 16 > r1 || base + warp * 16 + 15 < r0)) continue;
 
     /* ---- S = Q K^T for this warp's 16 rows ------------------------------- */
     float s[NKT][4];
@@ -272,8 +283,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);
     bool native = false;
 #if defined(__CUDA_ARCH_FEAT_SM120_ALL)
-    if (low && fmt != LPATTN_FMT_FP8) {
-      lpc_fp4_scores<D, NKT>(a, s, kvbh, qrow0, base, c0, Skv, r0, r1);
+    if (low && fmt != LPATTN_FMT_FP8 && !a.gqa_pack) {
+      lpc_fp4_scores<D, NKT>(a, s, kvbh, ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
       native = true;
     }
 #endif
@@ -301,7 +312,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     float smax[2] = {lpc_ninf(), lpc_ninf()};
     bool vis[2]; /* a row that sees none of the tile's keys does not visit it */
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) vis[hh] = !(a.causal && c0 > base + warp * 16 + g + 8 * hh + off);
+    for (int hh = 0; hh < 2; hh++) vis[hh] = !(a.causal && c0 > row_of(warp * 16 + g + 8 * hh) + off);
     const bool masked_tile = c0 + BK > Skv || (a.causal && c1 > r0 + off);
     if (!low && !a.pasa && !a.score_f16 && !masked_tile) { /* the common case */
 #pragma unroll
@@ -327,7 +338,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
       for (int n = 0; n < NKT; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          int lr = warp * 16 + g + 8 * (e >> 1), r = base + lr, col = n * 8 + 2 * t4 + (e & 1);
+          int lr = warp * 16 + g + 8 * (e >> 1), r = row_of(lr), col = n * 8 + 2 * t4 + (e & 1);
           int key = c0 + col;
           float v = s[n][e];
           if (low) {
@@ -487,8 +498,8 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   /* ---- finish: O = acc / l, LSE, H (or this split's partial state) -------- */
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
-    int r = base + warp * 16 + g + 8 * hh;
-    if (r < r0 || r > r1) continue;
+    const int lr = warp * 16 + g + 8 * hh, r = row_of(lr);
+    if (!live(lr)) continue;
     float inv_l, lse, ent;
     lpc_row_finish(&st[hh], &inv_l, &lse, &ent);
     if (a.split > 1) {
@@ -520,7 +531,7 @@ static lpattn_status lpc_attn_launch(const lp_cuda_attn_args *a, cudaStream_t st
   if (cudaFuncSetAttribute(lpc_attn_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
-  dim3 grid((unsigned)(a->nqx * a->split), (unsigned)a->Hq, (unsigned)a->B);
+  dim3 grid((unsigned)(a->nqx * a->split), (unsigned)(a->gqa_pack ? a->Hkv : a->Hq), (unsigned)a->B);
   lpc_attn_kernel<T, D><<<grid, 128, smem, stream>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
