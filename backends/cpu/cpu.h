@@ -29,6 +29,7 @@ struct AttnJob {
   const lpattn_attn_problem *pr;
   int64_t D, nkt, nqt, kv_group;  // kv_group = Hq / Hkv; nkt: most KV tiles of a row
   int low_any;                    // some tile may be low: kq/vq/qlow exist
+  int need_mean;                  // THRIFT or PASA: tile key means
   std::vector<KvPrep> kv;         // [B * Hkv]
   // Decode (SEMANTICS "Decode"): row r of sequence b sits at position
   // len[b] - Sq + r; its tile is diagonal, earlier ones full; THRIFT k per
@@ -82,8 +83,8 @@ struct Ctx {
   Pool *pool = nullptr;
   std::vector<Scratch> scratch;
 };
-// Sizes the scratch, runs prep(i) for every (b, kv head), then the kernel
-// over every item. prep gets `arg`.
+// Sizes the scratch and, chunk by chunk of (b, kv head)s, lays out their
+// KvPrep storage, runs prep(arg, i) for each, then the kernel over their items.
 lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *arg, int64_t i, int thread),
                      void *arg);
 

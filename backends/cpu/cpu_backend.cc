@@ -2,6 +2,7 @@
 // the generated Highway kernel over (batch, q head, query tile) on the pool.
 #include <math.h>
 
+#include <algorithm>
 #include <new>
 #include <thread>
 #include <vector>
@@ -32,7 +33,6 @@ void QuantDeq(const lpattn_attn_problem &pr, const float *x, int64_t stride, int
 
 struct Run {
   AttnJob job;
-  std::vector<float> store;
   Ctx *c;
 };
 
@@ -138,39 +138,75 @@ lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   job.nqt = lp_tile_count(pr->Sq, pr->Bq);
   job.kv_group = pr->Hq / pr->Hkv;
   job.low_any = pr->precision != LPATTN_PREC_HIGH;
-  if (!FindAttnKernel(job.D)) return LPATTN_ERR_UNSUPPORTED;
-  const int64_t nkv = pr->B * pr->Hkv, tile = job.nkt * pr->Bk * job.D, means = job.nkt * job.D;
-  const bool thrift = pr->precision == LPATTN_PREC_THRIFT;
-  const int64_t per = tile * (job.low_any ? 5 : 3) + means * 2;
+  job.need_mean = pr->precision == LPATTN_PREC_THRIFT || pr->pasa;
+  return RunJob(run.c, job, PrepKv, &run);
+}
+
+namespace {
+
+// Items of the kv heads [k0, k0 + n): local index -> global item (cpu.h).
+struct ChunkItems {
+  const Items *it;
+  int64_t k0;
+};
+
+void RunChunkItem(void *arg, int64_t i, int tid) {
+  const ChunkItems &ci = *static_cast<ChunkItems *>(arg);
+  const AttnJob &job = *ci.it->job;
+  const int64_t slots = job.cache ? 2 : job.nqt, per_kv = job.kv_group * slots;
+  const int64_t kvi = ci.k0 + i / per_kv, rem = i % per_kv;
+  const int64_t b = kvi / job.pr->Hkv, hq = kvi % job.pr->Hkv * job.kv_group + rem / slots;
+  RunItem(const_cast<Items *>(ci.it), (b * job.pr->Hq + hq) * slots + rem % slots, tid);
+}
+
+struct ChunkPrep {
+  void (*prep)(void *, int64_t, int);
+  void *arg;
+  int64_t k0;
+};
+
+void RunChunkPrep(void *arg, int64_t i, int tid) {
+  const ChunkPrep &cp = *static_cast<ChunkPrep *>(arg);
+  cp.prep(cp.arg, cp.k0 + i, tid);
+}
+
+}  // namespace
+
+// K/V copies live only for one chunk of kv heads at a time (as many as pool
+// threads), so memory stays O(threads * Skv * D) whatever B * Hkv is; the
+// chunk's items follow its prep, which also keeps its tiles in cache.
+lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *, int64_t, int), void *arg) {
+  Items it = {&job, FindAttnKernel(job.D), c};
+  if (!it.kernel) return LPATTN_ERR_UNSUPPORTED;
+  const lpattn_attn_problem &pr = *job.pr;
+  const int64_t nkv = pr.B * pr.Hkv, tile = job.nkt * pr.Bk * job.D, means = job.nkt * job.D;
+  const int64_t per = tile * (job.low_any ? 5 : 3) + 2 * means;
+  const int64_t chunk = nkv < PoolThreads(c->pool) ? nkv : PoolThreads(c->pool);
+  std::vector<float> store;
   try {
-    run.store.assign((size_t)(nkv * per), 0.0f);
+    for (Scratch &s : c->scratch) s.Size(job);
+    store.resize((size_t)(chunk * per));
     job.kv.resize(nkv);
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
-  for (int64_t i = 0; i < nkv; i++) {
-    float *base = run.store.data() + i * per;
-    KvPrep &e = job.kv[i];
-    e.k = base, e.kt = base + tile, e.v = base + 2 * tile;
-    e.ktq = job.low_any ? base + 3 * tile : nullptr;
-    e.vq = job.low_any ? base + 4 * tile : nullptr;
-    float *m = base + tile * (job.low_any ? 5 : 3);
-    e.kbar = thrift || pr->pasa ? m : nullptr;
-    e.kshift = pr->pasa ? m + means : nullptr;
+  for (int64_t k0 = 0; k0 < nkv; k0 += chunk) {
+    const int64_t n = nkv - k0 < chunk ? nkv - k0 : chunk;
+    std::fill(store.begin(), store.end(), 0.0f);  // tiles are zero-padded
+    for (int64_t i = 0; i < n; i++) {
+      float *base = store.data() + i * per, *m = base + tile * (job.low_any ? 5 : 3);
+      KvPrep &e = job.kv[k0 + i];
+      e.k = base, e.kt = base + tile, e.v = base + 2 * tile;
+      e.ktq = job.low_any ? base + 3 * tile : nullptr;
+      e.vq = job.low_any ? base + 4 * tile : nullptr;
+      e.kbar = job.need_mean ? m : nullptr;
+      e.kshift = pr.pasa ? m + means : nullptr;
+    }
+    ChunkPrep cp = {prep, arg, k0};
+    PoolRun(c->pool, n, RunChunkPrep, &cp);
+    ChunkItems ci = {&it, k0};
+    PoolRun(c->pool, n * job.kv_group * (job.cache ? 2 : job.nqt), RunChunkItem, &ci);
   }
-  return RunJob(run.c, job, PrepKv, &run);
-}
-
-lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *, int64_t, int), void *arg) {
-  Items it = {&job, FindAttnKernel(job.D), c};
-  if (!it.kernel) return LPATTN_ERR_UNSUPPORTED;
-  try {
-    for (Scratch &s : c->scratch) s.Size(job);
-  } catch (const std::bad_alloc &) {
-    return LPATTN_ERR_OUT_OF_MEMORY;
-  }
-  PoolRun(c->pool, job.pr->B * job.pr->Hkv, prep, arg);
-  PoolRun(c->pool, ItemCount(job), RunItem, &it);
   return LPATTN_OK;
 }
 

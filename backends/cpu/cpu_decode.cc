@@ -14,7 +14,6 @@ namespace {
 
 struct DecodeRun {
   AttnJob job;
-  std::vector<float> store;
   Ctx *c;
 };
 
@@ -60,9 +59,7 @@ lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q
   job.low_any = cp.precision != LPATTN_PREC_HIGH;
   job.nqt = 0;
   job.nkt = lp_tile_count(pr->Skv, cp.tile);  // Skv = the longest sequence
-  const int64_t nkv = (int64_t)cp.num_seqs * cp.num_kv_heads, tile = job.nkt * cp.tile * job.D;
-  const int64_t means = job.nkt * job.D, per = tile * (job.low_any ? 5 : 3) + 2 * means;
-  const bool need_mean = cp.pasa || cp.precision == LPATTN_PREC_THRIFT;
+  job.need_mean = cp.pasa || cp.precision == LPATTN_PREC_THRIFT;
   try {
     job.len.assign(c->lengths, c->lengths + cp.num_seqs);
     for (int64_t len : job.len) {
@@ -70,19 +67,8 @@ lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q
       job.seq_k.push_back(pr->thrift_k > 0 ? (pr->thrift_k < n ? pr->thrift_k : n)
                                            : lpattn_thrift_k(n, pr->thrift_budget, 1));
     }
-    run.store.assign((size_t)(nkv * per), 0.0f);
-    job.kv.resize(nkv);
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;
-  }
-  for (int64_t i = 0; i < nkv; i++) {
-    float *base = run.store.data() + i * per, *m = base + tile * (job.low_any ? 5 : 3);
-    KvPrep &e = job.kv[i];
-    e.k = base, e.kt = base + tile, e.v = base + 2 * tile;
-    e.ktq = job.low_any ? base + 3 * tile : nullptr;
-    e.vq = job.low_any ? base + 4 * tile : nullptr;
-    e.kbar = need_mean ? m : nullptr;
-    e.kshift = cp.pasa ? m + means : nullptr;
   }
   return RunJob(run.c, job, PrepCache, &run);
 }
