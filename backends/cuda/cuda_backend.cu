@@ -527,11 +527,12 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   int total = B * (pack ? Hkv : Hq) * nqx;
   int split = (4 * im->nsm + total - 1) / total;
   if (split > ntiles / 2) split = ntiles / 2;
-  /* P of an FP8 or MXFP4 tile is quantized relative to the running max,
-   * which a split KV range would change: those decode sequentially, like
-   * the prefill row they must equal. NVFP4's P scale follows the row max. */
+  /* P of an FP8 or MXFP4 tile is quantized relative to the running max: a
+   * split then needs the max of the splits before it (a max pass first);
+   * under PASA the running max also moves with the frame, so no split. */
   const lpattn_format lowf = cache_low(cp);
-  if (cp->precision != LPATTN_PREC_HIGH && lowf != LPATTN_FMT_NVFP4) split = 1;
+  const int need_m = cp->precision != LPATTN_PREC_HIGH && lowf != LPATTN_FMT_NVFP4;
+  if (need_m && cp->pasa) split = 1;
   if (split < 1) split = 1;
   lpc_carve cv = {0};
   size_t oqq[3] = {0, 0, 0};
@@ -551,8 +552,9 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
     }
     osel = carve(&cv, (size_t)B * Hq * maxtiles * kmax * 4);
   }
-  size_t opo = 0, opl = 0, oph = 0;
+  size_t opo = 0, opl = 0, oph = 0, opm = 0;
   if (split > 1) {
+    if (need_m) opm = carve(&cv, (size_t)split * B * Hq * Sq * 4);
     opo = carve(&cv, (size_t)split * B * Hq * Sq * D * 4);
     opl = carve(&cv, (size_t)split * B * Hq * Sq * 4);
     oph = carve(&cv, (size_t)split * B * Hq * Sq * 4);
@@ -599,6 +601,12 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   a.vec16 = vec_ok(q);
   if (split > 1) {
     a.part_o = (float *)(ws + opo), a.part_l = (float *)(ws + opl), a.part_h = (float *)(ws + oph);
+  }
+  if (split > 1 && need_m) {
+    a.part_m = (float *)(ws + opm);
+    a.maxpass = 1;
+    TRY(fn(&a, im->stream));
+    a.maxpass = 0;
   }
   TRY(fn(&a, im->stream));
   if (split == 1) return LPATTN_OK;

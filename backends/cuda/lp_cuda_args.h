@@ -46,6 +46,8 @@ typedef struct {
   float *part_o, *part_l, *part_h; /* [split][B][Hq][Sq][D] and [split][B][Hq][Sq] */
   int vec16;                /* q/k/v rows are 16-byte aligned and contiguous in D */
   int gqa_pack;             /* decode: one CTA per kv head, a warp per q head (G <= 4, Sq <= 16) */
+  float *part_m;            /* [split][B][Hq][Sq] score max of each split (FP8/MXFP4 decode) */
+  int maxpass;              /* 1: only fill part_m */
 } lp_cuda_attn_args;
 
 /* Quantize x into a qtensor (one warp per domain). shift (K under PASA):

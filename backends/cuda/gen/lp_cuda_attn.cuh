@@ -110,6 +110,21 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   lpc_row st[2];
   lpc_row_init(&st[0]);
   lpc_row_init(&st[1]);
+  /* Split KV with a P quantization that depends on the running max (FP8,
+   * MXFP4): a first launch (maxpass) records each split's score max, and
+   * split i starts from the max of the splits before it, so every tile sees
+   * the running max of the sequential order and quantizes P identically. */
+  float runmax[2] = {lpc_ninf(), lpc_ninf()};
+  if (a.part_m && !a.maxpass)
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      const int lr = warp * 16 + g + 8 * hh;
+      if (!live(lr)) continue;
+      float m0 = lpc_ninf();
+      for (int si = 0; si < split_i; si++)
+        m0 = fmaxf(m0, a.part_m[(((int64_t)si * a.B + b) * a.Hq + head_of(lr)) * Sq + row_of(lr)]);
+      st[hh].m = m0;
+    }
   const int64_t kvbh = (int64_t)b * a.Hkv + hk;
 
   /* Precision of tile j (SEMANTICS); sp walks the ascending THRIFT list. */
@@ -356,6 +371,11 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
           smax[e >> 1] = fmaxf(smax[e >> 1], v);
         }
     }
+    if (a.maxpass) {
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++) runmax[hh] = fmaxf(runmax[hh], lpc_quad_max(smax[hh]));
+      continue;
+    }
     lpc_step stp[2];
     float psum[2] = {0.0f, 0.0f}, pssum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -501,6 +521,10 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     const int lr = warp * 16 + g + 8 * hh, r = row_of(lr);
     if (!live(lr)) continue;
     float inv_l, lse, ent;
+    if (a.maxpass) {
+      if (t4 == 0) a.part_m[(((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r] = runmax[hh];
+      continue;
+    }
     lpc_row_finish(&st[hh], &inv_l, &lse, &ent);
     if (a.split > 1) {
       int64_t row = (((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r;
