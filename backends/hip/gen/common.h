@@ -168,9 +168,10 @@ static __host__ __device__ inline void lph_row_end(lph_row *st, const lph_step *
   st->m = s->m_new, st->G = s->G_new, st->n += 1;
 }
 
-/* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0. */
+/* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0.
+ * (Not !(l > 0): a NaN l from a non-finite input must stay NaN.) */
 static __host__ __device__ inline void lph_row_finish(const lph_row *st, float *inv_l, float *lse, float *ent) {
-  if (!(st->l > 0.0f)) {
+  if (st->n == 0 || st->l == 0.0f) {
     *inv_l = 0.0f, *lse = -lph_from_bits(0x7f800000u), *ent = 0.0f;
     return;
   }
