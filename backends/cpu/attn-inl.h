@@ -30,11 +30,12 @@ using DF = hn::CappedTag<float, 16>;
 // R (1 or 4) rows of S[r][c] = sum_d A[r][d] * Bt[d][c] over all Bk columns.
 // Named accumulators, not arrays: SVE vectors cannot be array elements.
 template <int kD, int R>
-HWY_INLINE void ScoreRows(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, float *S) {
+HWY_INLINE void ScoreRows(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, float *S,
+                          int64_t c_begin) {
   static_assert(R == 1 || R == 4, "R is 1 or 4");
   const DF df;
   const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
-  for (int64_t c = 0; c < Bk; c += 2 * N) {
+  for (int64_t c = c_begin; c < Bk; c += 2 * N) {
     auto s00 = hn::Zero(df), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
          s31 = s00;
     const float *b = Bt + c;
@@ -59,13 +60,61 @@ HWY_INLINE void ScoreRows(const float *A, const float *Bt, int64_t D_rt, int64_t
   }
 }
 
+// Targets with 32 vector registers take 4 rows x 4 vectors (16 accumulators:
+// enough independent FMAs to cover their latency on two pipes); x86 below
+// AVX3 has 16 and keeps 4 x 2.
+constexpr bool kWide = !(HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3);
+
+// Columns [c, c + 4N) of 4 rows.
+template <int kD>
+HWY_INLINE void ScoreRowsWide(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, float *S,
+                              int64_t c) {
+  const DF df;
+  const int64_t N = hn::Lanes(df), D = kD ? kD : D_rt;
+  auto s00 = hn::Zero(df), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00,
+       s13 = s00, s20 = s00, s21 = s00, s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00,
+       s33 = s00;
+  const float *b = Bt + c;
+  for (int64_t d = 0; d < D; d++, b += Bk) {
+    const auto b0 = hn::LoadU(df, b), b1 = hn::LoadU(df, b + N), b2 = hn::LoadU(df, b + 2 * N),
+               b3 = hn::LoadU(df, b + 3 * N);
+    const auto x0 = hn::Set(df, A[d]), x1 = hn::Set(df, A[D + d]), x2 = hn::Set(df, A[2 * D + d]),
+               x3 = hn::Set(df, A[3 * D + d]);
+    s00 = hn::MulAdd(x0, b0, s00), s01 = hn::MulAdd(x0, b1, s01);
+    s02 = hn::MulAdd(x0, b2, s02), s03 = hn::MulAdd(x0, b3, s03);
+    s10 = hn::MulAdd(x1, b0, s10), s11 = hn::MulAdd(x1, b1, s11);
+    s12 = hn::MulAdd(x1, b2, s12), s13 = hn::MulAdd(x1, b3, s13);
+    s20 = hn::MulAdd(x2, b0, s20), s21 = hn::MulAdd(x2, b1, s21);
+    s22 = hn::MulAdd(x2, b2, s22), s23 = hn::MulAdd(x2, b3, s23);
+    s30 = hn::MulAdd(x3, b0, s30), s31 = hn::MulAdd(x3, b1, s31);
+    s32 = hn::MulAdd(x3, b2, s32), s33 = hn::MulAdd(x3, b3, s33);
+  }
+  float *o = S + c;
+  hn::StoreU(s00, df, o), hn::StoreU(s01, df, o + N), hn::StoreU(s02, df, o + 2 * N);
+  hn::StoreU(s03, df, o + 3 * N);
+  o += Bk;
+  hn::StoreU(s10, df, o), hn::StoreU(s11, df, o + N), hn::StoreU(s12, df, o + 2 * N);
+  hn::StoreU(s13, df, o + 3 * N);
+  o += Bk;
+  hn::StoreU(s20, df, o), hn::StoreU(s21, df, o + N), hn::StoreU(s22, df, o + 2 * N);
+  hn::StoreU(s23, df, o + 3 * N);
+  o += Bk;
+  hn::StoreU(s30, df, o), hn::StoreU(s31, df, o + N), hn::StoreU(s32, df, o + 2 * N);
+  hn::StoreU(s33, df, o + 3 * N);
+}
+
 template <int kD>
 HWY_INLINE void Scores(const float *A, const float *Bt, int64_t D_rt, int64_t Bk, int64_t nr,
                        float *S) {
-  const int64_t D = kD ? kD : D_rt;
+  const int64_t D = kD ? kD : D_rt, N = hn::Lanes(DF());
   int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) ScoreRows<kD, 4>(A + r * D, Bt, D, Bk, S + r * Bk);
-  for (; r < nr; r++) ScoreRows<kD, 1>(A + r * D, Bt, D, Bk, S + r * Bk);
+  for (; r + 4 <= nr; r += 4) {
+    int64_t c = 0;
+    if (kWide)
+      for (; c + 4 * N <= Bk; c += 4 * N) ScoreRowsWide<kD>(A + r * D, Bt, D, Bk, S + r * Bk, c);
+    if (c < Bk) ScoreRows<kD, 4>(A + r * D, Bt, D, Bk, S + r * Bk, c);
+  }
+  for (; r < nr; r++) ScoreRows<kD, 1>(A + r * D, Bt, D, Bk, S + r * Bk, 0);
 }
 
 // acc[d] = alpha * acc[d] + sum_{c < n} p[c] * V[c][d]. Zero weights are
@@ -108,6 +157,44 @@ HWY_INLINE void AccumPV4(const float *P, int64_t Bk, const float *V, int64_t D_r
   const auto w0 = hn::Set(df, alpha[0]), w1 = hn::Set(df, alpha[1]), w2 = hn::Set(df, alpha[2]),
              w3 = hn::Set(df, alpha[3]);
   int64_t d = 0;
+  if (kWide)
+    for (; d + 4 * N <= D; d += 4 * N) {
+      auto a00 = hn::Mul(hn::LoadU(df, c0 + d), w0), a01 = hn::Mul(hn::LoadU(df, c0 + d + N), w0);
+      auto a02 = hn::Mul(hn::LoadU(df, c0 + d + 2 * N), w0);
+      auto a03 = hn::Mul(hn::LoadU(df, c0 + d + 3 * N), w0);
+      auto a10 = hn::Mul(hn::LoadU(df, c1 + d), w1), a11 = hn::Mul(hn::LoadU(df, c1 + d + N), w1);
+      auto a12 = hn::Mul(hn::LoadU(df, c1 + d + 2 * N), w1);
+      auto a13 = hn::Mul(hn::LoadU(df, c1 + d + 3 * N), w1);
+      auto a20 = hn::Mul(hn::LoadU(df, c2 + d), w2), a21 = hn::Mul(hn::LoadU(df, c2 + d + N), w2);
+      auto a22 = hn::Mul(hn::LoadU(df, c2 + d + 2 * N), w2);
+      auto a23 = hn::Mul(hn::LoadU(df, c2 + d + 3 * N), w2);
+      auto a30 = hn::Mul(hn::LoadU(df, c3 + d), w3), a31 = hn::Mul(hn::LoadU(df, c3 + d + N), w3);
+      auto a32 = hn::Mul(hn::LoadU(df, c3 + d + 2 * N), w3);
+      auto a33 = hn::Mul(hn::LoadU(df, c3 + d + 3 * N), w3);
+      const float *v = V + d;
+      for (int64_t c = 0; c < n; c++, v += D) {
+        const auto v0 = hn::LoadU(df, v), v1 = hn::LoadU(df, v + N), v2 = hn::LoadU(df, v + 2 * N),
+                   v3 = hn::LoadU(df, v + 3 * N);
+        const auto x0 = hn::Set(df, p0[c]), x1 = hn::Set(df, p1[c]), x2 = hn::Set(df, p2[c]),
+                   x3 = hn::Set(df, p3[c]);
+        a00 = hn::MulAdd(x0, v0, a00), a01 = hn::MulAdd(x0, v1, a01);
+        a02 = hn::MulAdd(x0, v2, a02), a03 = hn::MulAdd(x0, v3, a03);
+        a10 = hn::MulAdd(x1, v0, a10), a11 = hn::MulAdd(x1, v1, a11);
+        a12 = hn::MulAdd(x1, v2, a12), a13 = hn::MulAdd(x1, v3, a13);
+        a20 = hn::MulAdd(x2, v0, a20), a21 = hn::MulAdd(x2, v1, a21);
+        a22 = hn::MulAdd(x2, v2, a22), a23 = hn::MulAdd(x2, v3, a23);
+        a30 = hn::MulAdd(x3, v0, a30), a31 = hn::MulAdd(x3, v1, a31);
+        a32 = hn::MulAdd(x3, v2, a32), a33 = hn::MulAdd(x3, v3, a33);
+      }
+      hn::StoreU(a00, df, c0 + d), hn::StoreU(a01, df, c0 + d + N);
+      hn::StoreU(a02, df, c0 + d + 2 * N), hn::StoreU(a03, df, c0 + d + 3 * N);
+      hn::StoreU(a10, df, c1 + d), hn::StoreU(a11, df, c1 + d + N);
+      hn::StoreU(a12, df, c1 + d + 2 * N), hn::StoreU(a13, df, c1 + d + 3 * N);
+      hn::StoreU(a20, df, c2 + d), hn::StoreU(a21, df, c2 + d + N);
+      hn::StoreU(a22, df, c2 + d + 2 * N), hn::StoreU(a23, df, c2 + d + 3 * N);
+      hn::StoreU(a30, df, c3 + d), hn::StoreU(a31, df, c3 + d + N);
+      hn::StoreU(a32, df, c3 + d + 2 * N), hn::StoreU(a33, df, c3 + d + 3 * N);
+    }
   for (; d + 2 * N <= D; d += 2 * N) {
     auto a00 = hn::Mul(hn::LoadU(df, c0 + d), w0), a01 = hn::Mul(hn::LoadU(df, c0 + d + N), w0);
     auto a10 = hn::Mul(hn::LoadU(df, c1 + d), w1), a11 = hn::Mul(hn::LoadU(df, c1 + d + N), w1);
