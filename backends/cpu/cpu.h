@@ -73,9 +73,6 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
 // Work item: prefill (b, hq, query tile) in that nesting; decode (b, hq, w)
 // with w = 0/1 the first/second query tile the call's rows touch.
 typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);
-inline int64_t ItemCount(const AttnJob &job) {
-  return job.pr->B * job.pr->Hq * (job.cache ? 2 : job.nqt);
-}
 
 struct Pool;
 // Backend state of a context: the pool and one scratch per pool thread.
