@@ -254,6 +254,7 @@ const lpattn_backend_vtable kCpuVtable = {
     lp_kv_append,
     lpattn_cpu::Decode,
     lpattn_cpu::HostMemory,
+    nullptr,  // synchronize: host calls complete before returning
 };
 }  // namespace
 
