@@ -324,6 +324,24 @@ void NonFinite(const char *target) {
   }
 }
 
+// num_threads changes the schedule, never the bits.
+void ThreadCounts() {
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.num_threads = 1;
+  lpattn_ctx *one = NULL;
+  CHECK_STATUS(lpattn_create(LPATTN_BACKEND_CPU, &cp, &one), LPATTN_OK);
+  if (!one) return;
+  Case c = {"threads", LPATTN_PREC_THRIFT, 1, 1, LPATTN_F16, 2, 4, 2, 160, 200, 64, 32, 32,
+            LPATTN_FMT_NVFP4, 3.0f};
+  Data d;
+  Fill(c, 5, &d);
+  Result a = Run(cpu, c, d, c.prec), b = Run(one, c, d, c.prec);
+  CHECK(a.st == LPATTN_OK && a.o == b.o && a.lse == b.lse && a.ent == b.ent && a.sel == b.sel,
+        "1 thread and the pool's threads differ");
+  lpattn_free(one);
+}
+
 // SPEC 7 merge: cpu (f32, templates/common/softmax.j2) vs ref (f64), with
 // empty partials (LSE = -inf) and the output aliasing input a.
 void Merge() {
@@ -425,6 +443,7 @@ int main() {
   }
   lpattn_cpu_force_target(0);
   Merge();
+  ThreadCounts();
   lpattn_free(cpu);
   lpattn_free(ref);
   return test_finish();
