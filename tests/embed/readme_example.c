@@ -1,5 +1,5 @@
 /* The README's usage example: causal NVFP4 attention on random data with
- * the LSE of each row, on the best backend available. */
+ * the LSE of each row, on the CPU. */
 #include <lpattn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,14 +17,15 @@ int main(void) {
     v[i] = (float)rand() / RAND_MAX - 0.5f;
   }
 
+  /* The SIMD CPU backend when it was built, else the reference one. */
   lpattn_ctx *ctx;
-  lpattn_status s = lpattn_create(LPATTN_BACKEND_AUTO, NULL, &ctx);
+  lpattn_status s = lpattn_create(LPATTN_BACKEND_CPU, NULL, &ctx);
+  if (s != LPATTN_OK) s = lpattn_create(LPATTN_BACKEND_REF, NULL, &ctx);
   if (s != LPATTN_OK) {
     fprintf(stderr, "lpattn_create: %s\n", lpattn_status_string(s));
     return 1;
   }
-  /* Host backends (cpu, ref) take these host arrays as they are; with a GPU
-   * backend the pointers would be device memory. */
+  /* Host backends take host arrays; the cuda/hip backends take device pointers. */
   lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F32, B, H, S, D);
   lpattn_tensor tk = lpattn_tensor_4d(k, LPATTN_F32, B, H, S, D);
   lpattn_tensor tv = lpattn_tensor_4d(v, LPATTN_F32, B, H, S, D);
