@@ -359,7 +359,8 @@ static inline void WriteSelection(const AttnJob &job, int64_t b, int64_t hq, int
 }
 
 // Builds a transposed [D][Bk] K tile for a diagonal PASA tile, whose shift is
-// that of the query tile's last full tile (never a key past the horizon).
+// that of the query tile's last full tile or its own first key (never a key
+// past the horizon).
 static inline void DiagKTile(const lpattn_attn_problem &pr, const KvPrep &kv, int64_t D,
                              int64_t j, int64_t nk, const float *shift, bool low, Scratch *sc) {
   const int64_t Bk = pr.Bk;
@@ -390,7 +391,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   int64_t last_full = -1;
   bool any_low = false;
   for (int64_t j = 0; j < nkt; j++) {
-    const int64_t c0 = j * Bk, c1 = (c0 + Bk < g.skv ? c0 + Bk : g.skv) - 1;
+    const int64_t c0 = j * Bk, c1 = c0 + Bk - 1;  // unclipped: a partial last tile is never full
     sc->kind[j] = job.cache ? (uint8_t)(j < qt ? LP_TILE_FULL : LP_TILE_DIAG)
                             : (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
     if (sc->kind[j] == LP_TILE_FULL) last_full = j;
@@ -418,7 +419,13 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       if (!diag) {
         shift = kv.kshift + j * D;
       } else {
-        shift = last_full >= 0 ? kv.kshift + last_full * D : sc->zeros.data();
+        if (last_full >= 0) {
+          shift = kv.kshift + last_full * D;
+        } else {  // no full tile before: its own first key, which every row seeing it sees
+          float *first = sc->shift0.data();
+          for (int64_t d = 0; d < D; d++) first[d] = pr.pasa_beta * kv.k[c0 * D + d];
+          shift = first;
+        }
         DiagKTile(pr, kv, D, j, nk, shift, low, sc);
         Kt = sc->ktmp.data();
       }

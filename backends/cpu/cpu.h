@@ -41,7 +41,7 @@ struct AttnJob {
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
 struct Scratch {
-  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, zeros, alpha;
+  std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, shift0, alpha;
   std::vector<int64_t> nv;
   std::vector<uint8_t> kind, mode, codes, scales;
   std::vector<lpk_row> rows;

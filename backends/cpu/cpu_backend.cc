@@ -124,7 +124,7 @@ void Scratch::Size(const AttnJob &job) {
   q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bq * Bk);
   alpha.resize(Bq), nv.resize(Bq);
   ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), tmp2.resize(w);
-  zeros.assign(D, 0.0f);
+  shift0.resize(D);
   kind.resize(nkt), mode.resize(nkt), codes.resize(w), scales.resize(w), rows.resize(Bq);
 }
 

@@ -97,8 +97,8 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
   load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
   int64_t last_full = -1;
   for (int64_t j = 0; j < nkt; j++) {
-    int64_t c0 = j * Bk, c1 = (c0 + Bk < pr->Skv ? c0 + Bk : pr->Skv) - 1;
-    bf->kind[j] = (uint8_t)lp_tile_kind(pr->causal, off, r0, r0 + nr - 1, c0, c1);
+    const int64_t c0 = j * Bk;
+    bf->kind[j] = (uint8_t)lp_tile_kind(pr->causal, off, r0, r0 + nr - 1, c0, c0 + Bk - 1);
     if (bf->kind[j] == LP_TILE_FULL) last_full = j;
   }
   if (pr->precision == LPATTN_PREC_THRIFT) thrift_scores(pr, bf, b, hq, i, nkt);
@@ -115,10 +115,11 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
     const float *K = bf->K + c0 * D, *V = bf->V + c0 * D;
     ref_tile t = {bf->mode[j] == LP_MODE_LOW, nk, K, V, NULL};
     if (pr->pasa) {
-      /* A diagonal tile borrows the last full tile's mean: never a key
+      /* A diagonal tile borrows the last full tile's mean, or without one
+       * its own first key, which every row seeing the tile sees: never a key
        * beyond the row's horizon (SPEC 4). */
       int64_t src = bf->kind[j] == LP_TILE_FULL ? j : last_full;
-      ref_pasa_shift(pr->pasa_beta, src >= 0 ? bf->kbar + src * D : NULL, D, bf->kshift);
+      ref_pasa_shift(pr->pasa_beta, src >= 0 ? bf->kbar + src * D : K, D, bf->kshift);
       t.kshift = bf->kshift;
     }
     if (t.low) {

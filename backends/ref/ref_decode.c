@@ -64,18 +64,19 @@ static lpattn_status decode_tile(const lpattn_kv_cache *c, const lpattn_attn_pro
 
   for (int64_t j = 0; j <= i; j++) {
     ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
-    if (cfg->pasa) {
-      /* The diagonal tile borrows tile i-1's mean, as in prefill. */
-      const float *kbar = lp_kv_kmean(c, s, hk, j < i ? j : i - 1);
-      ref_pasa_shift(c->p.pasa_beta, kbar, D, bf->kshift);
-      t.kshift = bf->kshift;
-    }
     if (t.low) {
       if (!lp_kv_read_low(c, s, hk, j, bf->kt, bf->vt)) return LPATTN_ERR_BACKEND;
     } else {
       t.nk = lp_kv_read_high(c, s, hk, j, bf->kt, bf->vt);
       if (t.nk < 0) return LPATTN_ERR_BACKEND;
-      if (cfg->pasa) {
+    }
+    if (cfg->pasa) {
+      /* As in prefill: the diagonal tile borrows tile i-1's mean; tile 0
+       * (diagonal, always high) its own first key. */
+      const float *src = i > 0 ? lp_kv_kmean(c, s, hk, j < i ? j : i - 1) : bf->kt;
+      ref_pasa_shift(c->p.pasa_beta, src, D, bf->kshift);
+      t.kshift = bf->kshift;
+      if (!t.low) {
         ref_pasa_kprime(cfg, bf->kt, bf->kshift, t.nk, bf->kx);
         t.k = bf->kx;
       }

@@ -55,8 +55,8 @@ void ref_quant_rows(const ref_cfg *cfg, const float *x, int64_t n, float *y);
 void ref_quant_v(const ref_cfg *cfg, const float *v, int64_t nk, float *y);
 void ref_pasa_kprime(const ref_cfg *cfg, const float *k, const float *kshift, int64_t nk,
                      float *out);
-/* kshift = beta * kbar (f32), or zeros when kbar is NULL. */
-void ref_pasa_shift(float beta, const float *kbar, int64_t D, float *kshift);
+/* kshift = beta * src (f32); src is a key mean or a tile's first key. */
+void ref_pasa_shift(float beta, const float *src, int64_t D, float *kshift);
 
 /* Element offset of [a, b, c, d] in a strided view. */
 static inline int64_t ref_off(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {

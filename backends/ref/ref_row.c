@@ -161,6 +161,6 @@ void ref_pasa_kprime(const ref_cfg *cfg, const float *k, const float *kshift, in
     }
 }
 
-void ref_pasa_shift(float beta, const float *kbar, int64_t D, float *kshift) {
-  for (int64_t d = 0; d < D; d++) kshift[d] = kbar ? beta * kbar[d] : 0.0f;
+void ref_pasa_shift(float beta, const float *src, int64_t D, float *kshift) {
+  for (int64_t d = 0; d < D; d++) kshift[d] = beta * src[d];
 }

@@ -225,9 +225,9 @@ void Leak(const Case &c, const char *target, bool expect_leak) {
 }
 
 // Decode against the shared KV cache: cpu vs ref caches fed the same tokens,
-// sequences of different lengths, single-row steps and a 3-row step that
-// crosses a tile boundary. Tolerance as for prefill, the precision's own
-// error taken from a ref HIGH cache.
+// sequences of different lengths, 3 rows in tile 0, single-row steps and a
+// 3-row step that crosses a tile boundary. Tolerance as for prefill, the
+// precision's own error taken from a ref HIGH cache.
 struct DecodeCase {
   const char *name;
   lpattn_precision prec;
@@ -286,6 +286,7 @@ void Decode(const DecodeCase &dc, const char *target) {
     if (getenv("LPATTN_TEST_VERBOSE"))
       printf("%-8s decode %-14s %-10s O %.2e (tol %.2e) LSE %.2e\n", target, dc.name, what, e, tol, el);
   };
+  step(3, "tile 0");  // the diagonal tile 0 has no full tile before it (PASA: first-key shift)
   for (int s = 0; s < S; s++)
     for (int n = 0; n < 90 + 37 * s;) {
       const int m = 90 + 37 * s - n < 40 ? 90 + 37 * s - n : 40;
@@ -380,6 +381,11 @@ std::vector<Case> Cases(bool full) {
       {"nvfp4 f16 causal d128", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F16, 1, 2, 1, 192, 192, 128, 64, 64, NV, 0},
       {"thrift nvfp4 causal d64", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F32, 1, 2, 2, 256, 256, 64, 32, 32, NV, 0},
       {"pasa f16 x0=20 causal d128", LPATTN_PREC_HIGH, 1, 1, LPATTN_F16, 1, 2, 1, 192, 192, 128, 64, 64, NV, 20.0f},
+      // Last query tile of one row: the partial last KV tile is diagonal, not full.
+      {"nvfp4 S=129 tail row", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F32, 1, 2, 1, 129, 129, 64, 64, 64, NV, 0},
+      {"thrift S=65 tail row", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F32, 1, 2, 1, 65, 65, 64, 64, 64, NV, 0},
+      // Query tile 0 shifted by its diagonal tile's first key (SPEC 8 offset).
+      {"pasa f16 x0=30 causal", LPATTN_PREC_HIGH, 1, 1, LPATTN_F16, 1, 2, 1, 129, 129, 64, 64, 64, NV, 30.0f},
   };
   if (!full) return v;
   std::vector<Case> more = {

@@ -137,13 +137,49 @@ static void token_by_token(lpattn_ctx *ctx, const variant *va) {
   lpattn_kv_cache_free(c);
 }
 
+/* A prefill whose last query tile is a single row, and whose last KV tile
+ * ends at that row: the tile must be diagonal (high) as in decode, not full
+ * (SEMANTICS classifies on the unclipped key range). Decode of that row
+ * equals the prefill row. */
+static void single_row_tail(lpattn_ctx *ctx, const variant *va, int64_t n) {
+  enum { NMAX = 4 * T + 1 };
+  static float q[H * NMAX * D], k[HKV * NMAX * D], v[HKV * NMAX * D];
+  static float o[H * NMAX * D], l[H * NMAX], e[H * NMAX];
+  float qd[H * D], od[H * D], ld[H], ed[H];
+  shape_t sh = {1, H, HKV, n, n, D};
+  rng_t r = {43};
+  fill_normal(&r, q, H * n * D, 0.2, 1.0);
+  fill_kv(&r, va, k, v, HKV * n * D);
+  lpattn_attn_params p = attn_params(va);
+  CHECK_STATUS(run_attention(ctx, sh, q, k, v, &p, o, l, e, NULL, 0), LPATTN_OK);
+  lpattn_kv_cache *c = make_cache(ctx, va, 1, n);
+  if (!c) return;
+  lpattn_tensor tk = span(k, HKV, n, 0, n), tv = span(v, HKV, n, 0, n), tq = span(q, H, n, 0, n);
+  CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &tk, &tv, &tq), LPATTN_OK);
+  for (int h = 0; h < H; h++) memcpy(qd + h * D, q + (h * n + n - 1) * D, 4 * D);
+  lpattn_tensor q1 = lpattn_tensor_4d(qd, LPATTN_F32, 1, H, 1, D);
+  lpattn_tensor to = lpattn_tensor_4d(od, LPATTN_F32, 1, H, 1, D);
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.lse = lpattn_tensor_4d(ld, LPATTN_F32, 1, H, 1, 1);
+  aux.entropy = lpattn_tensor_4d(ed, LPATTN_F32, 1, H, 1, 1);
+  CHECK_STATUS(lpattn_decode(ctx, c, &q1, &to, &p, &aux), LPATTN_OK);
+  double worst = 0;
+  for (int h = 0; h < H; h++) {
+    worst = fmax(worst, row_diff(od + h * D, o + (h * n + n - 1) * D, D));
+    worst = fmax(worst, row_diff(ld + h, l + h * n + n - 1, 1));
+    worst = fmax(worst, row_diff(ed + h, e + h * n + n - 1, 1));
+  }
+  CHECK(worst <= 1e-12, "%s: S = %lld, last row: decode differs from prefill by %g", va->name,
+        (long long)n, worst);
+  lpattn_kv_cache_free(c);
+}
+
 /* Two sequences of different lengths, appended in chunks, then Sq = T rows
- * decoded at once (they span two query tiles). Lengths avoid a last query
- * tile of one row: prefill then clips that tile's rows and keys to a single
- * visible pair and calls the tile full (low), while decode calls it
- * diagonal (SEMANTICS classifies on clipped ranges). */
+ * decoded at once (they span two query tiles). Both lengths leave a last
+ * query tile of one row. */
 static void multi_row(lpattn_ctx *ctx, const variant *va) {
-  enum { N0 = 150, N1 = 98, SQ = T };
+  enum { N0 = 5 * T + 1, N1 = 3 * T + 1, SQ = T };
   static float q[2][H * N0 * D], k[2][HKV * N0 * D], v[2][HKV * N0 * D];
   static float o[2][H * N0 * D], l[2][H * N0], e[2][H * N0];
   static float qd[2 * H * SQ * D], od[2 * H * SQ * D], ld[2 * H * SQ], ed[2 * H * SQ];
@@ -196,6 +232,8 @@ int main(void) {
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     token_by_token(ctx, &variants[i]);
     multi_row(ctx, &variants[i]);
+    single_row_tail(ctx, &variants[i], 2 * T + 1);
+    single_row_tail(ctx, &variants[i], 4 * T + 1);
   }
   lpattn_free(ctx);
   return test_finish();
