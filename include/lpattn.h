@@ -279,8 +279,10 @@ LPATTN_API lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *
 /* The cache holds `num_seqs` independent sequences of up to `max_tokens`
  * tokens. Tokens are grouped in tiles of `tile` keys: a completed tile is
  * quantized once, when the first token of the next tile arrives, and never
- * again; the two newest tiles are also kept in high precision, because they
- * can be diagonal (partially masked) tiles of the rows being decoded. The
+ * again. High-precision copies: under FP8/NVFP4/MXFP4 only the two newest
+ * tiles (they can be diagonal, partially masked, tiles of the rows being
+ * decoded); under HIGH and THRIFT every tile (Thrift may select any tile).
+ * The cuda cache currently keeps every tile in high precision. The
  * cache also keeps each completed tile's key mean and each completed query
  * tile's mean, so a token decoded at position t sees the tile precisions and
  * selection inputs of row t of a causal prefill (SPEC 4). */
