@@ -65,11 +65,49 @@ static void decode_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_precision prec, 
   lpattn_kv_cache_free(rc);
 }
 
+/* Decode in query tile 0 under PASA (seed 003's x0 = 30): the diagonal tile
+ * has no full tile before it and shifts by beta * its first key (SEMANTICS);
+ * CUDA against ref, the last 16 rows of a 40-token context decoded at once. */
+static void decode_pasa_tile0(lpattn_ctx *cu, lpattn_ctx *ref) {
+  const int Hq = 4, Hkv = 2, D = 64, n = 40, nq = 16;
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D, cp.max_tokens = 128, cp.pasa = 1;
+  lpattn_kv_cache *cc = NULL, *rc = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_OK);
+  CHECK_STATUS(lpattn_kv_cache_create(ref, &cp, &rc), LPATTN_OK);
+  if (!cc || !rc) return;
+  ct_pair k = ct_make(LPATTN_F16, 1, Hkv, n, D), v = ct_make(LPATTN_F16, 1, Hkv, n, D),
+          q = ct_make(LPATTN_F16, 1, Hq, nq, D);
+  ct_fill_unif(&k, 30, 0.5), ct_fill_unif(&v, 30, 0.5), ct_fill_unif(&q, 30, 0.5);
+  CHECK_STATUS(lpattn_kv_cache_append(cu, cc, 0, &k.d, &v.d, NULL), LPATTN_OK);
+  CHECK_STATUS(lpattn_kv_cache_append(ref, rc, 0, &k.h, &v.h, NULL), LPATTN_OK);
+  ct_pair o = ct_make(LPATTN_F32, 1, Hq, nq, D), ro = ct_make(LPATTN_F32, 1, Hq, nq, D);
+  ct_pair l = ct_make(LPATTN_F32, 1, Hq, nq, 1), h = ct_make(LPATTN_F32, 1, Hq, nq, 1);
+  ct_pair rl = ct_make(LPATTN_F32, 1, Hq, nq, 1), rh = ct_make(LPATTN_F32, 1, Hq, nq, 1);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  lpattn_attn_aux ad, ah;
+  lpattn_attn_aux_init(&ad), lpattn_attn_aux_init(&ah);
+  ad.lse = l.d, ad.entropy = h.d, ah.lse = rl.h, ah.entropy = rh.h;
+  CHECK_STATUS(lpattn_decode(cu, cc, &q.d, &o.d, &ap, &ad), LPATTN_OK);
+  CHECK_STATUS(lpattn_decode(ref, rc, &q.h, &ro.h, &ap, &ah), LPATTN_OK);
+  ct_down(&o), ct_down(&l), ct_down(&h);
+  double e = ct_relerr(&o.h, &ro.h), el = ct_maxabs(&l.h, &rl.h), eh = ct_maxabs(&h.h, &rh.h);
+  printf("decode pasa tile 0 x0=30: O %.2e LSE %.2e H %.2e\n", e, el, eh);
+  /* LSE ~ 7e3: its f32 ulp is ~5e-4 */
+  CHECK(e < 1e-3 && el < 1e-2 && eh < 1e-2, "decode PASA tile 0: O %g LSE %g H %g", e, el, eh);
+  ct_free(&k), ct_free(&v), ct_free(&q), ct_free(&o), ct_free(&ro);
+  ct_free(&l), ct_free(&h), ct_free(&rl), ct_free(&rh);
+  lpattn_kv_cache_free(cc);
+  lpattn_kv_cache_free(rc);
+}
+
 /* Decode of position len-1 equals the last row of a causal prefill over the
  * same len tokens (SPEC 4: a decoded token sees the tiles and selection
  * inputs of its prefill row), on each backend separately. */
-static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, int pasa) {
-  const int Hq = 4, Hkv = 2, D = 64, len = 200;
+static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, int pasa, int len) {
+  const int Hq = 4, Hkv = 2, D = 64;
   ct_pair q = ct_make(LPATTN_F16, 1, Hq, len, D), k = ct_make(LPATTN_F16, 1, Hkv, len, D),
           v = ct_make(LPATTN_F16, 1, Hkv, len, D), o = ct_make(LPATTN_F32, 1, Hq, len, D);
   ct_fill(&q, 0, 1), ct_fill(&k, 0.4, 1), ct_fill(&v, 0, 1);
@@ -99,7 +137,7 @@ static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, 
       num += (a - b) * (a - b), den += b * b;
     }
   double e = sqrt(num / den);
-  printf("decode vs prefill (%s) prec=%d pasa=%d: %.2e\n", host ? "ref" : "cuda", prec, pasa, e);
+  printf("decode vs prefill (%s) prec=%d pasa=%d len=%d: %.2e\n", host ? "ref" : "cuda", prec, pasa, len, e);
   /* ref: the same f64 arithmetic; cuda: a split KV range rounds differently */
   CHECK(e < (host ? 1e-9 : 1e-3), "%s decode differs from its prefill row: prec %d pasa %d err %g", host ? "ref" : "cuda", prec, pasa, e);
   lpattn_kv_cache_free(c);
@@ -113,10 +151,18 @@ int main(void) {
   decode_case(cu, ref, LPATTN_PREC_NVFP4, 1, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_THRIFT, 1, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_HIGH, 0, LPATTN_BF16);
-  for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
-    for (int host = 0; host < 2; host++) decode_vs_prefill(host ? ref : cu, host, (lpattn_precision)prec, 0);
-  decode_vs_prefill(cu, 0, LPATTN_PREC_NVFP4, 1);
-  decode_vs_prefill(ref, 1, LPATTN_PREC_NVFP4, 1);
+  /* 65 and 129: the prefill's last KV tile ends at its one-row last query
+   * tile; that tile is diagonal in both (SEMANTICS: unclipped c1) */
+  const int lens[] = {200, 65, 129};
+  for (int li = 0; li < 3; li++)
+    for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+      for (int host = 0; host < 2; host++)
+        decode_vs_prefill(host ? ref : cu, host, (lpattn_precision)prec, 0, lens[li]);
+  for (int li = 0; li < 3; li++)
+    for (int host = 0; host < 2; host++) decode_vs_prefill(host ? ref : cu, host, LPATTN_PREC_NVFP4, 1, lens[li]);
+  decode_vs_prefill(cu, 0, LPATTN_PREC_HIGH, 1, 40);
+  decode_vs_prefill(ref, 1, LPATTN_PREC_HIGH, 1, 40);
+  decode_pasa_tile0(cu, ref);
   /* a cache the CUDA backend cannot hold: f32 high copies */
   lpattn_kv_cache_params cp;
   lpattn_kv_cache_params_init(&cp);

@@ -67,8 +67,9 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     jfull = qi - 1;
   } else if (a.causal) {
     jmax = min(nkt - 1, lpc_floordiv(r1 + off, BK));
+    /* full iff the unclipped c1 = c0 + BK - 1 <= r0 + off: a partial last
+     * tile is never full, as in decode (SEMANTICS) */
     jfull = min(nkt - 1, lpc_floordiv(r0 + off + 1, BK) - 1);
-    if (jfull + 1 == nkt - 1 && Skv - 1 <= r0 + off) jfull++;
   }
   const int per = (jmax + 1 + a.split - 1) / a.split;
   const int js = split_i * per, je = min(jmax + 1, js + per);
@@ -129,8 +130,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
 
   /* Precision of tile j (SEMANTICS); sp walks the ascending THRIFT list. */
   auto is_low = [&](int j, int &sp) -> bool {
-    const int e1 = min(j * BK + BK, Skv) - 1;
-    const bool dg = a.abs_tiles ? j >= qi : a.causal && e1 > r0 + off;
+    const bool dg = a.abs_tiles ? j >= qi : a.causal && j * BK + BK - 1 > r0 + off;
     if (a.prec == LPATTN_PREC_HIGH) return false;
     if (a.leaky) return true;
     if (dg) return false;
@@ -159,6 +159,14 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     }
     lpc_cp_commit();
   };
+  /* PASA shift of tile j (SEMANTICS): beta * Kbar of source tile sj, or for
+   * a diagonal tile with no full tile before it (sj < 0) beta * its first key
+   * c0, which every row that sees the tile sees (decode: the cache's copy). */
+  auto kshift = [&](int sj, int c0, int d) -> float {
+    const float src = sj >= 0 ? a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]
+                              : HI::tof(((const unsigned short *)a.k)[lpc_off(a.sk, b, hk, c0, d)]);
+    return __fmul_rn(a.pasa_beta, src);
+  };
   int selq = 0; /* lookahead pointer of is_low */
   bool pending = false;
   if (js < je) {
@@ -167,7 +175,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
   }
 
   for (int j = js; j < je; j++) {
-    const int c0 = j * BK, c1 = min(c0 + BK, Skv) - 1;
+    const int c0 = j * BK, c1 = c0 + BK - 1; /* unclipped (SEMANTICS) */
     const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
     const bool low = is_low(j, selp);
     const int sj = diag ? jfull : j; /* PASA shift source tile (SEMANTICS) */
@@ -182,8 +190,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
     }
     if (a.pasa)
       for (int d = tid; d < D; d += blockDim.x)
-        shift[d] = sj < 0 ? 0.0f
-                          : __fmul_rn(a.pasa_beta, a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]);
+        shift[d] = kshift(sj, c0, d);
     if (low && lowdq) { /* the tile's outer scales (codes came through cp.async) */
       const int64_t Sp = (a.vq.rows + BK - 1) / BK * BK;
       for (int i = tid; i < BK; i += blockDim.x)
@@ -217,9 +224,7 @@ __global__ void __launch_bounds__(128) lpc_attn_kernel(const lp_cuda_attn_args a
             memcpy(ek, &wk, 16);
             for (int u = 0; u < 8; u++) {
               int d = c + u;
-              float sh = sj < 0 ? 0.0f
-                                : __fmul_rn(a.pasa_beta, a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]);
-              float kv = __fmul_rn(__fsub_rn(HI::tof(ek[u]), sh), a.sm_scale);
+              float kv = __fmul_rn(__fsub_rn(HI::tof(ek[u]), kshift(sj, c0, d)), a.sm_scale);
               ek[u] = __half_as_ushort(__float2half_rn(lpc_round_f16(kv)));
             }
             memcpy(&wk, ek, 16);

@@ -65,7 +65,7 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
   }
   __syncthreads();
   for (int j = threadIdx.x; j <= jmax; j += blockDim.x) {
-    const int c1 = min(j * T + T, Skv) - 1;
+    const int c1 = j * T + T - 1; /* unclipped (SEMANTICS) */
     const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
     float s = 0.0f;
     const float *km = a.kmean + (((int64_t)b * a.Hkv + hk) * a.kmean_tiles + j) * a.D;

@@ -45,14 +45,17 @@ __device__ inline void lph_attn_rows(const lp_hip_attn_args &a, float *sbuf, uin
       if (m == LPH_SKIP || nvis <= 0) continue;
       const int low = m == LPH_LOW;
       /* PASA: shift by beta * Kbar of this tile if full, else of the last
-       * full tile (never a key past the row's horizon); c undoes it. */
+       * full tile, else (none) by beta * the tile's first key c0: never a key
+       * past the row's horizon; c undoes it. */
       float ks[PER], c = 0.0f;
       for (int e = 0; e < PER; e++) ks[e] = 0.0f;
       if (a.pasa) {
         const int src = (mode[j] & 4) ? j : last_full;
         float part = 0.0f;
         for (int e = 0; e < PER; e++) {
-          if (src >= 0) ks[e] = a.pasa_beta * a.w.kmean[(kvbase + src) * LPH_D + e * W + lane];
+          const int d = e * W + lane;
+          ks[e] = a.pasa_beta * (src >= 0 ? a.w.kmean[(kvbase + src) * LPH_D + d]
+                                          : lph_load(a.k, a.kt, lph_off(a.sk, b, hk, c0, d)));
           part += q[e] * ks[e];
         }
         c = a.sm_scale * lph_wave_sum<W>(part);
@@ -228,18 +231,23 @@ __device__ inline void lph_attn_r16(const lp_hip_attn_args &a, float *pbuf, uint
       const int low = m == LPH_LOW;
       const int64_t c0 = (int64_t)j * Bk;
       const int nk = a.Skv - c0 < Bk ? (int)(a.Skv - c0) : Bk;
-      const int src = (mode[j] & 4) ? j : last_full; /* PASA shift source */
+      /* PASA shift source: this full tile's or the last full tile's mean,
+       * else beta * this diagonal tile's first key c0 (SEMANTICS) */
+      const int src = (mode[j] & 4) ? j : last_full;
       const float *kmean = a.pasa && src >= 0 ? a.w.kmean + (kvbase + src) * LPH_D : NULL;
+      auto kshift = [&](int d) {
+        return a.pasa_beta * (kmean ? kmean[d] : lph_load(a.k, a.kt, lph_off(a.sk, b, hk, c0, d)));
+      };
       int nvis[RPL];
       float c[RPL], s[RPL][LPH_MAXKB];
 #pragma unroll
       for (int e = 0; e < RPL; e++) {
         nvis[e] = valid[e] ? (int)lph_visible(a.causal, off, r[e], c0, nk) : 0;
         c[e] = 0.0f;
-        if (kmean && valid[e]) { /* c undoes the shift: sm_scale * (q . kshift) */
+        if (a.pasa && valid[e]) { /* c undoes the shift: sm_scale * (q . kshift) */
           float dot = 0.0f;
           for (int d = 0; d < LPH_D; d++)
-            dot += lph_load(a.q, a.qt, lph_off(a.sq, b, hq, r[e], d)) * (a.pasa_beta * kmean[d]);
+            dot += lph_load(a.q, a.qt, lph_off(a.sq, b, hq, r[e], d)) * kshift(d);
           c[e] = a.sm_scale * dot;
         }
 #pragma unroll
@@ -262,7 +270,7 @@ __device__ inline void lph_attn_r16(const lp_hip_attn_args &a, float *pbuf, uint
               short kv = 0;
               if (key < c0 + nk) {
                 if (a.pasa) {
-                  const float ks = kmean ? a.pasa_beta * kmean[d] : 0.0f;
+                  const float ks = kshift(d);
                   kv = lph_to16(LPH_F16, lph_round_f16((lph_load(a.k, a.kt, lph_off(a.sk, b, hk, key, d)) - ks) * a.sm_scale));
                 } else {
                   kv = lph_bits16(a.k, lph_off(a.sk, b, hk, key, d));
@@ -324,7 +332,7 @@ __device__ inline void lph_attn_r16(const lp_hip_attn_args &a, float *pbuf, uint
             } else {
               for (int d = 0; d < LPH_D; d++) {
                 float k = lph_load(a.k, a.kt, lph_off(a.sk, b, hk, key, d));
-                if (a.pasa) k = lph_round_f16((k - (kmean ? a.pasa_beta * kmean[d] : 0.0f)) * a.sm_scale);
+                if (a.pasa) k = lph_round_f16((k - kshift(d)) * a.sm_scale);
                 dot += lph_load(a.q, a.qt, lph_off(a.sq, b, hq, r[e], d)) * k;
               }
             }

@@ -45,14 +45,17 @@ __device__ inline void lph_attn_rows(const lp_hip_attn_args &a, float *sbuf, uin
       if (m == LPH_SKIP || nvis <= 0) continue;
       const int low = m == LPH_LOW;
       /* PASA: shift by beta * Kbar of this tile if full, else of the last
-       * full tile (never a key past the row's horizon); c undoes it. */
+       * full tile, else (none) by beta * the tile's first key c0: never a key
+       * past the row's horizon; c undoes it. */
       float ks[PER], c = 0.0f;
       for (int e = 0; e < PER; e++) ks[e] = 0.0f;
       if (a.pasa) {
         const int src = (mode[j] & 4) ? j : last_full;
         float part = 0.0f;
         for (int e = 0; e < PER; e++) {
-          if (src >= 0) ks[e] = a.pasa_beta * a.w.kmean[(kvbase + src) * LPH_D + e * W + lane];
+          const int d = e * W + lane;
+          ks[e] = a.pasa_beta * (src >= 0 ? a.w.kmean[(kvbase + src) * LPH_D + d]
+                                          : lph_load(a.k, a.kt, lph_off(a.sk, b, hk, c0, d)));
           part += q[e] * ks[e];
         }
         c = a.sm_scale * lph_wave_sum<W>(part);

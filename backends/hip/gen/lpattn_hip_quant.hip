@@ -35,8 +35,9 @@ extern "C" __global__ void lpattn_hip_quant_plan(lp_hip_attn_args a) {
   float *score = a.w.score + idx * nkt;
   int ndiag = 0;
   for (int j = 0; j < nkt; j++) {
-    int64_t c0 = (int64_t)j * a.Bk, c1 = (c0 + a.Bk < a.Skv ? c0 + a.Bk : a.Skv) - 1;
-    int kind = lph_tile_kind(a.causal, off, r0, r1, c0, c1);
+    /* c1 unclipped: a partial last tile is never full (SEMANTICS) */
+    const int64_t c0 = (int64_t)j * a.Bk;
+    int kind = lph_tile_kind(a.causal, off, r0, r1, c0, c0 + a.Bk - 1);
     uint8_t m = kind == LPH_MASKED ? LPH_SKIP
               : a.prec == LPH_PREC_HIGH ? LPH_HIGH
               : a.leaky ? LPH_LOW
