@@ -304,7 +304,9 @@ typedef struct lpattn_kv_cache lpattn_kv_cache;
 LPATTN_API void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p);
 LPATTN_API lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                                 lpattn_kv_cache **out);
-LPATTN_API void lpattn_kv_cache_free(lpattn_kv_cache *cache); /* NULL-safe */
+/* NULL-safe. A cache belongs to the context it was created with: free it
+ * before that context, and use it only with that context. */
+LPATTN_API void lpattn_kv_cache_free(lpattn_kv_cache *cache);
 LPATTN_API lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq,
                                                 int64_t *len);
 
