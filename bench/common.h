@@ -49,6 +49,8 @@ void gen_attnlike(bench_problem *p, bench_rng *r);
 /* The same with only some of the structure (noise is always there). */
 enum { ATTN_SINK = 1, ATTN_BAND = 2, ATTN_RETRIEVAL = 4, ATTN_ALL = 7 };
 void gen_attnlike_parts(bench_problem *p, bench_rng *r, unsigned parts);
+/* Seed, generate those parts and round the inputs to f16: every report's data. */
+void gen_attnlike_f16(bench_problem *p, uint64_t seed, unsigned parts);
 
 /* ---- library calls ------------------------------------------------------ */
 /* Host views of a problem in f32 or f16 (f16 copies are owned by the view;

@@ -96,6 +96,13 @@ enum { SINK_CH = 0, BAND_CH = 1, BAND_FREQS = 4, RETR_PER_HEAD = 6, RETR_QUERIES
 
 void gen_attnlike(bench_problem *p, bench_rng *r) { gen_attnlike_parts(p, r, ATTN_ALL); }
 
+void gen_attnlike_f16(bench_problem *p, uint64_t seed, unsigned parts) {
+  bench_rng rng;
+  rng_seed(&rng, seed);
+  gen_attnlike_parts(p, &rng, parts);
+  problem_round_f16(p);
+}
+
 void gen_attnlike_parts(bench_problem *p, bench_rng *r, unsigned parts) {
   const int64_t D = p->D, Sq = p->Sq, Skv = p->Skv, off = Skv - Sq;
   const double rt = sqrt((double)D);

@@ -135,10 +135,7 @@ static int prefill_vs_decode(const bench_opts *o, lpattn_ctx *ctx) {
   const int tile = 64, thrift_k = 2;
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, S, S, D)) return 1;
-  bench_rng rng;
-  rng_seed(&rng, o->seed + 5);
-  gen_attnlike(&p, &rng);
-  problem_round_f16(&p);
+  gen_attnlike_f16(&p, o->seed + 5, ATTN_ALL);
   printf(
       "== prefill vs decode: H=%lld S=%lld D=%lld, tile %d, f32 inputs; the sequence is\n"
       "   appended one token at a time to an lpattn_kv_cache and each position decoded\n"

@@ -39,10 +39,7 @@ int report_main(const bench_opts *o) {
   const int causal = 1;
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, S, S, D)) return 1;
-  bench_rng rng;
-  rng_seed(&rng, o->seed);
-  gen_attnlike(&p, &rng);
-  problem_round_f16(&p);
+  gen_attnlike_f16(&p, o->seed, ATTN_ALL);
 
   const int64_t rows = p.B * p.Hq * p.Sq;
   double *oref = malloc(sizeof(double) * (size_t)(rows * D));

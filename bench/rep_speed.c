@@ -79,10 +79,7 @@ static const char *run_open(const bench_opts *o, lpattn_backend b, run_state *rs
   if (rs->device && devmem_open(b)) return "no runtime library for device memory";
   if (bench_open(o, b, &rs->ctx) != LPATTN_OK) return "cannot open the backend";
   if (problem_alloc(&rs->p, 1, *H, *H, *S, *S, 128)) return "out of memory";
-  bench_rng rng;
-  rng_seed(&rng, o->seed);
-  gen_attnlike(&rs->p, &rng);
-  problem_round_f16(&rs->p);
+  gen_attnlike_f16(&rs->p, o->seed, ATTN_ALL);
   views_make(&rs->w, &rs->p, LPATTN_F16);
   const size_t n = (size_t)(*H * *S * 128), rows = (size_t)(*H * *S);
   if (!rs->device) {

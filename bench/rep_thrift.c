@@ -214,10 +214,7 @@ static int chunk_point(const bench_opts *o, lpattn_ctx *ctx, int64_t H, int64_t 
   const int64_t D = 128, Sq = S <= chunk ? S : chunk + TILE, r0 = S <= chunk ? 0 : TILE;
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, Sq, S, D)) return 1;
-  bench_rng rng;
-  rng_seed(&rng, o->seed * 31 + (uint64_t)S);
-  gen_attnlike_parts(&p, &rng, parts);
-  problem_round_f16(&p);
+  gen_attnlike_f16(&p, o->seed * 31 + (uint64_t)S, parts);
   double *ref = malloc(sizeof(double) * (size_t)(H * (Sq - r0) * D));
   float *out = malloc(sizeof(float) * (size_t)(H * Sq * D));
   ref64_attention(&p, 1, 1.0 / sqrt((double)D), r0, bench_threads(o), ref, NULL, NULL);
@@ -312,10 +309,7 @@ int report_thrift(const bench_opts *o) {
       (long long)H, (long long)S, (long long)D, lpattn_backend_name(be));
   bench_problem p;
   if (problem_alloc(&p, 1, H, H, S, S, D)) return 1;
-  bench_rng rng;
-  rng_seed(&rng, o->seed);
-  gen_attnlike(&p, &rng);
-  problem_round_f16(&p);
+  gen_attnlike_f16(&p, o->seed, ATTN_ALL);
   double *ref = malloc(sizeof(double) * (size_t)(H * S * D));
   ref64_attention(&p, 1, 1.0 / sqrt((double)D), 0, bench_threads(o), ref, NULL, NULL);
   int rc = budgets_and_ablation(o, ctx, &p, ref);
