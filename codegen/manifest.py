@@ -16,11 +16,13 @@ PRECISIONS = ("high", "fp8", "nvfp4", "mxfp4", "thrift")
 HEAD_DIMS = (64, 128, 256)
 
 # Per backend: the language dialect its templates expand the shared macros in
-# (templates/common/*.j2) and the file extension of per-variant kernels.
+# (templates/common/*.j2), the template folder it renders (CUDA and HIP share
+# templates/gpu), the C++ namespace that keeps two GPU backends apart in one
+# library, and how output extensions are spelled for its compiler.
 BACKENDS = {
-    "cpu": {"dialect": "cpp"},
-    "cuda": {"dialect": "cuda"},
-    "hip": {"dialect": "hip"},
+    "cpu": {"dialect": "cpp", "templates": "cpu"},
+    "cuda": {"dialect": "cuda", "templates": "gpu", "ns": "lpattn_cuda"},
+    "hip": {"dialect": "hip", "templates": "gpu", "ns": "lpattn_hip", "ext": {"cu": "hip"}},
 }
 
 
@@ -32,30 +34,20 @@ def _cpu(which):
     return [Variant("cpu", "attn", d) for d in dims]
 
 
-def _cuda(which):
-    # mma.sync register tiles need the head dim and the 16-bit input type at
-    # compile time; precision, mask, PASA and entropy are run-time branches.
-    # Decode runs the attn kernels (absolute query tiles, split KV).
-    # The default set keeps CI's two-arch nvcc build short.
+def _gpu(backend, which):
+    # CUDA and HIP render the same templates (templates/gpu). Register tiles
+    # (mma.sync fragments, MFMA operands) need the head dim and the 16-bit
+    # input type at compile time; precision, mask, PASA and entropy are
+    # run-time branches. Decode runs the attn kernels (absolute query tiles,
+    # split KV). The default set keeps CI's multi-arch builds short.
     dims = (64, 128) if which == "default" else HEAD_DIMS
-    out = [Variant("cuda", "attn", d, t) for d in dims for t in ("f16", "bf16")]
-    return out + [Variant("cuda", op) for op in ("quant", "dequant", "merge")]
-
-
-def _hip(which):
-    # The generic (wave-level) kernel keeps per-lane slices of the head dim in
-    # registers, so D is compile time; input dtypes, precision, mask, PASA and
-    # entropy are run-time branches. "quant" is lpattn_quantize plus the
-    # tile preparation the attention kernel reads (means, dequantized low
-    # Q/K/V). Three AMD targets build every kernel: the default set stays small.
-    dims = (64, 128) if which == "default" else HEAD_DIMS
-    return ([Variant("hip", "attn", d) for d in dims] +
-            [Variant("hip", op) for op in ("quant", "dequant", "merge")])
+    out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
+    return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 
 def variants(which="default", backend=None):
     """All variants of set `which` ('default' or 'all'), optionally of one backend."""
     if which not in ("default", "all"):
         raise ValueError("variant set must be 'default' or 'all'")
-    out = _cpu(which) + _cuda(which) + _hip(which)
+    out = _cpu(which) + _gpu("cuda", which) + _gpu("hip", which)
     return [v for v in out if backend is None or v.backend == backend]

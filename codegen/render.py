@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Render templates/<backend>/*.j2 into backends/<backend>/gen/ (issue 3).
 
-  templates/<b>/kernel_<op>.<ext>.j2  -> gen/<kernel name>.<ext>, once per
+  templates/<t>/kernel_<op>.<ext>.j2  -> gen/<kernel name>.<ext>, once per
                                          variant of that op in the 'all' set
-  templates/<b>/<file>.j2             -> gen/<file>, once (sees all variants)
+  templates/<t>/<file>.j2             -> gen/<file>, once (sees all variants)
+  (<t>: the backend's template folder, manifest.BACKENDS; <ext> as the
+  backend spells it, e.g. .cu -> .hip; subfolders hold included pieces)
   (always)                            -> gen/registry.inc, gen/meson.build
 
 Usage: render.py [--backend B] [--out DIR]   (DIR only with one backend)
@@ -60,18 +62,20 @@ def render_backend(backend, out_dir):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
-    dialect = manifest.BACKENDS[backend]["dialect"]
+    spec = manifest.BACKENDS[backend]
+    dialect, tset, ns = spec["dialect"], spec["templates"], spec.get("ns", "")
+    extmap = spec.get("ext", {})
     all_vs = manifest.variants("all", backend)
     default_vs = manifest.variants("default", backend)
     files = {}
     per_variant = {"default": [], "all": []}
-    tdir = os.path.join(TEMPLATES, backend)
+    tdir = os.path.join(TEMPLATES, tset)
     for tname in sorted(os.listdir(tdir)) if os.path.isdir(tdir) else []:
         if not tname.endswith(".j2"):
             continue
-        rel = "%s/%s" % (backend, tname)
-        stem = tname[:-3]
-        ext = stem.rsplit(".", 1)[-1]
+        rel = "%s/%s" % (tset, tname)
+        stem, ext = tname[:-3].rsplit(".", 1)
+        ext = extmap.get(ext, ext)
         tmpl = env.get_template(rel)
         if stem.startswith("kernel_"):
             op = stem[len("kernel_"):].split(".", 1)[0]
@@ -82,14 +86,15 @@ def render_backend(backend, out_dir):
                 out = "%s.%s" % (kname, ext)
                 params = ", ".join("%s=%s" % (k, getattr(v, k)) for k in v._fields)
                 files[out] = banner("templates/" + rel, params, ext) + tmpl.render(
-                    v=v, kname=kname, dialect=dialect, out_name=out)
+                    v=v, kname=kname, dialect=dialect, out_name=out, backend=backend, ns=ns)
                 per_variant["all"].append(out)
                 if v in default_vs:
                     per_variant["default"].append(out)
         else:
-            files[stem] = banner("templates/" + rel, "backend=%s" % backend, ext) + tmpl.render(
+            files["%s.%s" % (stem, ext)] = banner("templates/" + rel, "backend=%s" % backend,
+                                                  ext) + tmpl.render(
                 variants=all_vs, default_variants=default_vs, names=names, dialect=dialect,
-                backend=backend)
+                backend=backend, ns=ns)
     files["registry.inc"] = registry(backend, all_vs, default_vs)
     mb = [banner("codegen/render.py", "backend=%s" % backend, "build").rstrip("\n")]
     for which in ("default", "all"):
@@ -111,7 +116,8 @@ def main(argv=None):
     if a.out and not a.backend:
         ap.error("--out needs --backend")
     for b in [a.backend] if a.backend else sorted(manifest.BACKENDS):
-        if not manifest.variants("all", b) and not os.path.isdir(os.path.join(TEMPLATES, b)):
+        tdir = os.path.join(TEMPLATES, manifest.BACKENDS[b]["templates"])
+        if not manifest.variants("all", b) and not os.path.isdir(tdir):
             continue  # backend declared but has no templates yet
         render_backend(b, a.out or os.path.join(ROOT, "backends", b, "gen"))
     return 0

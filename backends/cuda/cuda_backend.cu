@@ -1,33 +1,56 @@
-/* The CUDA backend's host glue: context (device + stream), a workspace owned
- * by the context and grown on demand (the only allocation a call may make;
- * growing it synchronizes the stream), kernel dispatch through the
- * generated registry, and the device KV cache. Every call is asynchronous
- * on the context's stream except lpattn_quantize with check_finite (it reads
- * a flag back) and workspace growth. */
-#include <cuda_runtime.h>
+/* The host glue of the GPU backends: CUDA, and HIP when built with
+ * LPATTN_HIP (hipcc, or nvcc through tests/hip/shim), the runtime names
+ * mapped by backends/hip/vendor.h, as ggml does. Context (device + stream),
+ * a workspace owned by the context and grown on demand (the only allocation
+ * a call may make; growing it synchronizes the stream), kernel dispatch
+ * through the generated registry (gen/registry.inc of the backend being
+ * built), and the device KV cache. Every call is asynchronous on the
+ * context's stream except lpattn_quantize with check_finite (it reads a flag
+ * back) and workspace growth. */
+#include "lp_gpu_ops.h" /* the runtime (CUDA, or HIP through vendor.h) */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
 #include "internal.h"
-#include "lp_cuda_args.h"
-#include "lp_cuda_ops.h"
+#include "lp_gpu_args.h"
+
+#if defined(LPATTN_HIP)
+#define LPG_NAME "hip"
+#define LPG_VTABLE_FN lpattn_hip_backend
+/* no cp.async on HIP: low tiles are decoded in-kernel from the codes */
+#define LPG_DEQUANT_KV 0
+#else
+#define LPG_NAME "cuda"
+#define LPG_VTABLE_FN lpattn_cuda_backend
+#define LPG_DEQUANT_KV 1
+#endif
+
+namespace LPG_NS {
 
 /* ---- kernel registry (codegen/manifest.py) ------------------------------- */
-typedef lpattn_status (*lpc_attn_fn)(const lp_cuda_attn_args *, cudaStream_t);
+typedef lpattn_status (*lpc_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
 #define LPC_SET_DEFAULT(...) __VA_ARGS__
-#ifdef LPATTN_CUDA_ALL_VARIANTS
+#if defined(LPATTN_CUDA_ALL_VARIANTS) || defined(LPATTN_HIP_ALL)
 #define LPC_SET_ALL(...) __VA_ARGS__
 #else
 #define LPC_SET_ALL(...)
 #endif
-#define LPC_DECL_ATTN(set, name) LPC_SET_##set(lpattn_status name(const lp_cuda_attn_args *, cudaStream_t);)
-#define LPC_DECL_QUANT(set, name) lpattn_status name(const lp_cuda_quant_args *, cudaStream_t);
-#define LPC_DECL_DEQUANT(set, name) lpattn_status name(const lp_cuda_dequant_args *, cudaStream_t);
-#define LPC_DECL_MERGE(set, name) lpattn_status name(const lp_cuda_merge_args *, cudaStream_t);
+#define LPC_DECL_ATTN(set, name) LPC_SET_##set(lpattn_status name(const lp_gpu_attn_args *, cudaStream_t);)
+/* one quant/dequant/merge entry per backend, reached by op */
+#define LPC_DECL_QUANT(set, name)                                  \
+  lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
+  static lpattn_status (*const lpc_quant_k)(const lp_gpu_quant_args *, cudaStream_t) = name;
+#define LPC_DECL_DEQUANT(set, name)                                    \
+  lpattn_status name(const lp_gpu_dequant_args *, cudaStream_t); \
+  static lpattn_status (*const lpc_dequant_k)(const lp_gpu_dequant_args *, cudaStream_t) = name;
+#define LPC_DECL_MERGE(set, name)                                  \
+  lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
+  static lpattn_status (*const lpc_merge_k)(const lp_gpu_merge_args *, cudaStream_t) = name;
 #define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPC_DECL_##op(set, name)
-#include "gen/registry.inc"
+#include "registry.inc"
 #undef LPATTN_KERNEL
 
 static const struct {
@@ -39,7 +62,7 @@ static const struct {
 #define LPC_ROW_DEQUANT(set, name, hd, dt)
 #define LPC_ROW_MERGE(set, name, hd, dt)
 #define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPC_ROW_##op(set, name, hd, dt)
-#include "gen/registry.inc"
+#include "registry.inc"
 #undef LPATTN_KERNEL
     {0, 0, NULL}};
 
@@ -51,7 +74,7 @@ static lpc_attn_fn find_attn(int64_t D, lpattn_dtype dt) {
 
 /* ---- context --------------------------------------------------------------- */
 typedef struct {
-  int device, nsm;
+  int device, nsm, warp;
   cudaStream_t stream;
   void *ws;
   size_t ws_size;
@@ -70,7 +93,7 @@ __global__ void lpc_probe_kernel(void) {}
 static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= p->device) {
-    cudaGetLastError(); /* clear the sticky "no device" error */
+    (void)cudaGetLastError(); /* clear the sticky "no device" error */
     return LPATTN_ERR_UNSUPPORTED_HARDWARE;
   }
   cudaDeviceProp prop;
@@ -80,13 +103,14 @@ static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
    * device is usable iff it has an image of this file's probe kernel. */
   cudaFuncAttributes fa;
   if (cudaFuncGetAttributes(&fa, lpc_probe_kernel) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return LPATTN_ERR_UNSUPPORTED_HARDWARE;
   }
   lpc_impl *im = (lpc_impl *)calloc(1, sizeof *im);
   if (!im) return LPATTN_ERR_OUT_OF_MEMORY;
   im->device = p->device;
   im->nsm = prop.multiProcessorCount;
+  im->warp = prop.warpSize; /* 64 on CDNA, 32 on NVIDIA and RDNA: the kernels ask the compiler */
   im->stream = (cudaStream_t)p->stream;
   if (cudaMalloc(&im->flag, sizeof(int)) != cudaSuccess) {
     free(im);
@@ -99,10 +123,10 @@ static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
 static void lpc_fini(lpattn_ctx *ctx) {
   lpc_impl *im = impl_of(ctx);
   if (!im) return;
-  cudaSetDevice(im->device);
-  cudaStreamSynchronize(im->stream);
-  cudaFree(im->ws);
-  cudaFree(im->flag);
+  (void)cudaSetDevice(im->device);
+  (void)cudaStreamSynchronize(im->stream);
+  (void)cudaFree(im->ws);
+  (void)cudaFree(im->flag);
   free(im);
   ctx->impl = NULL;
 }
@@ -127,12 +151,12 @@ static size_t carve(lpc_carve *c, size_t bytes) {
 static lpattn_status ensure_ws(lpc_impl *im, size_t bytes) {
   if (bytes <= im->ws_size) return LPATTN_OK;
   CK(cudaStreamSynchronize(im->stream));
-  cudaFree(im->ws);
+  (void)cudaFree(im->ws);
   im->ws = NULL;
   im->ws_size = 0;
   size_t want = bytes + bytes / 4;
   if (cudaMalloc(&im->ws, want) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
   im->ws_size = want;
@@ -161,7 +185,7 @@ static lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const
   lpc_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   if (p->check_finite) TRY(check_finite_dev(im, x));
-  lp_cuda_quant_args a;
+  lp_gpu_quant_args a;
   memset(&a, 0, sizeof a);
   a.x = x->data, a.dtype = x->dtype;
   strides(x, a.sx);
@@ -170,20 +194,20 @@ static lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const
   a.stochastic = p->rounding == LPATTN_ROUND_STOCHASTIC, a.seed = p->seed;
   a.mx_round_up = p->mx_scale_round_up;
   a.codes = q->codes, a.scales = q->scales, a.outer = q->outer, a.rows = q->shape[2];
-  return lpattn_cuda_quant(&a, im->stream);
+  return lpc_quant_k(&a, im->stream);
 }
 
 static lpattn_status lpc_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
   lpc_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
-  lp_cuda_dequant_args a;
+  lp_gpu_dequant_args a;
   memset(&a, 0, sizeof a);
   a.codes = q->codes, a.scales = q->scales, a.outer = q->outer;
   a.format = q->format, a.axis = q->axis, a.tile = q->axis == LPATTN_AXIS_S ? q->tile : 64;
   a.B = (int)q->shape[0], a.H = (int)q->shape[1], a.S = (int)q->shape[2], a.D = (int)q->shape[3];
   a.y = y->data, a.dtype = y->dtype;
   strides(y, a.sy);
-  return lpattn_cuda_dequant(&a, im->stream);
+  return lpc_dequant_k(&a, im->stream);
 }
 
 /* ---- merge ------------------------------------------------------------------ */
@@ -194,7 +218,7 @@ static lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const 
                                const lpattn_tensor *h) {
   lpc_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
-  lp_cuda_merge_args a;
+  lp_gpu_merge_args a;
   memset(&a, 0, sizeof a);
   a.n = 2;
   const lpattn_tensor *os[2] = {o_a, o_b}, *ls[2] = {lse_a, lse_b}, *hs[2] = {h_a, h_b};
@@ -217,7 +241,7 @@ static lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const 
     a.ent = (float *)h->data;
     strides(h, a.sent);
   }
-  return lpattn_cuda_merge(&a, im->stream);
+  return lpc_merge_k(&a, im->stream);
 }
 
 /* ---- attention ------------------------------------------------------------- */
@@ -229,8 +253,8 @@ static lpattn_status qview_alloc(lpc_carve *c, lpattn_format f, lpattn_axis ax, 
   return LPATTN_OK;
 }
 
-static lp_cuda_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
-  lp_cuda_qview v;
+static lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
+  lp_gpu_qview v;
   v.codes = (const uint8_t *)ws + off[0];
   v.scales = (const uint8_t *)ws + off[1];
   v.outer = (const float *)((const uint8_t *)ws + off[2]);
@@ -238,10 +262,10 @@ static lp_cuda_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
   return v;
 }
 
-static lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_cuda_qview *v,
+static lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                                 lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
                                 float beta, int shift_tiles) {
-  lp_cuda_quant_args a;
+  lp_gpu_quant_args a;
   memset(&a, 0, sizeof a);
   a.x = x->data, a.dtype = x->dtype;
   strides(x, a.sx);
@@ -250,7 +274,7 @@ static lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_c
   a.codes = (uint8_t *)v->codes, a.scales = (uint8_t *)v->scales, a.outer = (float *)v->outer;
   a.rows = v->rows;
   a.shift_mean = shift, a.beta = beta, a.shift_tile = 64, a.shift_tiles = shift_tiles;
-  return lpattn_cuda_quant(&a, im->stream);
+  return lpc_quant_k(&a, im->stream);
 }
 
 static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
@@ -273,8 +297,10 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, oq));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, ok));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, ov));
-    okd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
-    ovd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+    if (LPG_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
+      okd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      ovd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+    }
   }
   if (thrift || pr->pasa) omean = carve(&c, (size_t)B * Hkv * nkt * D * 4);
   if (thrift) osel = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
@@ -291,7 +317,7 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
     m.mean = kmean;
     TRY(lpc_tile_means(&m, im->stream));
   }
-  lp_cuda_attn_args a;
+  lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
   if (low) {
     a.qq = qview_at(ws, oq, Sq), a.kq = qview_at(ws, ok, Skv), a.vq = qview_at(ws, ov, Skv);
@@ -299,8 +325,10 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
     TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
                    pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
     TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
-    a.kd = ws + okd, a.vd = ws + ovd;
-    TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + okd, ws + ovd, im->stream));
+    if (LPG_DEQUANT_KV) {
+      a.kd = ws + okd, a.vd = ws + ovd;
+      TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + okd, ws + ovd, im->stream));
+    }
   }
   if (thrift) {
     lpc_select_args s;
@@ -330,6 +358,7 @@ static lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *p
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
   a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt, a.split = 1;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
+  a.warp = im->warp;
   return fn(&a, im->stream);
 }
 
@@ -338,7 +367,7 @@ typedef struct {
   int64_t maxt, maxtiles;
   void *khi, *vhi;
   void *blob; /* quantized K/V, key means, query ring, lengths */
-  lp_cuda_qview kq, vq;
+  lp_gpu_qview kq, vq;
   float *kmean, *qring;
   int *lens;
   int64_t *ring_top;
@@ -355,9 +384,9 @@ static void lpc_cache_free(lpattn_kv_cache *c) {
   if (!c) return;
   lpc_cache *k = (lpc_cache *)c->impl;
   if (k) {
-    cudaSetDevice(impl_of(c->ctx)->device);
-    cudaStreamSynchronize(impl_of(c->ctx)->stream);
-    cudaFree(k->khi), cudaFree(k->vhi), cudaFree(k->blob);
+    (void)cudaSetDevice(impl_of(c->ctx)->device);
+    (void)cudaStreamSynchronize(impl_of(c->ctx)->stream);
+    (void)cudaFree(k->khi), (void)cudaFree(k->vhi), (void)cudaFree(k->blob);
     free(k->ring_top);
     free(k);
   }
@@ -402,7 +431,7 @@ static lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_par
   size_t olens = carve(&cv, (size_t)S * 4);
   if (st == LPATTN_OK && (cudaMalloc(&k->khi, hi) != cudaSuccess || cudaMalloc(&k->vhi, hi) != cudaSuccess ||
                           cudaMalloc(&k->blob, cv.used) != cudaSuccess)) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     st = LPATTN_ERR_OUT_OF_MEMORY;
   }
   if (st == LPATTN_OK && cudaMemsetAsync(k->blob, 0, cv.used, im->stream) != cudaSuccess)
@@ -472,8 +501,8 @@ static lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int s
       const lpattn_format f = cache_low(&c->p);
       for (int which = 0; which < 2; which++) {
         lpattn_tensor x = hi_view(c, which ? k->vhi : k->khi, seq, j0 * T, (j1 - j0) * T);
-        const lp_cuda_qview *v = which ? &k->vq : &k->kq;
-        lp_cuda_quant_args a;
+        const lp_gpu_qview *v = which ? &k->vq : &k->kq;
+        lp_gpu_quant_args a;
         memset(&a, 0, sizeof a);
         a.x = x.data, a.dtype = x.dtype;
         strides(&x, a.sx);
@@ -486,7 +515,7 @@ static lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int s
           a.shift_mean = k->kmean, a.beta = c->p.pasa_beta, a.shift_tile = (int)T;
           a.shift_tiles = (int)k->maxtiles;
         }
-        TRY(lpattn_cuda_quant(&a, im->stream));
+        TRY(lpc_quant_k(&a, im->stream));
       }
     }
   }
@@ -564,11 +593,12 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
       cudaMemcpyAsync((char *)im->ws + oksq, kseq_h, sizeof(int) * (size_t)B, cudaMemcpyHostToDevice,
                       im->stream) != cudaSuccess)
     st = LPATTN_ERR_BACKEND;
-  if (st == LPATTN_OK && thrift) cudaStreamSynchronize(im->stream); /* kseq_h is freed next */
+  if (st == LPATTN_OK && thrift && cudaStreamSynchronize(im->stream) != cudaSuccess) /* kseq_h is freed next */
+    st = LPATTN_ERR_BACKEND;
   free(kseq_h);
   TRY(st);
   char *ws = (char *)im->ws;
-  lp_cuda_attn_args a;
+  lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
   if (thrift) {
     lpc_select_args s;
@@ -599,6 +629,7 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   a.nkt = maxtiles, a.nqx = nqx, a.kq = k->kq, a.vq = k->vq;
   a.kmean = k->kmean, a.kmean_tiles = maxtiles, a.split = split, a.gqa_pack = pack;
   a.vec16 = vec_ok(q);
+  a.warp = im->warp;
   if (split > 1) {
     a.part_o = (float *)(ws + opo), a.part_l = (float *)(ws + opl), a.part_h = (float *)(ws + oph);
   }
@@ -610,7 +641,7 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   }
   TRY(fn(&a, im->stream));
   if (split == 1) return LPATTN_OK;
-  lp_cuda_merge_args m;
+  lp_gpu_merge_args m;
   memset(&m, 0, sizeof m);
   m.n = split, m.part_o = a.part_o, m.part_l = a.part_l, m.part_h = a.part_h;
   m.B = B, m.H = Hq, m.S = Sq, m.D = D;
@@ -618,15 +649,17 @@ static lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpatt
   strides(out, m.sout);
   if (pr->lse) m.lse = a.lse, strides(pr->lse, m.slse);
   if (pr->entropy) m.ent = a.ent, strides(pr->entropy, m.sent);
-  return lpattn_cuda_merge(&m, im->stream);
+  return lpc_merge_k(&m, im->stream);
 }
 
 static int lpc_host_memory(void) { return 0; }
 
 static lpattn_backend_vtable lpc_vtable;
+} // namespace LPG_NS
 
-extern "C" const lpattn_backend_vtable *lpattn_cuda_backend(void) {
-  lpc_vtable.name = "cuda";
+extern "C" const lpattn_backend_vtable *LPG_VTABLE_FN(void) {
+  using namespace LPG_NS;
+  lpc_vtable.name = LPG_NAME;
   lpc_vtable.init = lpc_init;
   lpc_vtable.fini = lpc_fini;
   lpc_vtable.quantize = lpc_quantize;

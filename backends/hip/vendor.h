@@ -1,6 +1,6 @@
 /* HIP spelling of the CUDA names that CUDA-dialect code uses, so one source
- * (templates rendered with dialect 'hip', and the backend's host code) builds
- * with hipcc. Only names are mapped: this header never claims CUDA identity
+ * (templates/gpu rendered with dialect 'hip', and the host glue
+ * backends/cuda/cuda_backend.cu built with LPATTN_HIP) builds with hipcc. Only names are mapped: this header never claims CUDA identity
  * (no __CUDA_ARCH__, no __CUDACC__); HIP code tests its own feature macros
  * below. Under tests/hip/shim (HIP-on-CUDA, for running on NVIDIA GPUs) the
  * hip* names map back to CUDA and the wave size is 32. */
@@ -30,13 +30,22 @@
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cudaFuncGetAttributes(attr, f) hipFuncGetAttributes((attr), (const void *)(f))
+#define cudaFuncSetAttribute(f, attr, v) hipFuncSetAttribute((const void *)(f), (attr), (v))
 
 /* ---- wave (warp) level ---------------------------------------------------
  * CUDA's *_sync shuffles take a lane mask; a HIP wave runs its active lanes
- * together, so the mask has nothing to say and is dropped. */
-#define __shfl_xor_sync(mask, v, m, w) __shfl_xor((v), (m), (w))
-#define __shfl_down_sync(mask, v, d, w) __shfl_down((v), (d), (w))
-#define __shfl_sync(mask, v, s, w) __shfl((v), (s), (w))
+ * together, so the mask has nothing to say and is dropped (the width, when
+ * given, is kept: 32-lane logical warps inside a wave64 pass 32). */
+#define __shfl_xor_sync(mask, ...) __shfl_xor(__VA_ARGS__)
+#define __shfl_down_sync(mask, ...) __shfl_down(__VA_ARGS__)
+#define __shfl_sync(mask, ...) __shfl(__VA_ARGS__)
+#if !defined(__HIP_PLATFORM_NVIDIA__)
+/* a wave executes in lockstep: order its shared-memory accesses */
+#define __syncwarp() (__builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront"), __builtin_amdgcn_wave_barrier())
+#endif
 
 /* Lanes of a wave, as the code being compiled sees it: 64 on CDNA (gfx9),
  * 32 on RDNA (gfx10+, HIP's default there) and under the HIP-on-CUDA shim.

@@ -1,8 +1,9 @@
-/* Helpers of the CUDA tests: device buffers, random tensors, comparisons
- * against the ref backend. Exit 77 when no CUDA device is usable. */
+/* Helpers of the GPU tests: device buffers, random tensors, comparisons
+ * against the ref backend. The same tests run on the CUDA backend and, built
+ * with LPATTN_TEST_HIP (tests/hip), on the HIP backend, whose device memory
+ * comes from tests/hip/devmem.hip. Exit 77 when no device is usable. */
 #ifndef LPATTN_CUDATEST_H
 #define LPATTN_CUDATEST_H
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,6 +11,35 @@
 #include "formats.h"
 #include "lpattn.h"
 #include "testutil.h"
+
+#if defined(LPATTN_TEST_HIP)
+#define CT_BACKEND LPATTN_BACKEND_HIP
+void *ht_dalloc(size_t n); /* exits when the allocation fails */
+void ht_dfree(void *p);
+void ht_up(void *d, const void *h, size_t n);
+void ht_down(void *h, const void *d, size_t n);
+void ht_dset(void *d, int byte, size_t n);
+int ht_dsync(void); /* 1: the device reports no error */
+#else
+#include <cuda_runtime_api.h>
+#define CT_BACKEND LPATTN_BACKEND_CUDA
+static inline void *ht_dalloc(size_t n) {
+  void *p = NULL;
+  if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
+    exit(1);
+  }
+  return p;
+}
+static inline void ht_dfree(void *p) { cudaFree(p); }
+static inline void ht_up(void *d, const void *h, size_t n) { cudaMemcpy(d, h, n, cudaMemcpyHostToDevice); }
+static inline void ht_down(void *h, const void *d, size_t n) {
+  cudaDeviceSynchronize();
+  cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost);
+}
+static inline void ht_dset(void *d, int byte, size_t n) { cudaMemset(d, byte, n); }
+static inline int ht_dsync(void) { return cudaDeviceSynchronize() == cudaSuccess; }
+#endif
 
 static uint64_t ct_rng = 0x9E3779B97F4A7C15ull;
 static inline double ct_unif(void) { /* [0, 1) */
@@ -29,14 +59,7 @@ typedef struct {
   size_t bytes;
 } ct_pair;
 
-static void *ct_dalloc(size_t n) {
-  void *p = NULL;
-  if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
-    fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
-    exit(1);
-  }
-  return p;
-}
+static void *ct_dalloc(size_t n) { return ht_dalloc(n); }
 
 static inline ct_pair ct_make(lpattn_dtype dt, int64_t b, int64_t h, int64_t s, int64_t d) {
   ct_pair p;
@@ -48,16 +71,13 @@ static inline ct_pair ct_make(lpattn_dtype dt, int64_t b, int64_t h, int64_t s, 
 
 static inline void ct_free(ct_pair *p) {
   free(p->h.data);
-  cudaFree(p->d.data);
+  ht_dfree(p->d.data);
 }
 
-static inline void ct_up(ct_pair *p) { cudaMemcpy(p->d.data, p->h.data, p->bytes, cudaMemcpyHostToDevice); }
-static inline void ct_down(ct_pair *p) {
-  cudaDeviceSynchronize();
-  cudaMemcpy(p->h.data, p->d.data, p->bytes, cudaMemcpyDeviceToHost);
-}
+static inline void ct_up(ct_pair *p) { ht_up(p->d.data, p->h.data, p->bytes); }
+static inline void ct_down(ct_pair *p) { ht_down(p->h.data, p->d.data, p->bytes); }
 /* Poison the device copy (NaN bytes) so unwritten outputs show. */
-static inline void ct_poison(ct_pair *p) { cudaMemset(p->d.data, 0xFF, p->bytes); }
+static inline void ct_poison(ct_pair *p) { ht_dset(p->d.data, 0xFF, p->bytes); }
 
 static inline int64_t ct_count(const lpattn_tensor *t) { return t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]; }
 
@@ -104,8 +124,8 @@ static inline double ct_maxabs(const lpattn_tensor *a, const lpattn_tensor *b) {
 }
 
 static inline int ct_setup(lpattn_ctx **cuda, lpattn_ctx **ref) {
-  if (!lpattn_backend_available(LPATTN_BACKEND_CUDA)) return 0;
-  if (lpattn_create(LPATTN_BACKEND_CUDA, NULL, cuda) != LPATTN_OK) return 0;
+  if (!lpattn_backend_available(CT_BACKEND)) return 0;
+  if (lpattn_create(CT_BACKEND, NULL, cuda) != LPATTN_OK) return 0;
   if (lpattn_create(LPATTN_BACKEND_REF, NULL, ref) != LPATTN_OK) return 0;
   return 1;
 }

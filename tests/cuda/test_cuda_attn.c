@@ -186,7 +186,7 @@ static void bad_inputs(lpattn_ctx *cu) {
 
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
-  if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
+  if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
   const shape_t shapes[] = {
       {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32},
       {1, 4, 1, 100, 230, 128, LPATTN_BF16, LPATTN_F16},
@@ -214,7 +214,7 @@ int main(void) {
   pasa_overflow(cu, ref);
   pasa_causal_x0(cu, ref);
   bad_inputs(cu);
-  CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error");
+  CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);
   return test_finish();

@@ -146,7 +146,7 @@ static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, 
 
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
-  if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
+  if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
   for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) decode_case(cu, ref, (lpattn_precision)prec, 0, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_NVFP4, 1, LPATTN_F16);
   decode_case(cu, ref, LPATTN_PREC_THRIFT, 1, LPATTN_F16);
@@ -169,7 +169,7 @@ int main(void) {
   cp.num_q_heads = 2, cp.num_kv_heads = 2, cp.head_dim = 64, cp.max_tokens = 64, cp.high_dtype = LPATTN_F32;
   lpattn_kv_cache *c = NULL;
   CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &c), LPATTN_ERR_UNSUPPORTED);
-  CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error");
+  CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);
   return test_finish();

@@ -36,7 +36,7 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
   float *ho[2] = {malloc(oc * 4 + 4), malloc(oc * 4 + 4)};
   uint8_t *dc = ct_dalloc(cb), *ds = ct_dalloc(sb + 1);
   float *dq = ct_dalloc(oc * 4 + 4);
-  cudaMemset(dc, 0xAB, cb), cudaMemset(ds, 0xAB, sb + 1);
+  ht_dset(dc, 0xAB, cb), ht_dset(ds, 0xAB, sb + 1);
   lpattn_qtensor qh = {f, ax, 64, {B, H, S, D}, hc[0], hs[0], ho[0]};
   lpattn_qtensor qd = {f, ax, 64, {B, H, S, D}, dc, ds, dq};
   lpattn_quant_params p;
@@ -45,10 +45,10 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
   p.rounding = sr ? LPATTN_ROUND_STOCHASTIC : LPATTN_ROUND_NEAREST_EVEN, p.seed = 0x1234567890ull;
   CHECK_STATUS(lpattn_quantize(ref, &x.h, &qh, &p), LPATTN_OK);
   CHECK_STATUS(lpattn_quantize(cu, &x.d, &qd, &p), LPATTN_OK);
-  cudaDeviceSynchronize();
-  cudaMemcpy(hc[1], dc, cb, cudaMemcpyDeviceToHost);
-  if (sb) cudaMemcpy(hs[1], ds, sb, cudaMemcpyDeviceToHost);
-  if (oc) cudaMemcpy(ho[1], dq, oc * 4, cudaMemcpyDeviceToHost);
+  ht_dsync();
+  ht_down(hc[1], dc, cb);
+  if (sb) ht_down(hs[1], ds, sb);
+  if (oc) ht_down(ho[1], dq, oc * 4);
   size_t bad = 0;
   for (size_t i = 0; i < cb; i++) bad += hc[0][i] != hc[1][i];
   CHECK(bad == 0, "codes differ in %zu of %zu bytes (fmt %d axis %d dt %d sr %d mx_up %d bshd %d)", bad,
@@ -56,9 +56,9 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
   CHECK(sb == 0 || memcmp(hs[0], hs[1], sb) == 0, "scales differ (fmt %d axis %d sr %d)", f, ax, sr);
   CHECK(oc == 0 || same_f32_bits(ho[0], ho[1], oc), "outer differs (fmt %d axis %d)", f, ax);
   /* dequantize the same (host) codes on both backends */
-  cudaMemcpy(dc, hc[0], cb, cudaMemcpyHostToDevice);
-  if (sb) cudaMemcpy(ds, hs[0], sb, cudaMemcpyHostToDevice);
-  if (oc) cudaMemcpy(dq, ho[0], oc * 4, cudaMemcpyHostToDevice);
+  ht_up(dc, hc[0], cb);
+  if (sb) ht_up(ds, hs[0], sb);
+  if (oc) ht_up(dq, ho[0], oc * 4);
   for (int odt = 0; odt < 3; odt++) {
     ct_pair y = ct_make((lpattn_dtype)odt, B, H, S, D);
     ct_poison(&y);
@@ -78,7 +78,7 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
     ct_free(&y);
   }
   for (int i = 0; i < 2; i++) free(hc[i]), free(hs[i]), free(ho[i]);
-  cudaFree(dc), cudaFree(ds), cudaFree(dq);
+  ht_dfree(dc), ht_dfree(ds), ht_dfree(dq);
   ct_free(&x);
 }
 
@@ -123,7 +123,7 @@ static void merge_case(lpattn_ctx *cu, lpattn_ctx *ref, int with_h) {
 
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
-  if (!ct_setup(&cu, &ref)) return test_skip("no usable CUDA device");
+  if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
   const lpattn_format fmts[3] = {LPATTN_FMT_NVFP4, LPATTN_FMT_MXFP4, LPATTN_FMT_FP8};
   for (int fi = 0; fi < 3; fi++)
     for (int ax = 0; ax < 2; ax++)
@@ -146,12 +146,12 @@ int main(void) {
     lpattn_quant_params_init(&p);
     p.check_finite = 1;
     CHECK_STATUS(lpattn_quantize(cu, &x.d, &q, &p), LPATTN_ERR_NONFINITE);
-    cudaFree(q.codes), cudaFree(q.scales), cudaFree(q.outer);
+    ht_dfree(q.codes), ht_dfree(q.scales), ht_dfree(q.outer);
     ct_free(&x);
   }
   merge_case(cu, ref, 1);
   merge_case(cu, ref, 0);
-  CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error: %s", cudaGetErrorString(cudaGetLastError()));
+  CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);
   return test_finish();

@@ -1,5 +1,6 @@
-/* Device memory for the HIP tests (C files cannot include the HIP runtime
- * portably): the same runtime calls the backend uses, through vendor.h. */
+/* Device memory for the HIP tests, the shared GPU tests (tests/cuda built
+ * with LPATTN_TEST_HIP) among them: C files cannot include the HIP runtime
+ * portably, so these wrap the runtime calls the backend uses (vendor.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,18 +14,25 @@ extern "C" void *ht_dalloc(size_t n) {
   }
   return p;
 }
-extern "C" void ht_dfree(void *p) { cudaFree(p); }
+extern "C" void ht_dfree(void *p) { (void)cudaFree(p); }
 extern "C" void ht_up(void *d, const void *h, size_t n) {
-  cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, 0);
-  cudaStreamSynchronize(0);
+  (void)cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, 0);
+  (void)cudaStreamSynchronize(0);
 }
 extern "C" void ht_down(void *h, const void *d, size_t n) {
-  cudaStreamSynchronize(0);
-  cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, 0);
-  cudaStreamSynchronize(0);
+  (void)cudaStreamSynchronize(0);
+  (void)cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, 0);
+  (void)cudaStreamSynchronize(0);
 }
 /* Fill with a byte (0xFF: NaN in every float type) so unwritten outputs show. */
 extern "C" void ht_dpoison(void *d, size_t n) {
-  cudaMemsetAsync(d, 0xFF, n, 0);
-  cudaStreamSynchronize(0);
+  (void)cudaMemsetAsync(d, 0xFF, n, 0);
+  (void)cudaStreamSynchronize(0);
+}
+extern "C" void ht_dset(void *d, int byte, size_t n) {
+  (void)cudaMemsetAsync(d, byte, n, 0);
+  (void)cudaStreamSynchronize(0);
+}
+extern "C" int ht_dsync(void) {
+  return cudaStreamSynchronize(0) == cudaSuccess && cudaGetLastError() == cudaSuccess;
 }

@@ -13,6 +13,10 @@ typedef cudaError_t hipError_t;
 typedef cudaStream_t hipStream_t;
 typedef cudaDeviceProp hipDeviceProp_t;
 typedef cudaMemcpyKind hipMemcpyKind;
+typedef cudaFuncAttributes hipFuncAttributes;
+typedef cudaFuncAttribute hipFuncAttribute;
+static const hipFuncAttribute hipFuncAttributeMaxDynamicSharedMemorySize =
+    cudaFuncAttributeMaxDynamicSharedMemorySize;
 static const hipError_t hipSuccess = cudaSuccess;
 static const hipError_t hipErrorOutOfMemory = cudaErrorMemoryAllocation;
 static const hipMemcpyKind hipMemcpyHostToDevice = cudaMemcpyHostToDevice;
@@ -25,7 +29,7 @@ static inline hipError_t hipGetDevice(int *d) { return cudaGetDevice(d); }
 static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int d) {
   return cudaGetDeviceProperties(p, d);
 }
-static inline hipError_t hipMalloc(void **p, size_t n) { return cudaMalloc(p, n); }
+template <typename T> static inline hipError_t hipMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
 static inline hipError_t hipFree(void *p) { return cudaFree(p); }
 static inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMemcpyKind k,
                                         hipStream_t st) {
@@ -33,6 +37,12 @@ static inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMem
 }
 static inline hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t st) {
   return cudaMemsetAsync(d, v, n, st);
+}
+static inline hipError_t hipFuncGetAttributes(hipFuncAttributes *a, const void *f) {
+  return cudaFuncGetAttributes(a, f);
+}
+static inline hipError_t hipFuncSetAttribute(const void *f, hipFuncAttribute a, int v) {
+  return cudaFuncSetAttribute(f, a, v);
 }
 static inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
 static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }

@@ -1,7 +1,8 @@
-/* Arguments of the CUDA kernels, shared by the host glue (cuda_backend.cu)
- * and the generated kernels (gen/). Plain C: passed by value to kernels. */
-#ifndef LP_CUDA_ARGS_H
-#define LP_CUDA_ARGS_H
+/* Arguments of the GPU kernels (CUDA and HIP render the same templates),
+ * shared by the host glue (cuda_backend.cu) and the generated kernels
+ * (gen/). Plain C: passed by value to kernels. */
+#ifndef LP_GPU_ARGS_H
+#define LP_GPU_ARGS_H
 
 #include <stdint.h>
 #include "lpattn.h"
@@ -17,7 +18,7 @@ typedef struct {
   const uint8_t *codes, *scales;
   const float *outer;
   int64_t rows;
-} lp_cuda_qview;
+} lp_gpu_qview;
 
 /* One prefill (or decode) attention launch. Tiles: Bq = Bk = 64 in the
  * default variants. Decode sets abs_tiles (query tiles are absolute
@@ -36,7 +37,7 @@ typedef struct {
   float sm_scale, pasa_beta;
   int nkt;          /* KV tiles of the longest sequence */
   int nqx;          /* query-tile CTAs per (b, h) */
-  lp_cuda_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
+  lp_gpu_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
   const void *kd, *vd;      /* prefill: K and V codes * group scale as bf16 [B][Hkv][Skv][D] */
   const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
   int kmean_tiles;
@@ -48,7 +49,8 @@ typedef struct {
   int gqa_pack;             /* decode: one CTA per kv head, a warp per q head (G <= 4, Sq <= 16) */
   float *part_m;            /* [split][B][Hq][Sq] score max of each split (FP8/MXFP4 decode) */
   int maxpass;              /* 1: only fill part_m */
-} lp_cuda_attn_args;
+  int warp;                 /* lanes of a warp (wave) on the device; the CTA has 4 */
+} lp_gpu_attn_args;
 
 /* Quantize x into a qtensor (one warp per domain). shift (K under PASA):
  * x - beta * mean[(b*H + h)*shift_tiles + s/shift_tile][d] is quantized. */
@@ -66,7 +68,7 @@ typedef struct {
   float beta;
   int shift_tile, shift_tiles;
   int dst_b0, dst_s0; /* destination (b, s) of source (0, 0): KV cache tiles */
-} lp_cuda_quant_args;
+} lp_gpu_quant_args;
 
 typedef struct {
   const uint8_t *codes, *scales;
@@ -76,7 +78,7 @@ typedef struct {
   void *y;
   int dtype;
   int64_t sy[4];
-} lp_cuda_dequant_args;
+} lp_gpu_dequant_args;
 
 /* SPEC 7 over `n` partials (n = 2: lpattn_merge_states; n = split: decode).
  * Partial i: o (dtype, strides), lse/h f32 with strides. */
@@ -95,7 +97,7 @@ typedef struct {
   int64_t sout[4];
   float *lse, *ent;
   int64_t slse[4], sent[4];
-} lp_cuda_merge_args;
+} lp_gpu_merge_args;
 
 #ifdef __cplusplus
 }

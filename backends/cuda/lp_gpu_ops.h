@@ -1,8 +1,18 @@
-/* Host-side prototypes of the CUDA backend's kernels (gen/ and glue). */
-#ifndef LP_CUDA_OPS_H
-#define LP_CUDA_OPS_H
+/* Host-side prototypes of the GPU backends' helper kernels (gen/lp_gpu_ops),
+ * in the backend's namespace: CUDA, or HIP when LPATTN_HIP is defined (the
+ * same sources serve both through backends/hip/vendor.h). */
+#ifndef LP_GPU_OPS_H
+#define LP_GPU_OPS_H
+#if defined(LPATTN_HIP)
+#include "vendor.h"
+#define LPG_NS lpattn_hip
+#else
 #include <cuda_runtime.h>
-#include "lp_cuda_args.h"
+#define LPG_NS lpattn_cuda
+#endif
+#include "lp_gpu_args.h"
+
+namespace LPG_NS {
 
 typedef struct {
   const void *k;
@@ -51,7 +61,8 @@ lpattn_status lpc_cache_put(const lpc_cache_put_args *a, cudaStream_t st);
 lpattn_status lpc_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
                             cudaStream_t st);
 lpattn_status lpc_set_len(int *lens, int seq, int len, cudaStream_t st);
-lpattn_status lpc_dequant_kv(const lp_cuda_qview *kq, const lp_cuda_qview *vq, int fmt, int64_t BH,
+lpattn_status lpc_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);
 lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
+} // namespace LPG_NS
 #endif
