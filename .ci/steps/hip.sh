@@ -2,7 +2,10 @@
 # CI step for the HIP backend (issue 5): install hipcc if missing, build the
 # backend for every AMD target of -Damd_archs, then read the kernels back out
 # of the code objects and check that each kernel the manifest lists for HIP
-# (default set) is there for each target. No AMD GPU is needed or used.
+# (default set) is there for each target, and that the attention kernels
+# use the matrix cores where the target has them: f16/bf16 MFMA on gfx90a,
+# those and FP8 MFMA on gfx940, none on gfx1030 (FMA path). No AMD GPU is
+# needed or used.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SUDO=""
@@ -30,6 +33,7 @@ tool() {
 }
 BUNDLER=$(tool clang-offload-bundler)
 READELF=$(tool llvm-readelf)
+OBJDUMP=$(tool llvm-objdump)
 
 # Each hipcc object carries a clang offload bundle (section .hip_fatbin) with
 # one code object per target; a kernel is a symbol with a "<name>.kd"
@@ -47,6 +51,12 @@ for obj in "$BUILD"/backends/hip/*.o; do
     arch=${arch%%:*}
     "$BUNDLER" --unbundle --type=o --input="$work/fb" --targets="$id" --output="$work/co" || exit 1
     "$READELF" --symbols "$work/co" | awk -v a="$arch" '$NF ~ /\.kd$/ {sub(/\.kd$/, "", $NF); print a, $NF}'
+    case $obj in
+      *_attn_*) # matrix instructions of this attention object on this target
+        "$OBJDUMP" -d "$work/co" | awk -v a="$arch" -v o="$(basename "$obj")" '
+          /v_mfma_f32_16x16x16_?f16/ { h++ } /v_mfma_f32_16x16x16_?bf16/ { b++ } /v_mfma_.*fp8/ { f++ }
+          END { printf "%s %s %d %d %d\n", a, o, h, b, f }' >>"$work/mfma" ;;
+    esac
   done
 done >"$work/list" || { echo "hip: could not read the code objects"; exit 1; }
 sort -u "$work/list" >"$work/have"
@@ -67,4 +77,18 @@ print(" ".join(names.name(v) for v in manifest.variants("default", "hip")))'); d
   done
 done
 [ $fail -eq 0 ] && echo "hip: every manifest kernel is in the code objects of: $ARCHS"
+while read -r arch obj h b f; do
+  want_h=0
+  case $obj in *_f16.o) want_h=1 ;; esac
+  case $arch in
+    # low tiles are bf16 (codes x group scale); high tiles the input type
+    gfx90a) ok=$((b > 0 && (h > 0) == want_h)) ;;
+    gfx94*) ok=$((b > 0 && (h > 0) == want_h && f > 0)) ;;
+    gfx1*) ok=$((h + b + f == 0)) ;;
+    *) ok=1 ;;
+  esac
+  printf 'hip: %s %-8s MFMA f16 %3d bf16 %3d fp8 %3d %s\n' "$([ $ok = 1 ] && echo ok || echo FAIL)" \
+    "$arch" "$h" "$b" "$f" "$obj"
+  [ $ok = 1 ] || fail=1
+done <"$work/mfma"
 exit $fail

@@ -254,6 +254,7 @@ static __host__ __device__ __forceinline__ uint8_t lpc_e4m3_encode_sr(float x, f
 /* ---- 16-bit operands, matrix core, lane layout: CUDA ----------------------- */
 #define LPC_ASYNC 1              /* cp.async double-buffers the KV tiles */
 #define LPC_QSMEM 1              /* Q tiles live in shared memory (ldmatrix) */
+#define LPC_KCODES 0             /* no raw FP8 K codes in shared memory */
 #define LPC_SMEM_MAX (227 * 1024)
 #define LPC_MAX_THREADS 128
 __host__ __device__ constexpr int lpc_warp_size() { return 32; }

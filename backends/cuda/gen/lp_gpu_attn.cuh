@@ -111,10 +111,11 @@ template <int D> struct lpc_smem {
   static constexpr int QSZ = LPC_QSMEM ? 2 * LPC_BQ * LD : 0; /* Q and its low copy */
   static constexpr int NBUF = LPC_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
   static constexpr size_t SCAL = (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
+  static constexpr size_t KC = LPC_KCODES ? (size_t)LPC_BK * D : 0; /* FP8 K codes, bytes */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
-  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL > LPC_SMEM_MAX;
+  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > LPC_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
-  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL;
+  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
 
 /* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
@@ -213,6 +214,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   unsigned short *Kb = Qs + SM::QSZ, *Vb = SM::SPLIT ? Kb : Kb + SM::NBUF * SM::KSZ;
   float *qout = (float *)(Kb + SM::KVSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
+  uint8_t *Kc = (uint8_t *)(shift + D); /* LPC_KCODES only */
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
@@ -392,6 +394,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       bool ok = key < Skv;
       *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
+#if defined(LPATTN_HIP_FP8_MFMA)
+      if (fmt == LPATTN_FMT_FP8) *(uint2 *)&Kc[cr * D + c] = ok ? raw[it] : make_uint2(0, 0);
+#endif
       if (c == 0)
         kout[cr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + key];
     }

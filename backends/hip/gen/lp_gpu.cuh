@@ -252,6 +252,7 @@ static __host__ __device__ inline uint8_t lpc_e4m3_encode_sr(float x, float u) {
 /* ---- 16-bit operands, matrix core, lane layout: HIP ------------------------ */
 #define LPC_ASYNC 0              /* KV tiles are loaded in step (one buffer) */
 #define LPC_QSMEM 0              /* each lane keeps its Q fragment in registers */
+#define LPC_KCODES 1             /* raw FP8 K codes of a low tile too (CDNA3's FP8 MFMA) */
 #define LPC_SMEM_MAX (64 * 1024) /* LDS of one workgroup on CDNA and RDNA */
 #define LPC_MAX_THREADS 256
 __device__ constexpr int lpc_warp_size() { return lpattn_wave_size(); }
@@ -311,6 +312,21 @@ template <typename MM> __device__ inline lpc_f4 lpc_mfma16(lpc_s4 a, lpc_s4 b, l
                                                  c, 0, 0, 0);
   else
     return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+}
+#endif
+#if defined(LPATTN_HIP_FP8_MFMA)
+/* 8 OCP E4M3 codes as an operand of CDNA3's FP8 MFMA, whose E4M3 is FNUZ
+ * (bias 8): the same bits are worth half, except -0 (0x80), which FNUZ reads
+ * as NaN: it becomes +0. A NaN input's code (0x7F) reads as finite here, but
+ * its outer scale is NaN too and still poisons the score. */
+__device__ inline long lpc_fnuz8(uint64_t c) {
+  uint64_t x = 0;
+#pragma unroll
+  for (int u = 0; u < 8; u++) {
+    const uint64_t b = (c >> (8 * u)) & 0xffu;
+    x |= (b == 0x80u ? 0u : b) << (8 * u);
+  }
+  return (long)x;
 }
 #endif
 

@@ -31,10 +31,11 @@ template <int D> struct lpc_smem {
   static constexpr int QSZ = LPC_QSMEM ? 2 * LPC_BQ * LD : 0; /* Q and its low copy */
   static constexpr int NBUF = LPC_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
   static constexpr size_t SCAL = (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
+  static constexpr size_t KC = LPC_KCODES ? (size_t)LPC_BK * D : 0; /* FP8 K codes, bytes */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
-  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL > LPC_SMEM_MAX;
+  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > LPC_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
-  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL;
+  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
 
 /* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
@@ -99,6 +100,27 @@ __device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfr
     }
   }
 }
+
+#if defined(LPATTN_HIP_FP8_MFMA)
+/* S^T = K Q^T of an FP8 low tile on CDNA3's FP8 matrix cores from the raw
+ * codes (Kc: [key][D] in LDS, qc: this lane's Q codes at d = 32 dk + 8 (l / 16)
+ * + u): both operands read as FNUZ are worth half, so the sum is worth 4x. */
+template <int D>
+__device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)[D / 32], const uint8_t *Kc,
+                                         int lane) {
+  const int r = lane & 15, p = lane >> 4;
+#pragma unroll
+  for (int kb = 0; kb < LPC_BK / 16; kb++) {
+    lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int dk = 0; dk < D / 32; dk++)
+      c = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(
+          lpc_fnuz8(*(const uint64_t *)&Kc[(kb * 16 + r) * D + dk * 32 + 8 * p]), lpc_fnuz8(qc[dk]), c, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * 4.0f;
+  }
+}
+#endif
 
 /* P value of this lane's row at key c (c a constant after unrolling),
  * fetched from the lane of the row that holds it, rounded to MM's type. */
@@ -186,6 +208,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   unsigned short *Kb = Qs + SM::QSZ, *Vb = SM::SPLIT ? Kb : Kb + SM::NBUF * SM::KSZ;
   float *qout = (float *)(Kb + SM::KVSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
+  uint8_t *Kc = (uint8_t *)(shift + D); /* LPC_KCODES only */
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
@@ -232,6 +255,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       qout[lr] = !live(lr) ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow(lr)];
 
   lpc_qfrag<W, D> qh, ql;
+#if defined(LPATTN_HIP_FP8_MFMA)
+  uint64_t qc[D / 32]; /* FP8 codes of the same row, for the FP8 matrix cores */
+#endif
   {
     const int lr = warp * 16 + lay.row(0);
     const bool ok = live(lr);
@@ -241,6 +267,12 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       qh.v[e] = ok ? ((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
       ql.v[e] = ok && any_low ? lpc_low1(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + d) : 0;
     }
+#if defined(LPATTN_HIP_FP8_MFMA)
+#pragma unroll
+    for (int dk = 0; dk < D / 32; dk++)
+      qc[dk] = ok && any_low && fmt == LPATTN_FMT_FP8
+                   ? *(const uint64_t *)(a.qq.codes + qrow(lr) * D + dk * 32 + 8 * (lane >> 4)) : 0;
+#endif
   }
   auto qval = [&](int lr, int d) {
     return live(lr) ? HI::tof(((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)])
@@ -358,6 +390,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       bool ok = key < Skv;
       *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
+#if defined(LPATTN_HIP_FP8_MFMA)
+      if (fmt == LPATTN_FMT_FP8) *(uint2 *)&Kc[cr * D + c] = ok ? raw[it] : make_uint2(0, 0);
+#endif
       if (c == 0)
         kout[cr] = !ok ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + key];
     }
@@ -471,8 +506,18 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
         for (int sl = 0; sl < NS; sl++) s[hh][sl] = 0.0f;
 
-      if (low) lpc_mm_scores<LO, W, D>(s, ql, Ks, lane);
-      else lpc_mm_scores<HI, W, D>(s, qh, Ks, lane);
+      bool native = false;
+#if defined(LPATTN_HIP_FP8_MFMA)
+      if constexpr (W == 64)
+        if (low && fmt == LPATTN_FMT_FP8) {
+          lpc_mm_scores_fp8<D>(s, qc, Kc, lane);
+          native = true;
+        }
+#endif
+      if (!native) {
+        if (low) lpc_mm_scores<LO, W, D>(s, ql, Ks, lane);
+        else lpc_mm_scores<HI, W, D>(s, qh, Ks, lane);
+      }
 
 
       /* ---- scores, masks, online softmax --------------------------------- */
