@@ -324,6 +324,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   /* Tiles copied as they are (high without PASA, or low from the dequantized
    * prefill workspace) are prefetched with cp.async one tile ahead. */
   const bool lowdq = LPC_ASYNC && a.kd != nullptr;
+  const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
   auto async_ok = [&](bool lw) { return LPC_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
   auto issue = [&](int j, int buf, bool lw) {
     const int c0 = j * BK;
@@ -460,7 +461,6 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     const int sj = diag ? jfull : j; /* PASA shift source tile (SEMANTICS) */
     const int buf = (j - js) & (SM::NBUF - 1);
     unsigned short *Ks = Kb + buf * SM::KSZ, *Vs = Vb + buf * SM::VSZ;
-    const bool vt = low && !pending; /* low V decoded here is transposed */
 
     __syncthreads(); /* the previous tile's smem is no longer read */
     bool next = false;
