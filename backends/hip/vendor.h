@@ -66,12 +66,18 @@ __device__ constexpr int lpattn_wave_size() {
  * LPATTN_HIP_FP8_MFMA: FP8 MFMA of CDNA3 (gfx940..942). Its E4M3 is the
  *   "FNUZ" variant (bias 8, 0x80 = NaN): an OCP E4M3 code read as FNUZ is
  *   worth half, except -0 (0x80) which must become +0 first.
- * Neither: the generic path (gfx1030 and everything else). */
-#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+ * LPATTN_HIP_FP8_OCP: the FP8 MFMA reads OCP E4M3 as stored (CDNA4, gfx950):
+ *   no FNUZ step. gfx942 and gfx950 need ROCm 6.x (ROCm 5.2 rejects them).
+ * Neither: the wave32/FMA path (gfx1030, RDNA3+ and everything else). */
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || \
+    defined(__gfx950__)
 #define LPATTN_HIP_MFMA 1
 #endif
-#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
 #define LPATTN_HIP_FP8_MFMA 1
+#endif
+#if defined(__gfx950__)
+#define LPATTN_HIP_FP8_OCP 1
 #endif
 
 #endif

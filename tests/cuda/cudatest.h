@@ -14,6 +14,7 @@
 
 #if defined(LPATTN_TEST_HIP)
 #define CT_BACKEND LPATTN_BACKEND_HIP
+#define CT_NAME "hip"
 void *ht_dalloc(size_t n); /* exits when the allocation fails */
 void ht_dfree(void *p);
 void ht_up(void *d, const void *h, size_t n);
@@ -23,6 +24,7 @@ int ht_dsync(void); /* 1: the device reports no error */
 #else
 #include <cuda_runtime_api.h>
 #define CT_BACKEND LPATTN_BACKEND_CUDA
+#define CT_NAME "cuda"
 static inline void *ht_dalloc(size_t n) {
   void *p = NULL;
   if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {

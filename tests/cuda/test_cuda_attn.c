@@ -39,7 +39,7 @@ static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
   ct_poison(&p->o), ct_poison(&p->lse), ct_poison(&p->ent), ct_poison(&p->sel);
   lpattn_status sr = lpattn_attention(ref, &p->q.h, &p->k.h, &p->v.h, &r->o.h, ap, &ah);
   lpattn_status sc = lpattn_attention(cu, &p->q.d, &p->k.d, &p->v.d, &p->o.d, ap, &ad);
-  CHECK(sr == LPATTN_OK && sc == LPATTN_OK, "status ref %s cuda %s", lpattn_status_string(sr),
+  CHECK(sr == LPATTN_OK && sc == LPATTN_OK, "status ref %s " CT_NAME " %s", lpattn_status_string(sr),
         lpattn_status_string(sc));
   ct_down(&p->o), ct_down(&p->lse), ct_down(&p->ent), ct_down(&p->sel);
   return sr == LPATTN_OK && sc == LPATTN_OK;

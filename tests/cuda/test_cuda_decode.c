@@ -137,9 +137,9 @@ static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, 
       num += (a - b) * (a - b), den += b * b;
     }
   double e = sqrt(num / den);
-  printf("decode vs prefill (%s) prec=%d pasa=%d len=%d: %.2e\n", host ? "ref" : "cuda", prec, pasa, len, e);
+  printf("decode vs prefill (%s) prec=%d pasa=%d len=%d: %.2e\n", host ? "ref" : CT_NAME, prec, pasa, len, e);
   /* ref: the same f64 arithmetic; cuda: a split KV range rounds differently */
-  CHECK(e < (host ? 1e-9 : 1e-3), "%s decode differs from its prefill row: prec %d pasa %d err %g", host ? "ref" : "cuda", prec, pasa, e);
+  CHECK(e < (host ? 1e-9 : 1e-3), "%s decode differs from its prefill row: prec %d pasa %d err %g", host ? "ref" : CT_NAME, prec, pasa, e);
   lpattn_kv_cache_free(c);
   ct_free(&q), ct_free(&k), ct_free(&v), ct_free(&o), ct_free(&od);
 }

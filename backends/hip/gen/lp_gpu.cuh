@@ -315,11 +315,20 @@ template <typename MM> __device__ inline lpc_f4 lpc_mfma16(lpc_s4 a, lpc_s4 b, l
 }
 #endif
 #if defined(LPATTN_HIP_FP8_MFMA)
+/* Weight of an FP8 MFMA sum: 4 where both operands are read as FNUZ. */
+#if defined(LPATTN_HIP_FP8_OCP)
+#define LPC_FP8_MFMA_SCALE 1.0f
+#else
+#define LPC_FP8_MFMA_SCALE 4.0f
+#endif
 /* 8 OCP E4M3 codes as an operand of CDNA3's FP8 MFMA, whose E4M3 is FNUZ
  * (bias 8): the same bits are worth half, except -0 (0x80), which FNUZ reads
  * as NaN: it becomes +0. A NaN input's code (0x7F) reads as finite here, but
  * its outer scale is NaN too and still poisons the score. */
 __device__ inline long lpc_fnuz8(uint64_t c) {
+#if defined(LPATTN_HIP_FP8_OCP)
+  return (long)c; /* the matrix cores read OCP E4M3 as stored */
+#else
   uint64_t x = 0;
 #pragma unroll
   for (int u = 0; u < 8; u++) {
@@ -327,6 +336,7 @@ __device__ inline long lpc_fnuz8(uint64_t c) {
     x |= (b == 0x80u ? 0u : b) << (8 * u);
   }
   return (long)x;
+#endif
 }
 #endif
 

@@ -104,7 +104,8 @@ __device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfr
 #if defined(LPATTN_HIP_FP8_MFMA)
 /* S^T = K Q^T of an FP8 low tile on CDNA3's FP8 matrix cores from the raw
  * codes (Kc: [key][D] in LDS, qc: this lane's Q codes at d = 32 dk + 8 (l / 16)
- * + u): both operands read as FNUZ are worth half, so the sum is worth 4x. */
+ * + u): both operands read as FNUZ are worth half, so the sum is worth 4x
+ * (gfx950 reads OCP E4M3 as stored). */
 template <int D>
 __device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)[D / 32], const uint8_t *Kc,
                                          int lane) {
@@ -117,7 +118,7 @@ __device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)
       c = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(
           lpc_fnuz8(*(const uint64_t *)&Kc[(kb * 16 + r) * D + dk * 32 + 8 * p]), lpc_fnuz8(qc[dk]), c, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * 4.0f;
+    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * LPC_FP8_MFMA_SCALE;
   }
 }
 #endif
