@@ -209,7 +209,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   unsigned short *Kb = Qs + SM::QSZ, *Vb = SM::SPLIT ? Kb : Kb + SM::NBUF * SM::KSZ;
   float *qout = (float *)(Kb + SM::KVSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
-  uint8_t *Kc = (uint8_t *)(shift + D); /* LPC_KCODES only */
+#if defined(LPATTN_HIP_FP8_MFMA)
+  uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (LPC_KCODES) */
+#endif
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
