@@ -61,13 +61,11 @@ typedef struct {
   size_t bytes;
 } ct_pair;
 
-static void *ct_dalloc(size_t n) { return ht_dalloc(n); }
-
 static inline ct_pair ct_make(lpattn_dtype dt, int64_t b, int64_t h, int64_t s, int64_t d) {
   ct_pair p;
   p.bytes = (size_t)(b * h * s * d) * ct_esize(dt);
   p.h = lpattn_tensor_4d(calloc(1, p.bytes ? p.bytes : 1), dt, b, h, s, d);
-  p.d = lpattn_tensor_4d(ct_dalloc(p.bytes), dt, b, h, s, d);
+  p.d = lpattn_tensor_4d(ht_dalloc(p.bytes), dt, b, h, s, d);
   return p;
 }
 

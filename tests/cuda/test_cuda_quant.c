@@ -34,8 +34,8 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
   CHECK_STATUS(lpattn_qtensor_sizes(f, ax, 64, shape, &cb, &sb, &oc), LPATTN_OK);
   uint8_t *hc[2] = {malloc(cb), malloc(cb)}, *hs[2] = {malloc(sb + 1), malloc(sb + 1)};
   float *ho[2] = {malloc(oc * 4 + 4), malloc(oc * 4 + 4)};
-  uint8_t *dc = ct_dalloc(cb), *ds = ct_dalloc(sb + 1);
-  float *dq = ct_dalloc(oc * 4 + 4);
+  uint8_t *dc = ht_dalloc(cb), *ds = ht_dalloc(sb + 1);
+  float *dq = ht_dalloc(oc * 4 + 4);
   ht_dset(dc, 0xAB, cb), ht_dset(ds, 0xAB, sb + 1);
   lpattn_qtensor qh = {f, ax, 64, {B, H, S, D}, hc[0], hs[0], ho[0]};
   lpattn_qtensor qd = {f, ax, 64, {B, H, S, D}, dc, ds, dq};
@@ -141,7 +141,7 @@ int main(void) {
     const int64_t shape[4] = {1, 1, 4, 64};
     size_t cb, sb, oc;
     lpattn_qtensor_sizes(LPATTN_FMT_NVFP4, LPATTN_AXIS_D, 64, shape, &cb, &sb, &oc);
-    lpattn_qtensor q = {LPATTN_FMT_NVFP4, LPATTN_AXIS_D, 64, {1, 1, 4, 64}, ct_dalloc(cb), ct_dalloc(sb), ct_dalloc(oc * 4)};
+    lpattn_qtensor q = {LPATTN_FMT_NVFP4, LPATTN_AXIS_D, 64, {1, 1, 4, 64}, ht_dalloc(cb), ht_dalloc(sb), ht_dalloc(oc * 4)};
     lpattn_quant_params p;
     lpattn_quant_params_init(&p);
     p.check_finite = 1;

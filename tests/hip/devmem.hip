@@ -24,11 +24,6 @@ extern "C" void ht_down(void *h, const void *d, size_t n) {
   (void)cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, 0);
   (void)cudaStreamSynchronize(0);
 }
-/* Fill with a byte (0xFF: NaN in every float type) so unwritten outputs show. */
-extern "C" void ht_dpoison(void *d, size_t n) {
-  (void)cudaMemsetAsync(d, 0xFF, n, 0);
-  (void)cudaStreamSynchronize(0);
-}
 extern "C" void ht_dset(void *d, int byte, size_t n) {
   (void)cudaMemsetAsync(d, byte, n, 0);
   (void)cudaStreamSynchronize(0);

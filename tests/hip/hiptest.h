@@ -17,7 +17,7 @@ void *ht_dalloc(size_t n);
 void ht_dfree(void *p);
 void ht_up(void *d, const void *h, size_t n);
 void ht_down(void *h, const void *d, size_t n);
-void ht_dpoison(void *d, size_t n);
+void ht_dset(void *d, int byte, size_t n);
 
 typedef struct {
   uint64_t s;
@@ -58,7 +58,7 @@ static void *ht_put(const float *x, int64_t n, lpattn_dtype dt, int dev) {
 static void *ht_out(size_t bytes, int dev) {
   if (!dev) return malloc(bytes);
   void *d = ht_dalloc(bytes);
-  ht_dpoison(d, bytes);
+  ht_dset(d, 0xFF, bytes); /* NaN in every float type: unwritten outputs show */
   return d;
 }
 /* Device (or host) n values of dt -> host f32, freeing the source. */

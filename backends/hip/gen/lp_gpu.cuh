@@ -286,19 +286,16 @@ __device__ inline unsigned short lpc_bf16_bits(float x) {
   if (x != x) return 0x7fc0u;
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+/* f16 or bf16 operands as raw patterns: F16 picks the format. */
+template <bool F16> struct lpc_mma16 {
+  static constexpr bool f16 = F16;
+  static __device__ inline unsigned short bits(float x) { return F16 ? lpc_f16_bits(x) : lpc_bf16_bits(x); }
+  static __device__ inline float tof(unsigned short u) { return F16 ? lpc_f16_tof(u) : lpc_bf16_tof(u); }
+  static __device__ inline uint32_t pack(float lo, float hi) { return bits(lo) | (uint32_t)bits(hi) << 16; }
+};
 template <typename T> struct lpc_mma;
-template <> struct lpc_mma<lpc_f16> {
-  static constexpr bool f16 = true;
-  static __device__ inline unsigned short bits(float x) { return lpc_f16_bits(x); }
-  static __device__ inline float tof(unsigned short u) { return lpc_f16_tof(u); }
-  static __device__ inline uint32_t pack(float lo, float hi) { return bits(lo) | (uint32_t)bits(hi) << 16; }
-};
-template <> struct lpc_mma<lpc_bf16> {
-  static constexpr bool f16 = false;
-  static __device__ inline unsigned short bits(float x) { return lpc_bf16_bits(x); }
-  static __device__ inline float tof(unsigned short u) { return lpc_bf16_tof(u); }
-  static __device__ inline uint32_t pack(float lo, float hi) { return bits(lo) | (uint32_t)bits(hi) << 16; }
-};
+template <> struct lpc_mma<lpc_f16> : lpc_mma16<true> {};
+template <> struct lpc_mma<lpc_bf16> : lpc_mma16<false> {};
 
 #if defined(LPATTN_HIP_MFMA)
 typedef float lpc_f4 __attribute__((ext_vector_type(4)));
