@@ -29,6 +29,16 @@ typedef struct {
 } lpattn_attn_problem;
 
 typedef struct lpattn_kv_cache lpattn_kv_cache;
+typedef struct lpattn_kv_pool lpattn_kv_pool;
+
+/* A paged call after validation (lpattn.h "paged KV storage"): the batch's
+ * tensors checked (ids and lengths too on host backends), attention params
+ * resolved into pr (pr->q/out/lse/entropy set; pr->Skv = max_length). */
+typedef struct {
+  const lpattn_kv_batch *batch;
+  int64_t n;                          /* append: tokens per sequence */
+  const lpattn_tensor *k, *v, *q;     /* append inputs (q may be NULL) */
+} lpattn_kv_append_call;
 
 typedef struct {
   const char *name;
@@ -53,6 +63,15 @@ typedef struct {
                           const lpattn_tensor *out, const lpattn_attn_problem *pr);
   int (*host_memory)(void); /* 1: tensors are host pointers (validation may read them) */
   lpattn_status (*synchronize)(lpattn_ctx *ctx); /* NULL: nothing queued */
+  /* Paged pool (kvpage.h layout). pool_init allocates when pool->mem is NULL
+   * (and sets pool->owned), pool_fini releases what pool_init made. */
+  lpattn_status (*pool_init)(lpattn_ctx *ctx, lpattn_kv_pool *pool);
+  void (*pool_fini)(lpattn_kv_pool *pool);
+  lpattn_status (*kv_append)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                             const lpattn_kv_append_call *call);
+  lpattn_status (*slot_copy)(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
+  lpattn_status (*paged_decode)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
 } lpattn_backend_vtable;
 
 struct lpattn_ctx {
@@ -67,6 +86,16 @@ struct lpattn_kv_cache {
   lpattn_ctx *ctx;
   lpattn_kv_cache_params p; /* resolved: every default filled in */
   int64_t *lengths;         /* tokens per sequence, kept by the backend */
+  void *impl;
+};
+
+/* Every pool begins with this header. */
+struct lpattn_kv_pool {
+  lpattn_ctx *ctx;           /* NULL once its context was freed (detached) */
+  lpattn_kv_pool_params p;   /* resolved */
+  uint8_t *mem;              /* slots then pages (kvpage.h) */
+  size_t bytes;
+  int owned;                 /* mem allocated by the backend */
   void *impl;
 };
 

@@ -23,6 +23,7 @@ const char *lpattn_status_string(lpattn_status s) {
     case LPATTN_ERR_PARAMS_SIZE: return "params struct_size unknown to this version";
     case LPATTN_ERR_CACHE_FULL: return "KV cache capacity exceeded";
     case LPATTN_ERR_BAD_LAYOUT: return "quantized tensor does not match the request";
+    case LPATTN_ERR_BAD_PAGE: return "page id out of range, repeated, or page table too short";
   }
   return "unknown status";
 }

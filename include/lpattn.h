@@ -77,7 +77,8 @@ typedef enum {
   LPATTN_ERR_BACKEND = 13,           /* a device/runtime call failed */
   LPATTN_ERR_PARAMS_SIZE = 14,       /* struct_size unknown to this version */
   LPATTN_ERR_CACHE_FULL = 15,        /* KV cache capacity exceeded */
-  LPATTN_ERR_BAD_LAYOUT = 16         /* quantized tensor of the wrong format/axis */
+  LPATTN_ERR_BAD_LAYOUT = 16,        /* quantized tensor of the wrong format/axis */
+  LPATTN_ERR_BAD_PAGE = 17           /* page id out of range, repeated, or table too short */
 } lpattn_status;
 
 /* Never NULL; "unknown status" for values this version does not know. */
@@ -325,6 +326,107 @@ LPATTN_API lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache
 LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
                                        const lpattn_tensor *q, const lpattn_tensor *out,
                                        const lpattn_attn_params *params, const lpattn_attn_aux *aux);
+
+/* ---- paged KV storage (SPEC 9) ------------------------------------------ */
+/* A pool of fixed-size pages plus sequence slots, in memory the caller may
+ * own (device memory for GPU backends, host memory for host backends), as a
+ * serving engine (vLLM, FlashInfer, SGLang) manages its KV memory.
+ *
+ * - A page holds one tile of `page_size` tokens for all KV heads of a layer,
+ *   in the pool's format: under FP8/NVFP4/MXFP4 the quantized tile only
+ *   (codes, group scales, outer scales; its key mean under PASA); under HIGH
+ *   the tile in high_dtype; under THRIFT both, plus the key and query tile
+ *   means that selection reads.
+ * - A sequence slot holds what SPEC 4 keeps high for one sequence under
+ *   FP8/NVFP4/MXFP4: the current, incomplete tile and the tile before it (they
+ *   can be diagonal tiles of the rows being decoded); under THRIFT, the query
+ *   rows of its two newest query tiles. A sequence in flight owns one slot.
+ * - A sequence is (slot, page table, length): page i of its table holds
+ *   tokens [i*T, (i+1)*T). A page is written when its first token is
+ *   appended (HIGH/THRIFT) or once, when it completes (FP8/NVFP4/MXFP4), and
+ *   never again: completed pages can be shared between sequences (prefix
+ *   sharing); a page that is not complete belongs to one sequence.
+ * - Results never depend on where pages sit in the pool, nor on the other
+ *   sequences of a batch (bitwise): the split of a sequence's context into
+ *   parallel chunks depends only on that sequence.
+ * Ids and lengths are int32/int64 tensors in backend memory (device memory
+ * on GPU backends, so a decode step can be captured in a CUDA graph). Host
+ * backends validate every id and length before writing anything; GPU
+ * backends validate what the host can see and, in the kernel, skip pages
+ * out of range and report LPATTN_ERR_INVALID_ARGUMENT at the next
+ * lpattn_synchronize(). */
+typedef struct {
+  size_t struct_size;
+  int num_kv_heads, num_q_heads, head_dim;
+  int page_size;              /* tokens per page = tile; default 64 */
+  lpattn_dtype high_dtype;    /* F16 (default) or BF16; F32 on host backends */
+  lpattn_precision precision; /* HIGH, FP8, NVFP4 (default), MXFP4 or THRIFT */
+  lpattn_format thrift_low;   /* THRIFT: format of the quantized copies */
+  int pasa;                   /* store K shifted by beta * tile mean (SPEC 6) */
+  float pasa_beta;            /* 0 = lpattn_pasa_beta(F16, page_size) */
+  int mx_scale_round_up;
+  int check_finite;           /* append rejects non-finite K/V/Q (host backends) */
+  int32_t num_pages;          /* pages in the pool */
+  int32_t num_slots;          /* sequence slots */
+} lpattn_kv_pool_params;
+
+typedef struct lpattn_kv_pool lpattn_kv_pool;
+
+LPATTN_API void lpattn_kv_pool_params_init(lpattn_kv_pool_params *p);
+/* Bytes of one page, of one sequence slot and of the whole pool (pages,
+ * slots and their alignment padding): what a caller-owned pool must hold.
+ * Any output may be NULL. */
+LPATTN_API lpattn_status lpattn_kv_pool_size(const lpattn_kv_pool_params *p, size_t *page_bytes,
+                                             size_t *slot_bytes, size_t *pool_bytes);
+/* mem = NULL: the library allocates (and frees) the pool in backend memory.
+ * Otherwise mem is caller memory of at least pool_bytes, 256-byte aligned,
+ * in backend memory, that outlives the pool object. */
+LPATTN_API lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params *p,
+                                               void *mem, size_t bytes, lpattn_kv_pool **out);
+/* NULL-safe; safe before or after its context is freed. */
+LPATTN_API void lpattn_kv_pool_free(lpattn_kv_pool *pool);
+/* Bytes the pool takes: its pages and slots (what lpattn_kv_pool_size says). */
+LPATTN_API size_t lpattn_kv_pool_bytes(const lpattn_kv_pool *pool);
+
+/* The sequences of one call. Tensors in backend memory:
+ *   slots      I32 [num_seqs]              slot of each sequence
+ *   lengths    I32 [num_seqs]              append: tokens present before the
+ *                                          call; decode: tokens attended to
+ *   page_table I32 [num_seqs, max_pages]   (shape {1, 1, num_seqs, max_pages},
+ *                                          any row stride) page ids
+ * max_length (host) bounds every length of the call; it sizes the launch and
+ * is checked against the lengths on host backends. */
+typedef struct {
+  size_t struct_size;
+  int num_seqs;
+  lpattn_tensor slots, lengths, page_table;
+  int64_t max_length;
+} lpattn_kv_batch;
+
+LPATTN_API void lpattn_kv_batch_init(lpattn_kv_batch *b);
+
+/* Append n tokens to every sequence of the batch: k, v [num_seqs, Hkv, n, D],
+ * q NULL or [num_seqs, Hq, n, D] (the queries of the same positions, which
+ * THRIFT's causal selection reads). A page completed by the append is
+ * quantized in this call. Slot state of a new sequence (length 0) is reset. */
+LPATTN_API lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                          const lpattn_kv_batch *batch, const lpattn_tensor *k,
+                                          const lpattn_tensor *v, const lpattn_tensor *q);
+/* Copy slot src's state to slot dst (fork a sequence: share the source's
+ * completed pages in the new table, give it its own page for the incomplete
+ * tile, then copy the slot). Tokens of the incomplete tile live in the slot
+ * (FP8/NVFP4/MXFP4) or in its page (HIGH/THRIFT: copy that page too). */
+LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src,
+                                             int32_t dst);
+/* Batched decode: q [num_seqs, Hq, Sq, D] holds the queries of each
+ * sequence's last Sq positions (1 <= Sq <= page_size; Sq > 1 for speculative
+ * decoding), attending causally to lengths[i] tokens. out like q. aux: lse,
+ * entropy [num_seqs, Hq, Sq, 1]. Params as lpattn_decode. */
+LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                             const lpattn_kv_batch *batch,
+                                             const lpattn_tensor *q, const lpattn_tensor *out,
+                                             const lpattn_attn_params *params,
+                                             const lpattn_attn_aux *aux);
 
 /* ---- merging partial states (SPEC 7) ------------------------------------ */
 /* (o_a, lse_a, h_a) and (o_b, lse_b, h_b) over disjoint key sets ->
