@@ -94,8 +94,32 @@ lpattn_status lpattn_create(lpattn_backend backend, const lpattn_context_params 
   return create_one(backend, &p, out);
 }
 
+lpattn_status lp_ctx_track(lpattn_ctx *ctx, void *obj, void (*detach)(void *obj)) {
+  lp_ctx_obj *o = malloc(sizeof *o);
+  if (!o) return LPATTN_ERR_OUT_OF_MEMORY;
+  o->obj = obj, o->detach = detach, o->next = ctx->objs;
+  ctx->objs = o;
+  return LPATTN_OK;
+}
+
+void lp_ctx_untrack(lpattn_ctx *ctx, void *obj) {
+  for (lp_ctx_obj **p = &ctx->objs; *p; p = &(*p)->next)
+    if ((*p)->obj == obj) {
+      lp_ctx_obj *o = *p;
+      *p = o->next;
+      free(o);
+      return;
+    }
+}
+
 void lpattn_free(lpattn_ctx *ctx) {
   if (!ctx) return;
+  while (ctx->objs) { /* detach what the caller has not freed yet */
+    lp_ctx_obj *o = ctx->objs;
+    ctx->objs = o->next;
+    o->detach(o->obj);
+    free(o);
+  }
   if (ctx->vt->fini) ctx->vt->fini(ctx);
   free(ctx);
 }

@@ -74,12 +74,27 @@ typedef struct {
                                 const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
 } lpattn_backend_vtable;
 
+/* An object that belongs to a context (KV cache, pool): lpattn_free() calls
+ * detach(obj) for each one still tracked, which releases its backend memory
+ * while the backend is alive and sets the object's ctx to NULL, so that
+ * freeing the object afterwards only frees host bookkeeping. */
+typedef struct lp_ctx_obj {
+  void *obj;
+  void (*detach)(void *obj);
+  struct lp_ctx_obj *next;
+} lp_ctx_obj;
+
 struct lpattn_ctx {
   lpattn_backend kind;
   const lpattn_backend_vtable *vt;
   lpattn_context_params params;
   void *impl; /* backend state (thread pool, stream, ...) */
+  lp_ctx_obj *objs; /* tracked objects (core/context.c) */
 };
+
+/* Track / untrack an object of ctx (OUT_OF_MEMORY when tracking fails). */
+lpattn_status lp_ctx_track(lpattn_ctx *ctx, void *obj, void (*detach)(void *obj));
+void lp_ctx_untrack(lpattn_ctx *ctx, void *obj);
 
 /* Every KV cache begins with this header so core can validate calls. */
 struct lpattn_kv_cache {
