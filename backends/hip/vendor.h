@@ -1,6 +1,6 @@
 /* HIP spelling of the CUDA names that CUDA-dialect code uses, so one source
  * (templates/gpu rendered with dialect 'hip', and the host glue
- * backends/cuda/cuda_backend.cu built with LPATTN_HIP) builds with hipcc. Only names are mapped: this header never claims CUDA identity
+ * backends/gpu built with LPATTN_HIP) builds with hipcc. Only names are mapped: this header never claims CUDA identity
  * (no __CUDA_ARCH__, no __CUDACC__); HIP code tests its own feature macros
  * below. Under tests/hip/shim (HIP-on-CUDA, for running on NVIDIA GPUs) the
  * hip* names map back to CUDA and the wave size is 32. */

@@ -1,5 +1,5 @@
 /* Arguments of the GPU kernels (CUDA and HIP render the same templates),
- * shared by the host glue (cuda_backend.cu) and the generated kernels
+ * shared by the host glue (backends/gpu) and the generated kernels
  * (gen/). Plain C: passed by value to kernels. */
 #ifndef LP_GPU_ARGS_H
 #define LP_GPU_ARGS_H

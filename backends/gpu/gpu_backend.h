@@ -1,0 +1,115 @@
+/* What the host files of the GPU backends share: CUDA, and HIP when built
+ * with LPATTN_HIP (hipcc, or nvcc through tests/hip/shim), the runtime names
+ * mapped by backends/hip/vendor.h. One job per file:
+ *   gpu_context.cu   context (device, stream), workspace, the vtable
+ *   gpu_registry.cu  the generated kernel registry (gen/registry.inc)
+ *   gpu_ops.cu       quantize / dequantize / merge, workspace q-views
+ *   gpu_prefill.cu   lpattn_attention
+ *   legacy_kv.cu     the device KV cache and split-KV decode
+ * Every call is asynchronous on the context's stream except lpattn_quantize
+ * with check_finite (it reads a flag back), workspace growth, and the legacy
+ * THRIFT decode. */
+#ifndef LP_GPU_BACKEND_H
+#define LP_GPU_BACKEND_H
+
+#include "lp_gpu_ops.h" /* the runtime (CUDA, or HIP through vendor.h) */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "internal.h"
+#include "lp_gpu_args.h"
+
+#if defined(LPATTN_HIP)
+#define LPG_NAME "hip"
+#define LPG_VTABLE_FN lpattn_hip_backend
+/* no cp.async on HIP: low tiles are decoded in-kernel from the codes */
+#define LPG_DEQUANT_KV 0
+#else
+#define LPG_NAME "cuda"
+#define LPG_VTABLE_FN lpattn_cuda_backend
+#define LPG_DEQUANT_KV 1
+#endif
+
+#define CK(call) \
+  do { if ((call) != cudaSuccess) return LPATTN_ERR_BACKEND; } while (0)
+#define TRY(call) \
+  do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
+
+namespace LPG_NS {
+
+/* ---- kernel registry (gpu_registry.cu) ----------------------------------- */
+typedef lpattn_status (*lpc_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
+/* the attention kernel for head dim D and input dtype dt, or NULL */
+lpc_attn_fn find_attn(int64_t D, lpattn_dtype dt);
+lpattn_status run_quant(const lp_gpu_quant_args *a, cudaStream_t s);
+lpattn_status run_dequant(const lp_gpu_dequant_args *a, cudaStream_t s);
+lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s);
+
+/* ---- context and workspace (gpu_context.cu) ------------------------------ */
+typedef struct {
+  int device, nsm, warp;
+  cudaStream_t stream;
+  void *ws;
+  size_t ws_size;
+  int *flag; /* check_finite result */
+} lpc_impl;
+
+static inline lpc_impl *impl_of(lpattn_ctx *ctx) { return (lpc_impl *)ctx->impl; }
+
+/* Carves 256-byte-aligned pieces out of a buffer laid out ahead of time. */
+typedef struct {
+  size_t used;
+} lpc_carve;
+
+static inline size_t carve(lpc_carve *c, size_t bytes) {
+  size_t at = c->used;
+  c->used += (bytes + 255) / 256 * 256;
+  return at;
+}
+
+/* Grows the context's workspace to hold `bytes` (synchronizes when it grows,
+ * so a call captured into a graph must find it large enough: run it once
+ * eagerly first). */
+lpattn_status ensure_ws(lpc_impl *im, size_t bytes);
+
+static inline void strides(const lpattn_tensor *t, int64_t s[4]) { memcpy(s, t->stride, sizeof t->stride); }
+
+/* 16-byte vector loads are allowed on t */
+static inline int vec_ok(const lpattn_tensor *t) {
+  return t->stride[3] == 1 && t->stride[0] % 8 == 0 && t->stride[1] % 8 == 0 &&
+         t->stride[2] % 8 == 0 && ((uintptr_t)t->data % 16) == 0;
+}
+
+/* ---- ops (gpu_ops.cu) ------------------------------------------------------ */
+/* Lays out a quantized tensor of `shape` (codes, scales, outer) in c. */
+lpattn_status qview_alloc(lpc_carve *c, lpattn_format f, lpattn_axis ax, int tile,
+                          const int64_t shape[4], size_t off[3]);
+lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows);
+/* Quantizes x (tile 64) into v; shift: PASA key means (or NULL). */
+lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
+                         lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
+                         float beta, int shift_tiles);
+
+/* ---- vtable entries --------------------------------------------------------- */
+lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
+                           const lpattn_quant_params *p);
+lpattn_status lpc_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y);
+lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+                        const lpattn_tensor *h_a, const lpattn_tensor *o_b,
+                        const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
+                        const lpattn_tensor *o, const lpattn_tensor *lse, const lpattn_tensor *h);
+lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
+lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
+                               lpattn_kv_cache **out);
+void lpc_cache_free(lpattn_kv_cache *c);
+lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
+                               const lpattn_tensor *kt, const lpattn_tensor *vt,
+                               const lpattn_tensor *qt);
+lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
+                         const lpattn_tensor *out, const lpattn_attn_problem *pr);
+
+} // namespace LPG_NS
+#endif

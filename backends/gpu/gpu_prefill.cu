@@ -1,0 +1,93 @@
+/* lpattn_attention on the GPU backends: Q/K/V quantized into the workspace
+ * (low precisions), key-tile means (THRIFT, PASA), the THRIFT selection,
+ * then one launch of the attention kernel of the call's head dim and dtype. */
+#include "gpu_backend.h"
+
+namespace LPG_NS {
+
+lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  lpc_impl *im = impl_of(ctx);
+  const lpattn_dtype dt = pr->q->dtype;
+  if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
+  if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
+  if (pr->pasa && dt != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* f16 scores need f16 Q */
+  lpc_attn_fn fn = find_attn(pr->D, dt);
+  if (!fn) return LPATTN_ERR_UNSUPPORTED;
+  CK(cudaSetDevice(im->device));
+  const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
+            Skv = (int)pr->Skv, D = (int)pr->D;
+  const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
+  const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
+  lpc_carve c = {0};
+  size_t oq[3] = {0, 0, 0}, ok[3] = {0, 0, 0}, ov[3] = {0, 0, 0}, omean = 0, osel = 0, okd = 0, ovd = 0;
+  const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
+  if (low) {
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, oq));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, ok));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, ov));
+    if (LPG_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
+      okd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      ovd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+    }
+  }
+  if (thrift || pr->pasa) omean = carve(&c, (size_t)B * Hkv * nkt * D * 4);
+  if (thrift) osel = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
+  TRY(ensure_ws(im, c.used));
+  char *ws = (char *)im->ws;
+  float *kmean = (thrift || pr->pasa) ? (float *)(ws + omean) : NULL;
+
+  if (kmean) {
+    lpc_mean_args m;
+    memset(&m, 0, sizeof m);
+    m.k = pr->k->data, m.dtype = dt;
+    strides(pr->k, m.sk);
+    m.B = B, m.H = Hkv, m.D = D, m.T = 64, m.Skv = Skv, m.j0 = 0, m.j1 = nkt, m.tiles = nkt;
+    m.mean = kmean;
+    TRY(lpc_tile_means(&m, im->stream));
+  }
+  lp_gpu_attn_args a;
+  memset(&a, 0, sizeof a);
+  if (low) {
+    a.qq = qview_at(ws, oq, Sq), a.kq = qview_at(ws, ok, Skv), a.vq = qview_at(ws, ov, Skv);
+    TRY(quant_into(im, pr->q, &a.qq, pr->low, LPATTN_AXIS_D, pr->mx_round_up, NULL, 0, 0));
+    TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
+                   pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
+    TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
+    if (LPG_DEQUANT_KV) {
+      a.kd = ws + okd, a.vd = ws + ovd;
+      TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + okd, ws + ovd, im->stream));
+    }
+  }
+  if (thrift) {
+    lpc_select_args s;
+    memset(&s, 0, sizeof s);
+    s.q = pr->q->data, s.qdt = dt;
+    strides(pr->q, s.sq);
+    s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = Skv, s.D = D, s.T = 64;
+    s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
+    s.leaky = pr->leaky, s.nkt = nkt, s.kmean = kmean, s.kmean_tiles = nkt;
+    s.k = pr->thrift_k, s.sel = (int *)(ws + osel), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
+    if (pr->selection) {
+      s.out = (int *)pr->selection->data;
+      strides(pr->selection, s.so);
+      s.out_k = (int)pr->selection->shape[3];
+    }
+    TRY(lpc_select(&s, nqt, im->stream));
+    a.sel = s.sel, a.sel_tiles = nqt, a.sel_k = pr->thrift_k;
+  }
+  a.q = pr->q->data, a.k = pr->k->data, a.v = pr->v->data, a.out = pr->out->data;
+  strides(pr->q, a.sq), strides(pr->k, a.sk), strides(pr->v, a.sv), strides(pr->out, a.so);
+  a.out_dtype = pr->out->dtype;
+  if (pr->lse) a.lse = (float *)pr->lse->data, strides(pr->lse, a.sl);
+  if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
+  a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
+  a.causal = pr->causal, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
+  a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
+  a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
+  a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt, a.split = 1;
+  a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
+  a.warp = im->warp;
+  return fn(&a, im->stream);
+}
+
+} // namespace LPG_NS
