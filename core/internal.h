@@ -18,8 +18,9 @@ typedef struct {
   float sm_scale;
   int Bq, Bk;
   lpattn_precision precision;
-  lpattn_format low;          /* format of low tiles (FP8/NVFP4/MXFP4 or thrift_low) */
-  int thrift_k;               /* resolved k (THRIFT), else 0 */
+  lpattn_format low;          /* format of low tiles: lp_low_format(precision, thrift_low) */
+  int thrift_k;               /* THRIFT prefill: the resolved k; decode: the caller's k
+                                 (clamped) or 0, a sequence's k is lp_thrift_k_seq() */
   lpattn_selection selection_mode;
   int pasa;
   float pasa_beta;            /* resolved */
@@ -27,6 +28,18 @@ typedef struct {
   int mx_round_up;
   float thrift_budget;        /* decode derives k from it when thrift_k == 0 */
 } lpattn_attn_problem;
+
+/* Derived parameters, each rule written once (core/thrift.c); core resolves
+ * them into the problem, backends read them. */
+/* The format of low tiles of a precision (HIGH: NVFP4, unused). */
+lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low);
+/* THRIFT's k for a query that sees n_tiles KV tiles: k_fixed (> 0, clamped
+ * to n_tiles), else from the budget (lpattn_thrift_k). */
+int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles);
+/* The k of a decode sequence that holds n_tiles tiles. */
+static inline int lp_thrift_k_seq(const lpattn_attn_problem *pr, int64_t n_tiles) {
+  return lp_thrift_k_for(pr->thrift_k, pr->thrift_budget, 1, n_tiles);
+}
 
 typedef struct lpattn_kv_cache lpattn_kv_cache;
 typedef struct lpattn_kv_pool lpattn_kv_pool;

@@ -94,10 +94,7 @@ lpattn_status lp_kv_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   m->has_low = p->precision != LPATTN_PREC_HIGH;
   m->nslot = (p->precision == LPATTN_PREC_HIGH || p->precision == LPATTN_PREC_THRIFT)
                  ? m->ntile : (m->ntile < 2 ? m->ntile : 2);
-  m->fmt = p->precision == LPATTN_PREC_FP8     ? LPATTN_FMT_FP8
-           : p->precision == LPATTN_PREC_MXFP4 ? LPATTN_FMT_MXFP4
-           : p->precision == LPATTN_PREC_THRIFT ? p->thrift_low
-                                               : LPATTN_FMT_NVFP4;
+  m->fmt = lp_low_format(p->precision, p->thrift_low);
   m->G = lp_group_size(m->fmt);
   m->esz = p->high_dtype == LPATTN_F32 ? 4 : 2;
   const int64_t heads = S * m->Hkv, td = m->T * m->D;

@@ -2,6 +2,7 @@
 #include "kvpage.h"
 
 #include "formats.h"
+#include "internal.h"
 
 static size_t up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -12,10 +13,7 @@ lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p)
   if (T == 0 || D == 0 || Hkv == 0 || Hq == 0 || T % 32 || D % 16) return LPATTN_ERR_INVALID_ARGUMENT;
   L->T = p->page_size, L->D = p->head_dim, L->Hkv = p->num_kv_heads, L->Hq = p->num_q_heads;
   L->prec = p->precision;
-  L->fmt = p->precision == LPATTN_PREC_FP8     ? LPATTN_FMT_FP8
-           : p->precision == LPATTN_PREC_MXFP4 ? LPATTN_FMT_MXFP4
-           : p->precision == LPATTN_PREC_THRIFT ? p->thrift_low
-                                               : LPATTN_FMT_NVFP4;
+  L->fmt = lp_low_format(p->precision, p->thrift_low);
   L->G = lp_group_size(L->fmt);
   L->esz = p->high_dtype == LPATTN_F32 ? 4 : 2;
   L->has_low = p->precision != LPATTN_PREC_HIGH;

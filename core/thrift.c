@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "formats.h"
+#include "internal.h"
 #include "tiles.h"
 
 /* Fraction of the computed tiles that are high when k of n per query tile
@@ -20,6 +21,20 @@ int lpattn_thrift_k(int n_tiles, float budget, int causal) {
     if (err < best_err) best = k, best_err = err; /* ties keep the smaller k */
   }
   return best;
+}
+
+lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low) {
+  switch (p) {
+    case LPATTN_PREC_FP8: return LPATTN_FMT_FP8;
+    case LPATTN_PREC_MXFP4: return LPATTN_FMT_MXFP4;
+    case LPATTN_PREC_THRIFT: return thrift_low;
+    default: return LPATTN_FMT_NVFP4;
+  }
+}
+
+int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles) {
+  const int n = (int)n_tiles;
+  return k_fixed > 0 ? (k_fixed < n ? k_fixed : n) : lpattn_thrift_k(n, budget, causal);
 }
 
 int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

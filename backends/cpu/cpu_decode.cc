@@ -64,8 +64,7 @@ lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q
     job.len.assign(c->lengths, c->lengths + cp.num_seqs);
     for (int64_t len : job.len) {
       const int n = (int)lp_tile_count(len, cp.tile);
-      job.seq_k.push_back(pr->thrift_k > 0 ? (pr->thrift_k < n ? pr->thrift_k : n)
-                                           : lpattn_thrift_k(n, pr->thrift_budget, 1));
+      job.seq_k.push_back(lp_thrift_k_seq(pr, n));
     }
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;

@@ -19,22 +19,24 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
   lpc_carve c = {0};
-  size_t oq[3] = {0, 0, 0}, ok[3] = {0, 0, 0}, ov[3] = {0, 0, 0}, omean = 0, osel = 0, okd = 0, ovd = 0;
+  /* workspace offsets: quantized Q/K/V, their bf16 copies, key means, selection */
+  size_t q_low_at[3] = {0, 0, 0}, k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
+  size_t k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, oq));
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, ok));
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, ov));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, k_low_at));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, v_low_at));
     if (LPG_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
-      okd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
-      ovd = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
     }
   }
-  if (thrift || pr->pasa) omean = carve(&c, (size_t)B * Hkv * nkt * D * 4);
-  if (thrift) osel = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
+  if (thrift || pr->pasa) kmean_at = carve(&c, (size_t)B * Hkv * nkt * D * 4);
+  if (thrift) sel_at = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
   TRY(ensure_ws(im, c.used));
   char *ws = (char *)im->ws;
-  float *kmean = (thrift || pr->pasa) ? (float *)(ws + omean) : NULL;
+  float *kmean = (thrift || pr->pasa) ? (float *)(ws + kmean_at) : NULL;
 
   if (kmean) {
     lpc_mean_args m;
@@ -48,14 +50,15 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
   if (low) {
-    a.qq = qview_at(ws, oq, Sq), a.kq = qview_at(ws, ok, Skv), a.vq = qview_at(ws, ov, Skv);
+    a.qq = qview_at(ws, q_low_at, Sq), a.kq = qview_at(ws, k_low_at, Skv), a.vq = qview_at(ws, v_low_at, Skv);
     TRY(quant_into(im, pr->q, &a.qq, pr->low, LPATTN_AXIS_D, pr->mx_round_up, NULL, 0, 0));
     TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
                    pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
     TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
     if (LPG_DEQUANT_KV) {
-      a.kd = ws + okd, a.vd = ws + ovd;
-      TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + okd, ws + ovd, im->stream));
+      a.kd = ws + k_bf16_at, a.vd = ws + v_bf16_at;
+      TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
+                         im->stream));
     }
   }
   if (thrift) {
@@ -66,7 +69,7 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = Skv, s.D = D, s.T = 64;
     s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
     s.leaky = pr->leaky, s.nkt = nkt, s.kmean = kmean, s.kmean_tiles = nkt;
-    s.k = pr->thrift_k, s.sel = (int *)(ws + osel), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
+    s.k = pr->thrift_k, s.sel = (int *)(ws + sel_at), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
     if (pr->selection) {
       s.out = (int *)pr->selection->data;
       strides(pr->selection, s.so);

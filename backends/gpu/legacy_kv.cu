@@ -17,10 +17,7 @@ typedef struct {
 } lpc_cache;
 
 static lpattn_format cache_low(const lpattn_kv_cache_params *p) {
-  return p->precision == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8
-         : p->precision == LPATTN_PREC_MXFP4 ? LPATTN_FMT_MXFP4
-         : p->precision == LPATTN_PREC_THRIFT ? p->thrift_low
-                                              : LPATTN_FMT_NVFP4;
+  return lp_low_format(p->precision, p->thrift_low);
 }
 
 void lpc_cache_free(lpattn_kv_cache *c) {
@@ -62,16 +59,16 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   k->maxt = p->max_tokens, k->maxtiles = (p->max_tokens + T - 1) / T;
   const size_t hi = (size_t)S * Hkv * k->maxt * D * 2;
   lpc_carve cv = {0};
-  size_t okq[3] = {0, 0, 0}, ovq[3] = {0, 0, 0};
+  size_t k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
   const int64_t shape[4] = {S, Hkv, k->maxt, D};
   lpattn_status st = LPATTN_OK;
   if (p->precision != LPATTN_PREC_HIGH) {
-    st = qview_alloc(&cv, cache_low(p), LPATTN_AXIS_D, 64, shape, okq);
-    if (st == LPATTN_OK) st = qview_alloc(&cv, cache_low(p), LPATTN_AXIS_S, 64, shape, ovq);
+    st = qview_alloc(&cv, cache_low(p), LPATTN_AXIS_D, 64, shape, k_low_at);
+    if (st == LPATTN_OK) st = qview_alloc(&cv, cache_low(p), LPATTN_AXIS_S, 64, shape, v_low_at);
   }
-  size_t omean = carve(&cv, (size_t)S * Hkv * k->maxtiles * D * 4);
-  size_t oring = carve(&cv, (size_t)S * p->num_q_heads * 3 * T * D * 4);
-  size_t olens = carve(&cv, (size_t)S * 4);
+  size_t kmean_at = carve(&cv, (size_t)S * Hkv * k->maxtiles * D * 4);
+  size_t qring_at = carve(&cv, (size_t)S * p->num_q_heads * 3 * T * D * 4);
+  size_t lens_at = carve(&cv, (size_t)S * 4);
   if (st == LPATTN_OK && (cudaMalloc(&k->khi, hi) != cudaSuccess || cudaMalloc(&k->vhi, hi) != cudaSuccess ||
                           cudaMalloc(&k->blob, cv.used) != cudaSuccess)) {
     (void)cudaGetLastError();
@@ -83,10 +80,10 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
     lpc_cache_free(c);
     return st;
   }
-  k->kq = qview_at(k->blob, okq, k->maxt), k->vq = qview_at(k->blob, ovq, k->maxt);
-  k->kmean = (float *)((char *)k->blob + omean);
-  k->qring = (float *)((char *)k->blob + oring);
-  k->lens = (int *)((char *)k->blob + olens);
+  k->kq = qview_at(k->blob, k_low_at, k->maxt), k->vq = qview_at(k->blob, v_low_at, k->maxt);
+  k->kmean = (float *)((char *)k->blob + kmean_at);
+  k->qring = (float *)((char *)k->blob + qring_at);
+  k->lens = (int *)((char *)k->blob + lens_at);
   *out = c;
   return LPATTN_OK;
 }
@@ -207,33 +204,34 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   if (need_m && cp->pasa) split = 1;
   if (split < 1) split = 1;
   lpc_carve cv = {0};
-  size_t oqq[3] = {0, 0, 0};
+  size_t q_low_at[3] = {0, 0, 0};
   const int64_t qshape[4] = {B, Hq, Sq, D};
-  if (cp->precision != LPATTN_PREC_HIGH) TRY(qview_alloc(&cv, cache_low(cp), LPATTN_AXIS_D, 64, qshape, oqq));
-  size_t oksq = thrift ? carve(&cv, (size_t)B * 4) : 0;
-  size_t osel = 0;
+  if (cp->precision != LPATTN_PREC_HIGH)
+    TRY(qview_alloc(&cv, cache_low(cp), LPATTN_AXIS_D, 64, qshape, q_low_at));
+  size_t kseq_at = thrift ? carve(&cv, (size_t)B * 4) : 0;
+  size_t sel_at = 0;
   int *kseq_h = NULL;
   if (thrift) {
     kseq_h = (int *)malloc(sizeof(int) * (size_t)B);
     if (!kseq_h) return LPATTN_ERR_OUT_OF_MEMORY;
     for (int s = 0; s < B; s++) {
       int n = (int)((c->lengths[s] + T - 1) / T);
-      int kk = pr->thrift_k ? (pr->thrift_k < n ? pr->thrift_k : n) : lpattn_thrift_k(n, pr->thrift_budget, 1);
+      int kk = lp_thrift_k_seq(pr, n);
       kseq_h[s] = kk;
       if (kk > kmax) kmax = kk;
     }
-    osel = carve(&cv, (size_t)B * Hq * maxtiles * kmax * 4);
+    sel_at = carve(&cv, (size_t)B * Hq * maxtiles * kmax * 4);
   }
-  size_t opo = 0, opl = 0, oph = 0, opm = 0;
+  size_t part_o_at = 0, part_lse_at = 0, part_ent_at = 0, part_max_at = 0;
   if (split > 1) {
-    if (need_m) opm = carve(&cv, (size_t)split * B * Hq * Sq * 4);
-    opo = carve(&cv, (size_t)split * B * Hq * Sq * D * 4);
-    opl = carve(&cv, (size_t)split * B * Hq * Sq * 4);
-    oph = carve(&cv, (size_t)split * B * Hq * Sq * 4);
+    if (need_m) part_max_at = carve(&cv, (size_t)split * B * Hq * Sq * 4);
+    part_o_at = carve(&cv, (size_t)split * B * Hq * Sq * D * 4);
+    part_lse_at = carve(&cv, (size_t)split * B * Hq * Sq * 4);
+    part_ent_at = carve(&cv, (size_t)split * B * Hq * Sq * 4);
   }
   lpattn_status st = ensure_ws(im, cv.used ? cv.used : 256);
   if (st == LPATTN_OK && thrift &&
-      cudaMemcpyAsync((char *)im->ws + oksq, kseq_h, sizeof(int) * (size_t)B, cudaMemcpyHostToDevice,
+      cudaMemcpyAsync((char *)im->ws + kseq_at, kseq_h, sizeof(int) * (size_t)B, cudaMemcpyHostToDevice,
                       im->stream) != cudaSuccess)
     st = LPATTN_ERR_BACKEND;
   if (st == LPATTN_OK && thrift && cudaStreamSynchronize(im->stream) != cudaSuccess) /* kseq_h is freed next */
@@ -250,13 +248,13 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = maxlen, s.D = D, s.T = T;
     s.lens = k->lens, s.abs_tiles = 1, s.causal = 1;
     s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL, s.nkt = maxtiles;
-    s.kmean = k->kmean, s.kmean_tiles = maxtiles, s.kseq = (const int *)(ws + oksq);
-    s.sel = (int *)(ws + osel), s.sel_tiles = maxtiles, s.sel_k = kmax;
+    s.kmean = k->kmean, s.kmean_tiles = maxtiles, s.kseq = (const int *)(ws + kseq_at);
+    s.sel = (int *)(ws + sel_at), s.sel_tiles = maxtiles, s.sel_k = kmax;
     TRY(lpc_select(&s, nqx, im->stream));
     a.sel = s.sel, a.sel_tiles = maxtiles, a.sel_k = kmax;
   }
   if (cp->precision != LPATTN_PREC_HIGH) {
-    a.qq = qview_at(ws, oqq, Sq);
+    a.qq = qview_at(ws, q_low_at, Sq);
     TRY(quant_into(im, q, &a.qq, cache_low(cp), LPATTN_AXIS_D, cp->mx_scale_round_up, NULL, 0, 0));
   }
   lpattn_tensor kv = hi_view(c, k->khi, 0, 0, k->maxt), vv = hi_view(c, k->vhi, 0, 0, k->maxt);
@@ -274,10 +272,11 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   a.vec16 = vec_ok(q);
   a.warp = im->warp;
   if (split > 1) {
-    a.part_o = (float *)(ws + opo), a.part_l = (float *)(ws + opl), a.part_h = (float *)(ws + oph);
+    a.part_o = (float *)(ws + part_o_at), a.part_l = (float *)(ws + part_lse_at);
+    a.part_h = (float *)(ws + part_ent_at);
   }
   if (split > 1 && need_m) {
-    a.part_m = (float *)(ws + opm);
+    a.part_m = (float *)(ws + part_max_at);
     a.maxpass = 1;
     TRY(fn(&a, im->stream));
     a.maxpass = 0;

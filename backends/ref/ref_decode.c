@@ -112,8 +112,7 @@ lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   for (int s = 0; s < cp->num_seqs && st == LPATTN_OK; s++) {
     const int64_t len = c->lengths[s];
     const int n = (int)lp_tile_count(len, T);
-    const int k = pr->thrift_k > 0 ? (pr->thrift_k < n ? pr->thrift_k : n)
-                                   : lpattn_thrift_k(n, pr->thrift_budget, 1);
+    const int k = lp_thrift_k_seq(pr, n);
     for (int64_t hq = 0; hq < cp->num_q_heads && st == LPATTN_OK; hq++) {
       for (int64_t r = 0; r < Sq; r++)
         for (int64_t d = 0; d < D; d++)

@@ -147,12 +147,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
     return LPATTN_ERR_INVALID_ARGUMENT;
   pr->precision = p->precision;
-  switch (p->precision) {
-    case LPATTN_PREC_FP8: pr->low = LPATTN_FMT_FP8; break;
-    case LPATTN_PREC_MXFP4: pr->low = LPATTN_FMT_MXFP4; break;
-    case LPATTN_PREC_THRIFT: pr->low = p->thrift_low; break;
-    default: pr->low = LPATTN_FMT_NVFP4; break;
-  }
+  pr->low = lp_low_format(p->precision, p->thrift_low);
   if (p->precision != LPATTN_PREC_HIGH && pr->low == LPATTN_FMT_MXFP4 && D % 32)
     return LPATTN_ERR_BAD_HEAD_DIM;
   pr->causal = p->causal != 0;
@@ -163,11 +158,8 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
   pr->selection_mode = p->selection;
   pr->thrift_budget = p->thrift_budget;
   pr->thrift_k = 0;
-  if (p->precision == LPATTN_PREC_THRIFT) {
-    int n = (int)((Skv + pr->Bk - 1) / pr->Bk);
-    pr->thrift_k = p->thrift_k ? (p->thrift_k < n ? p->thrift_k : n)
-                               : lpattn_thrift_k(n, p->thrift_budget, pr->causal);
-  }
+  if (p->precision == LPATTN_PREC_THRIFT)
+    pr->thrift_k = lp_thrift_k_for(p->thrift_k, p->thrift_budget, pr->causal, (Skv + pr->Bk - 1) / pr->Bk);
   pr->pasa = p->pasa != 0;
   pr->pasa_beta = p->pasa_beta != 0.0f ? p->pasa_beta
                                         : (float)lpattn_pasa_beta(LPATTN_F16, pr->Bk, 0.0);
@@ -254,10 +246,7 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
   if (!is_float_io(p.high_dtype)) return LPATTN_ERR_BAD_DTYPE;
   if ((unsigned)p.precision > LPATTN_PREC_THRIFT || !valid_format(p.thrift_low))
     return LPATTN_ERR_INVALID_ARGUMENT;
-  lpattn_format low = p.precision == LPATTN_PREC_FP8     ? LPATTN_FMT_FP8
-                      : p.precision == LPATTN_PREC_MXFP4 ? LPATTN_FMT_MXFP4
-                      : p.precision == LPATTN_PREC_THRIFT ? p.thrift_low
-                                                          : LPATTN_FMT_NVFP4;
+  lpattn_format low = lp_low_format(p.precision, p.thrift_low);
   if (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32)
     return LPATTN_ERR_BAD_HEAD_DIM;
   if (p.pasa_beta != 0.0f && !(p.pasa_beta > 0.0f && p.pasa_beta < 1.0f))

@@ -1,7 +1,7 @@
 // f32 FMA peak of this machine on the dispatched Highway target (bench only):
 // independent MulAdd chains, enough to hide the FMA latency.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "backends/cpu/peak.cc"  // from the source root
+#define HWY_TARGET_INCLUDE "backends/cpu/fma_peak.cc"  // from the source root
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
