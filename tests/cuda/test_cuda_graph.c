@@ -1,0 +1,114 @@
+/* lpattn_attention can be captured in a CUDA graph: no synchronization and
+ * no allocation inside the call once the context's workspace is large
+ * enough (an eager call first). The call is captured on the context's own
+ * stream (lpattn_context_params.stream) in global capture mode, the graph
+ * replayed twice, and every output (O, LSE, entropy, THRIFT selection)
+ * compared bitwise with the eager call's. HIGH, NVFP4 (with PASA) and
+ * THRIFT; causal, GQA, a partial last tile. */
+#include "cudatest.h"
+
+#include <cuda_runtime_api.h>
+
+typedef struct {
+  ct_pair q, k, v, o, lse, ent, sel;
+} graph_prob;
+
+enum { B = 1, HQ = 4, HKV = 2, SQ = 200, SKV = 200, D = 64, KSEL = 2 };
+
+static int same(ct_pair *p, const void *want) {
+  ct_down(p);
+  return memcmp(p->h.data, want, p->bytes) == 0;
+}
+
+static void *copy_of(const ct_pair *p) {
+  void *c = malloc(p->bytes);
+  memcpy(c, p->h.data, p->bytes);
+  return c;
+}
+
+static void graph_case(lpattn_ctx *cu, cudaStream_t st, lpattn_precision prec, int pasa) {
+  static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
+  const int thrift = prec == LPATTN_PREC_THRIFT;
+  graph_prob p;
+  p.q = ct_make(LPATTN_F16, B, HQ, SQ, D);
+  p.k = ct_make(LPATTN_F16, B, HKV, SKV, D);
+  p.v = ct_make(LPATTN_F16, B, HKV, SKV, D);
+  p.o = ct_make(LPATTN_F32, B, HQ, SQ, D);
+  p.lse = ct_make(LPATTN_F32, B, HQ, SQ, 1);
+  p.ent = ct_make(LPATTN_F32, B, HQ, SQ, 1);
+  p.sel = ct_make(LPATTN_I32, B, HQ, (SQ + 63) / 64, KSEL);
+  ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = 1, ap.pasa = pasa, ap.thrift_k = KSEL;
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.lse = p.lse.d, aux.entropy = p.ent.d;
+  if (thrift) aux.selection = p.sel.d;
+  ct_pair *outs[4] = {&p.o, &p.lse, &p.ent, &p.sel};
+  const int nout = thrift ? 4 : 3;
+  void *eager[4] = {NULL, NULL, NULL, NULL};
+
+  /* eager: also grows the workspace to what the call needs */
+  for (int i = 0; i < nout; i++) ct_poison(outs[i]);
+  ht_dsync(); /* the poison (default stream) lands before the call */
+  CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, &aux), LPATTN_OK);
+  CHECK(cudaStreamSynchronize(st) == cudaSuccess, "eager run failed");
+  for (int i = 0; i < nout; i++) ct_down(outs[i]), eager[i] = copy_of(outs[i]);
+  CHECK(ct_nonfinite(&p.o.h) == 0, "%s: eager output not finite", PN[prec]);
+
+  /* captured: nothing may run or synchronize while the stream records */
+  for (int i = 0; i < nout; i++) ct_poison(outs[i]);
+  ht_dsync();
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+  CHECK(e == cudaSuccess, "begin capture: %s", cudaGetErrorString(e));
+  lpattn_status s = lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, &aux);
+  e = cudaStreamEndCapture(st, &graph);
+  CHECK(s == LPATTN_OK, "%s pasa=%d: captured call returned %s", PN[prec], pasa, lpattn_status_string(s));
+  CHECK(e == cudaSuccess && graph, "%s pasa=%d: end capture: %s", PN[prec], pasa, cudaGetErrorString(e));
+  if (s == LPATTN_OK && e == cudaSuccess && graph) {
+    size_t nodes = 0;
+    cudaGraphGetNodes(graph, NULL, &nodes);
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    CHECK(e == cudaSuccess, "instantiate: %s", cudaGetErrorString(e));
+    int ok = e == cudaSuccess;
+    for (int rep = 0; ok && rep < 2; rep++) {
+      CHECK(cudaGraphLaunch(exec, st) == cudaSuccess, "graph launch");
+      CHECK(cudaStreamSynchronize(st) == cudaSuccess, "graph run failed");
+      int eq = 1;
+      for (int i = 0; i < nout; i++) eq &= same(outs[i], eager[i]);
+      printf("graph %-6s pasa=%d: %zu nodes, replay %d %s eager\n", PN[prec], pasa, nodes, rep,
+             eq ? "bitwise equal to" : "DIFFERS from");
+      CHECK(eq, "%s pasa=%d: replay %d differs from the eager call", PN[prec], pasa, rep);
+      for (int i = 0; i < nout; i++) ct_poison(outs[i]);
+      ht_dsync();
+    }
+  }
+  (void)cudaGetLastError();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  for (int i = 0; i < 4; i++) free(eager[i]);
+  ct_free(&p.q), ct_free(&p.k), ct_free(&p.v), ct_free(&p.o);
+  ct_free(&p.lse), ct_free(&p.ent), ct_free(&p.sel);
+}
+
+int main(void) {
+  if (!lpattn_backend_available(LPATTN_BACKEND_CUDA)) return test_skip("no usable GPU device");
+  cudaStream_t st = NULL;
+  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return test_skip("no stream");
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.stream = st;
+  lpattn_ctx *cu = NULL;
+  if (lpattn_create(LPATTN_BACKEND_CUDA, &cp, &cu) != LPATTN_OK) return test_skip("no usable GPU device");
+  graph_case(cu, st, LPATTN_PREC_HIGH, 0);
+  graph_case(cu, st, LPATTN_PREC_NVFP4, 0);
+  graph_case(cu, st, LPATTN_PREC_NVFP4, 1);
+  graph_case(cu, st, LPATTN_PREC_THRIFT, 0);
+  CHECK(ht_dsync(), "device error");
+  lpattn_free(cu);
+  cudaStreamDestroy(st);
+  return test_finish();
+}
