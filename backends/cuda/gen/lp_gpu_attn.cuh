@@ -7,11 +7,11 @@
  * computed high (f16/bf16 operands, f32 accumulation) or low (codes * group
  * scale, exact in bf16, outer scales applied to the f32 products); P of a
  * low tile is quantized per row in registers. Everything but the two
- * matrix products and where Q lives (lp_gpu_dialect.cuh, one per dialect)
- * is written against the lane layout lpc_lay of lp_gpu.cuh (which lane
- * holds which row, key and channel), so the masks, the online-softmax/
- * entropy/PASA state (templates/common), the P quantizer and the
- * split/decode logic are the same code on every GPU. */
+ * matrix products and where Q lives (the dl.* calls: the dialect's half,
+ * templates/gpu/inc/attn_<dialect>.j2) is written against the lane layout
+ * lpc_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
+ * the masks, the online-softmax/entropy/PASA state (templates/common), the
+ * P quantizer and the split/decode logic are the same code on every GPU. */
 #ifndef LP_GPU_ATTN_CUH
 #define LP_GPU_ATTN_CUH
 #include "lp_gpu.cuh"
@@ -20,6 +20,86 @@ namespace lpattn_cuda {
 #define LPC_BQ 64
 #define LPC_BK 64
 
+
+/* sm_120a: S = Q K^T of an NVFP4/MXFP4 low tile on the native block-scaled
+ * FP4 tensor cores (mma.sync m16n8k64 kind::mxf4nvf4, OMMA in SASS): the
+ * E2M1 codes and their group scales go to the MMA as stored, the outer
+ * scales are applied by the caller exactly as on the dequantizing path.
+ * Fragments are read straight from the quantized Q/K in global memory.
+ * Compiled only where the arch-specific feature macro says the
+ * instruction exists; other targets never reference it. */
+#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+__device__ __forceinline__ void lpc_omma_nvfp4(float &c0, float &c1, float &c2, float &c3,
+                                               const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               uint32_t sfa, uint32_t sfb) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1."
+      "f32.ue4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {0, 0}, %11, {0, 0};\n"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sfa), "r"(sfb));
+}
+__device__ __forceinline__ void lpc_omma_mxfp4(float &c0, float &c1, float &c2, float &c3,
+                                               const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               uint32_t sfa, uint32_t sfb) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1."
+      "f32.ue8m0 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {0, 0}, %11, {0, 0};\n"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sfa), "r"(sfb));
+}
+
+/* 8 codes (4 bytes) of row `row` from element k, or 0 outside the tile. */
+__device__ __forceinline__ uint32_t lpc_codes8(const uint8_t *codes, int64_t row, int D, int k,
+                                               bool ok) {
+  return ok ? *(const uint32_t *)(codes + ((row * D + k) >> 1)) : 0u;
+}
+
+/* Scale bytes of one k64 step: 4 E4M3 (groups of 16) or 2 E8M0 (of 32). */
+__device__ __forceinline__ uint32_t lpc_scales_k64(const uint8_t *scales, int64_t row, int D,
+                                                   int kd, bool mx, bool ok) {
+  if (!ok) return 0u;
+  if (mx) {
+    const uint8_t *p = scales + row * (D / 32) + kd * 2;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+  }
+  return *(const uint32_t *)(scales + row * (D / 16) + kd * 4);
+}
+
+/* Scale selectors (thread-id 0): A row m comes from lane 4*(m%8) + m/8, B
+ * column n from lane 4n; the other lanes' scale registers are ignored. */
+template <int D>
+__device__ __forceinline__ void lpc_fp4_scores(const lp_gpu_attn_args &a, float (&s)[2][16],
+                                               int64_t kvbh, int64_t qrow0, int base, int c0,
+                                               int Skv, int r0, int r1) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const bool mx = a.low == LPATTN_FMT_MXFP4;
+  const int ra = base + warp * 16 + g, rb = ra + 8;
+  const bool oka = ra >= r0 && ra <= r1, okb = rb >= r0 && rb <= r1;
+  const int sm = g + 8 * (lane & 1); /* row whose scales this lane supplies */
+  const int rs = base + warp * 16 + sm;
+  const bool oks = (lane & 3) < 2 && rs >= r0 && rs <= r1;
+#pragma unroll
+  for (int kd = 0; kd < D / 64; kd++) {
+    const int k = kd * 64 + 8 * t4;
+    uint32_t qa[4] = {lpc_codes8(a.qq.codes, qrow0 + ra, D, k, oka),
+                      lpc_codes8(a.qq.codes, qrow0 + rb, D, k, okb),
+                      lpc_codes8(a.qq.codes, qrow0 + ra, D, k + 32, oka),
+                      lpc_codes8(a.qq.codes, qrow0 + rb, D, k + 32, okb)};
+    const uint32_t sfa = lpc_scales_k64(a.qq.scales, qrow0 + rs, D, kd, mx, oks);
+#pragma unroll
+    for (int n = 0; n < 8; n++) { /* 8-key block n: slots 2n, 2n+1 of both rows */
+      const int key = c0 + n * 8 + g;
+      const bool okk = key < Skv;
+      const int64_t krow = kvbh * a.kq.rows + key;
+      const uint32_t b0 = lpc_codes8(a.kq.codes, krow, D, k, okk);
+      const uint32_t b1 = lpc_codes8(a.kq.codes, krow, D, k + 32, okk);
+      const uint32_t sfb = lpc_scales_k64(a.kq.scales, krow, D, kd, mx, okk && t4 == 0);
+      if (mx) lpc_omma_mxfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
+      else lpc_omma_nvfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
+    }
+  }
+}
+#endif
 
 __device__ __forceinline__ int lpc_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -39,8 +119,86 @@ template <int D> struct lpc_smem {
   static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
 
-/* ---- the dialect's half: the two matrix products and where Q lives ---- */
-#include "lp_gpu_dialect.cuh"
+/* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
+
+/* ldmatrix fragments of Q (Qw: the warp's 16 rows) and K from shared memory
+ * into m16n8k16; slots 4np.. of the lane layout are n-blocks 2np, 2np+1. */
+template <typename MM, int D>
+__device__ __forceinline__ void lpc_mm_scores(float (&s)[2][16], const unsigned short *Qw,
+                                              const unsigned short *Ks, int lane) {
+  constexpr int LD = lpc_smem<D>::LD;
+  const int arow = (lane & 7) + 8 * ((lane >> 3) & 1), acol = 8 * (lane >> 4);
+  const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int kd = 0; kd < D / 16; kd++) {
+    uint32_t qa[4];
+    lpc_ldsm_x4(qa, &Qw[arow * LD + kd * 16 + acol]);
+#pragma unroll
+    for (int np = 0; np < LPC_BK / 16; np++) {
+      uint32_t kb[4];
+      lpc_ldsm_x4(kb, &Ks[(np * 16 + brow) * LD + kd * 16 + bcol]);
+      MM::run(s[0][4 * np], s[0][4 * np + 1], s[1][4 * np], s[1][4 * np + 1], qa, kb[0], kb[1]);
+      MM::run(s[0][4 * np + 2], s[0][4 * np + 3], s[1][4 * np + 2], s[1][4 * np + 3], qa, kb[2], kb[3]);
+    }
+  }
+}
+/* acc += P V: P (rounded to MM's type) from registers, V [key][LD]. */
+template <typename MM, int D>
+__device__ __forceinline__ void lpc_mm_pv(float (&acc)[2][D / 4], const float (&s)[2][16],
+                                          const unsigned short *Vs, int lane) {
+  constexpr int LD = lpc_smem<D>::LD;
+  const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 8 * (lane >> 4);
+#pragma unroll
+  for (int kk = 0; kk < LPC_BK / 16; kk++) {
+    const uint32_t pa[4] = {MM::pack(s[0][4 * kk], s[0][4 * kk + 1]), MM::pack(s[1][4 * kk], s[1][4 * kk + 1]),
+                            MM::pack(s[0][4 * kk + 2], s[0][4 * kk + 3]),
+                            MM::pack(s[1][4 * kk + 2], s[1][4 * kk + 3])};
+#pragma unroll
+    for (int np = 0; np < D / 16; np++) {
+      uint32_t vb[4];
+      lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+      MM::run(acc[0][4 * np], acc[0][4 * np + 1], acc[1][4 * np], acc[1][4 * np + 1], pa, vb[0], vb[1]);
+      MM::run(acc[0][4 * np + 2], acc[0][4 * np + 3], acc[1][4 * np + 2], acc[1][4 * np + 3], pa, vb[2], vb[3]);
+    }
+  }
+}
+/* Low tile: acc += (P^ . V^) * (pout[row] * vout[chan]), bf16 operands; V
+ * [key][LD] (vt = 0) or transposed [d][LDV] (vt = 1). */
+template <int D>
+__device__ __forceinline__ void lpc_mm_pv_low(float (&acc)[2][D / 4], const float (&s)[2][16],
+                                              const unsigned short *Vs, bool vt, const float pout[2],
+                                              const float *vout, int lane) {
+  typedef lpc_mma<lpc_bf16> LO;
+  constexpr int LD = lpc_smem<D>::LD, LDV = lpc_smem<D>::LDV;
+  const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 8 * (lane >> 4);
+  const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1), t4 = lane & 3;
+  uint32_t pa[LPC_BK / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < LPC_BK / 16; kk++) {
+    pa[kk][0] = LO::pack(s[0][4 * kk], s[0][4 * kk + 1]);
+    pa[kk][1] = LO::pack(s[1][4 * kk], s[1][4 * kk + 1]);
+    pa[kk][2] = LO::pack(s[0][4 * kk + 2], s[0][4 * kk + 3]);
+    pa[kk][3] = LO::pack(s[1][4 * kk + 2], s[1][4 * kk + 3]);
+  }
+#pragma unroll
+  for (int np = 0; np < D / 16; np++) {
+    float t0[4] = {0, 0, 0, 0}, t1[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int kk = 0; kk < LPC_BK / 16; kk++) {
+      uint32_t vb[4];
+      if (!vt) lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+      else lpc_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
+      LO::run(t0[0], t0[1], t0[2], t0[3], pa[kk], vb[0], vb[1]);
+      LO::run(t1[0], t1[1], t1[2], t1[3], pa[kk], vb[2], vb[3]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int c = np * 16 + 2 * t4 + (e & 1);
+      acc[e >> 1][4 * np + (e & 1)] += t0[e] * (pout[e >> 1] * vout[c]);
+      acc[e >> 1][4 * np + 2 + (e & 1)] += t1[e] * (pout[e >> 1] * vout[c + 8]);
+    }
+  }
+}
 
 
 template <typename T, int D>
@@ -104,9 +262,30 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   if (any_low)
     for (int lr = tid; lr < BQ; lr += blockDim.x)
       qout[lr] = !live(lr) ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow(lr)];
-  lpc_qtile<T, W, D> qt;
-  qt.load(a, Qs, Ql, b, tid, warp, lane, any_low, fmt, live, row_of, head_of, qrow);
-  auto qval = [&](int lr, int d) { return qt.val(a, b, lr, d, live, row_of, head_of); };
+
+  for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
+    int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = row_of(lr);
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (live(lr)) {
+      int64_t o = lpc_off(a.sq, b, head_of(lr), r, c);
+      if (a.vec16) {
+        w = *(const uint4 *)((const unsigned short *)a.q + o);
+      } else {
+        unsigned short e[8];
+        for (int u = 0; u < 8; u++) e[u] = ((const unsigned short *)a.q)[o + u * a.sq[3]];
+        memcpy(&w, e, 16);
+      }
+    }
+    *(uint4 *)&Qs[lr * LD + c] = w;
+  }
+  if (any_low)
+    for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
+      int lr = i / (D / 8), c = (i % (D / 8)) * 8;
+      *(uint4 *)&Ql[lr * LD + c] = live(lr) ? lpc_low8(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + c)
+                                            : make_uint4(0, 0, 0, 0);
+    }
+  auto qval = [&](int lr, int d) { return HI::tof(Qs[lr * LD + d]); };
+
 
   const int *sel = a.sel ? a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k : nullptr;
   int selp = 0;
@@ -333,8 +512,19 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       for (int hh = 0; hh < FR; hh++)
 #pragma unroll
         for (int sl = 0; sl < NS; sl++) s[hh][sl] = 0.0f;
-      qt.template scores<HI, LO>(s, low, fmt, Ks, (const uint8_t *)(shift + D), warp, lane, a, kvbh,
-                                 ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
+
+      bool native = false;
+#if defined(__CUDA_ARCH_FEAT_SM120_ALL)
+      if (low && fmt != LPATTN_FMT_FP8 && !a.gqa_pack) {
+        lpc_fp4_scores<D>(a, s, kvbh, ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
+        native = true;
+      }
+#endif
+      if (!native) {
+        if (low) lpc_mm_scores<LO, D>(s, Ql + warp * 16 * LD, Ks, lane);
+        else lpc_mm_scores<HI, D>(s, Qs + warp * 16 * LD, Ks, lane);
+      }
+
 
       /* ---- scores, masks, online softmax --------------------------------- */
       float smax[FR];
@@ -485,7 +675,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     if (idle) continue;
 
     /* ---- O += P V --------------------------------------------------------- */
-    lpc_pv<HI, W, D>(acc, s, Vs, low, vt, pout, vout, lane);
+
+    if (!low) lpc_mm_pv<HI, D>(acc, s, Vs, lane);
+    else lpc_mm_pv_low<D>(acc, s, Vs, vt, pout, vout, lane);
+
   }
 
   /* ---- finish: O = acc / l, LSE, H (or this split's partial state) -------- */

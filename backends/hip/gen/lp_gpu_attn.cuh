@@ -7,11 +7,11 @@
  * computed high (f16/bf16 operands, f32 accumulation) or low (codes * group
  * scale, exact in bf16, outer scales applied to the f32 products); P of a
  * low tile is quantized per row in registers. Everything but the two
- * matrix products and where Q lives (lp_gpu_dialect.cuh, one per dialect)
- * is written against the lane layout lpc_lay of lp_gpu.cuh (which lane
- * holds which row, key and channel), so the masks, the online-softmax/
- * entropy/PASA state (templates/common), the P quantizer and the
- * split/decode logic are the same code on every GPU. */
+ * matrix products and where Q lives (the dl.* calls: the dialect's half,
+ * templates/gpu/inc/attn_<dialect>.j2) is written against the lane layout
+ * lpc_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
+ * the masks, the online-softmax/entropy/PASA state (templates/common), the
+ * P quantizer and the split/decode logic are the same code on every GPU. */
 #ifndef LP_GPU_ATTN_CUH
 #define LP_GPU_ATTN_CUH
 #include "lp_gpu.cuh"
@@ -39,8 +39,161 @@ template <int D> struct lpc_smem {
   static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
 
-/* ---- the dialect's half: the two matrix products and where Q lives ---- */
-#include "lp_gpu_dialect.cuh"
+/* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
+
+/* Q lives in registers: lane l holds row l % 16 at the channels of its
+ * layout runs, d = 16 dk + KPL (l / 16) + u (the MFMA B operand of Q^T). */
+template <int W, int D> struct lpc_qfrag {
+  unsigned short v[D / lpc_lay<W>::LPR];
+};
+
+/* S^T = K Q^T: on wave64 CDNA one MFMA 16x16x16 per 16 keys and 16
+ * channels (A = K rows from LDS, B = the Q fragment), its accumulator
+ * already in the lane layout; elsewhere each lane sums its channel runs for
+ * all 64 keys and the row's lanes add their partial sums. */
+template <typename MM, int W, int D>
+__device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfrag<W, D> &q,
+                                     const unsigned short *Ks, int lane) {
+  typedef lpc_lay<W> L;
+  constexpr int LD = lpc_smem<D>::LD, KPL = L::KPL;
+  const int p = lane >> 4;
+#if defined(LPATTN_HIP_MFMA)
+  const int r = lane & 15;
+  if constexpr (W == 64) {
+#pragma unroll
+    for (int kb = 0; kb < LPC_BK / 16; kb++) {
+      lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int dk = 0; dk < D / 16; dk++) {
+        lpc_s4 A, B;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          A[u] = (short)Ks[(kb * 16 + r) * LD + dk * 16 + 4 * p + u];
+          B[u] = (short)q.v[dk * 4 + u];
+        }
+        c = lpc_mfma16<MM>(A, B, c);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i];
+    }
+    return;
+  }
+#endif
+  /* (the channel loop stays rolled: the fallback favours compile time) */
+#pragma unroll
+  for (int kb = 0; kb < LPC_BK / 16; kb++) {
+    float part[16];
+#pragma unroll
+    for (int kk = 0; kk < 16; kk++) part[kk] = 0.0f;
+#pragma unroll 1
+    for (int dk = 0; dk < D / 16; dk++)
+#pragma unroll
+      for (int u = 0; u < KPL; u++) {
+        const int d = dk * 16 + KPL * p + u;
+        const float qv = MM::tof(q.v[dk * KPL + u]);
+#pragma unroll
+        for (int kk = 0; kk < 16; kk++) part[kk] += qv * MM::tof(Ks[(kb * 16 + kk) * LD + d]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < 16; kk++) {
+      const float t = lpc_rsum<W>(part[kk]);
+      if (kk / KPL == p) s[0][kb * KPL + kk % KPL] = t;
+    }
+  }
+}
+
+#if defined(LPATTN_HIP_FP8_MFMA)
+/* S^T = K Q^T of an FP8 low tile on CDNA3's FP8 matrix cores from the raw
+ * codes (Kc: [key][D] in LDS, qc: this lane's Q codes at d = 32 dk + 8 (l / 16)
+ * + u): both operands read as FNUZ are worth half, so the sum is worth 4x
+ * (gfx950 reads OCP E4M3 as stored). */
+template <int D>
+__device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)[D / 32], const uint8_t *Kc,
+                                         int lane) {
+  const int r = lane & 15, p = lane >> 4;
+#pragma unroll
+  for (int kb = 0; kb < LPC_BK / 16; kb++) {
+    lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int dk = 0; dk < D / 32; dk++)
+      c = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(
+          lpc_fnuz8(*(const uint64_t *)&Kc[(kb * 16 + r) * D + dk * 32 + 8 * p]), lpc_fnuz8(qc[dk]), c, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * LPC_FP8_MFMA_SCALE;
+  }
+}
+#endif
+
+/* P value of this lane's row at key c (c a constant after unrolling),
+ * fetched from the lane of the row that holds it, rounded to MM's type. */
+template <typename MM, int W>
+__device__ inline float lpc_p_at(const float (&s)[1][64 / (W / 16)], int c, int lane) {
+  typedef lpc_lay<W> L;
+  const float x = __shfl_sync(0xffffffffu, s[0][(c / 16) * L::KPL + c % L::KPL],
+                              (lane & 15) + 16 * ((c % 16) / L::KPL), W);
+  return MM::tof(MM::bits(x));
+}
+/* V at (key, channel): [key][LD], or transposed [d][LDV] (vt). */
+template <int D>
+__device__ inline unsigned short lpc_v_at(const unsigned short *Vs, bool vt, int key, int d) {
+  return vt ? Vs[d * lpc_smem<D>::LDV + key] : Vs[key * lpc_smem<D>::LD + d];
+}
+
+/* acc (+)= P V for 16 channels at a time: O^T = V^T P^T on MFMA (A = V^T
+ * from LDS, B = this lane's P slots), else key by key with P gathered over
+ * the row's lanes. scale != NULL: low tile, acc += (P V) * pout * scale[chan]. */
+template <typename MM, int W, int D>
+__device__ inline void lpc_mm_pv_any(float (&acc)[1][D / (W / 16)], const float (&s)[1][64 / (W / 16)],
+                                     const unsigned short *Vs, bool vt, float pout, const float *scale,
+                                     int lane) {
+  typedef lpc_lay<W> L;
+  constexpr int KPL = L::KPL;
+  const int p = lane >> 4;
+#if defined(LPATTN_HIP_MFMA)
+  const int r = lane & 15;
+  if constexpr (W == 64) {
+#pragma unroll
+    for (int n = 0; n < D / 16; n++) {
+      lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (!scale) c = lpc_f4{acc[0][4 * n], acc[0][4 * n + 1], acc[0][4 * n + 2], acc[0][4 * n + 3]};
+#pragma unroll
+      for (int kb = 0; kb < LPC_BK / 16; kb++) {
+        lpc_s4 A, B;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          A[u] = (short)lpc_v_at<D>(Vs, vt, kb * 16 + 4 * p + u, n * 16 + r);
+          B[u] = (short)MM::bits(s[0][kb * 4 + u]);
+        }
+        c = lpc_mfma16<MM>(A, B, c);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int o = 4 * n + i;
+        acc[0][o] = scale ? acc[0][o] + c[i] * (pout * scale[n * 16 + 4 * p + i]) : c[i];
+      }
+    }
+    return;
+  }
+#endif
+  float pr[LPC_BK]; /* the row's P at every key, gathered once */
+#pragma unroll
+  for (int c = 0; c < LPC_BK; c++) pr[c] = lpc_p_at<MM, W>(s, c, lane);
+#pragma unroll
+  for (int n = 0; n < D / 16; n++) {
+    float t[KPL];
+#pragma unroll
+    for (int i = 0; i < KPL; i++) t[i] = scale ? 0.0f : acc[0][n * KPL + i];
+#pragma unroll 4
+    for (int c = 0; c < LPC_BK; c++)
+#pragma unroll
+      for (int i = 0; i < KPL; i++) t[i] += pr[c] * MM::tof(lpc_v_at<D>(Vs, vt, c, n * 16 + KPL * p + i));
+#pragma unroll
+    for (int i = 0; i < KPL; i++) {
+      const int o = n * KPL + i;
+      acc[0][o] = scale ? acc[0][o] + t[i] * (pout * scale[n * 16 + KPL * p + i]) : t[i];
+    }
+  }
+}
 
 
 template <typename T, int D>
@@ -104,9 +257,32 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   if (any_low)
     for (int lr = tid; lr < BQ; lr += blockDim.x)
       qout[lr] = !live(lr) ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow(lr)];
-  lpc_qtile<T, W, D> qt;
-  qt.load(a, Qs, Ql, b, tid, warp, lane, any_low, fmt, live, row_of, head_of, qrow);
-  auto qval = [&](int lr, int d) { return qt.val(a, b, lr, d, live, row_of, head_of); };
+
+  lpc_qfrag<W, D> qh, ql;
+#if defined(LPATTN_HIP_FP8_MFMA)
+  uint64_t qc[D / 32]; /* FP8 codes of the same row, for the FP8 matrix cores */
+#endif
+  {
+    const int lr = warp * 16 + lay.row(0);
+    const bool ok = live(lr);
+#pragma unroll
+    for (int e = 0; e < NO; e++) {
+      const int d = lay.chan(e);
+      qh.v[e] = ok ? ((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
+      ql.v[e] = ok && any_low ? lpc_low1(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + d) : 0;
+    }
+#if defined(LPATTN_HIP_FP8_MFMA)
+#pragma unroll
+    for (int dk = 0; dk < D / 32; dk++)
+      qc[dk] = ok && any_low && fmt == LPATTN_FMT_FP8
+                   ? *(const uint64_t *)(a.qq.codes + qrow(lr) * D + dk * 32 + 8 * (lane >> 4)) : 0;
+#endif
+  }
+  auto qval = [&](int lr, int d) {
+    return live(lr) ? HI::tof(((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)])
+                    : 0.0f;
+  };
+
 
   const int *sel = a.sel ? a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k : nullptr;
   int selp = 0;
@@ -333,8 +509,20 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       for (int hh = 0; hh < FR; hh++)
 #pragma unroll
         for (int sl = 0; sl < NS; sl++) s[hh][sl] = 0.0f;
-      qt.template scores<HI, LO>(s, low, fmt, Ks, (const uint8_t *)(shift + D), warp, lane, a, kvbh,
-                                 ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
+
+      bool native = false;
+#if defined(LPATTN_HIP_FP8_MFMA)
+      if constexpr (W == 64)
+        if (low && fmt == LPATTN_FMT_FP8) {
+          lpc_mm_scores_fp8<D>(s, qc, Kc, lane);
+          native = true;
+        }
+#endif
+      if (!native) {
+        if (low) lpc_mm_scores<LO, W, D>(s, ql, Ks, lane);
+        else lpc_mm_scores<HI, W, D>(s, qh, Ks, lane);
+      }
+
 
       /* ---- scores, masks, online softmax --------------------------------- */
       float smax[FR];
@@ -485,7 +673,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     if (idle) continue;
 
     /* ---- O += P V --------------------------------------------------------- */
-    lpc_pv<HI, W, D>(acc, s, Vs, low, vt, pout, vout, lane);
+
+    if (!low) lpc_mm_pv_any<HI, W, D>(acc, s, Vs, false, 0.0f, nullptr, lane);
+    else lpc_mm_pv_any<LO, W, D>(acc, s, Vs, vt, pout[0], vout, lane);
+
   }
 
   /* ---- finish: O = acc / l, LSE, H (or this split's partial state) -------- */
