@@ -2,6 +2,10 @@
  * GQA, Sq != Skv, f16/bf16 inputs, LSE/entropy/selection outputs; the SPEC 4
  * leak test bitwise; PASA NaN-free on SPEC 8 data; unsupported inputs. */
 #include "cudatest.h"
+#if defined(LPATTN_TEST_HIP)
+#define TV_BACKEND_HIP 1
+#endif
+#include "variants.h"
 
 typedef struct {
   int64_t B, Hq, Hkv, Sq, Skv, D;
@@ -187,18 +191,28 @@ static void bad_inputs(lpattn_ctx *cu) {
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
+  /* every attn variant of the table (gen/registry.inc) in every precision,
+   * its head dim and input type on one of these geometries in turn */
   const shape_t shapes[] = {
-      {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32},
-      {1, 4, 1, 100, 230, 128, LPATTN_BF16, LPATTN_F16},
-      {1, 2, 2, 150, 90, 64, LPATTN_F16, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
+      {2, 4, 2, 200, 200, 0, 0, LPATTN_F32},
+      {1, 4, 1, 100, 230, 0, 0, LPATTN_F16},
+      {1, 2, 2, 150, 90, 0, 0, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
   };
-  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+  int nvar = 0;
+  for (int vi = 0; vi < TV_COUNT; vi++) {
+    if (tv_variants[vi].op != TV_ATTN) continue;
+    shape_t s = shapes[nvar++ % 3];
+    s.D = tv_variants[vi].head_dim, s.in = (lpattn_dtype)tv_variants[vi].dtype;
+    printf("variant %s\n", tv_variants[vi].name);
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
-      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], (lpattn_precision)prec, causal, 0, 0);
+      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &s, (lpattn_precision)prec, causal, 0, 0);
+  }
+  CHECK(nvar >= 4, "only %d attn variants in the table", nvar);
+  const shape_t gqa = {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32};
   shape_t pz = {1, 2, 1, 192, 192, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) parity(cu, ref, &pz, (lpattn_precision)prec, 1, 1, 0);
   parity(cu, ref, &pz, LPATTN_PREC_HIGH, 0, 1, 0);
-  parity(cu, ref, &shapes[0], LPATTN_PREC_NVFP4, 1, 0, 1);
+  parity(cu, ref, &gqa, LPATTN_PREC_NVFP4, 1, 0, 1);
   /* the last query tile is one row and the last KV tile ends at it: that
    * tile is diagonal (high), as in decode (SEMANTICS: unclipped c1) */
   const shape_t edges[] = {{1, 2, 1, 65, 65, 64, LPATTN_F16, LPATTN_F32},
