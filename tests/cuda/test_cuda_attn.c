@@ -82,6 +82,25 @@ done:
   prob_free(&p), prob_free(&r);
 }
 
+/* Every attn variant of the table (gen/registry.inc, rendered from the
+ * manifest) in every precision, causal and not: its head dim and input type
+ * on one of three geometries in turn (GQA, Skv > Sq, Sq > Skv). */
+static void variants(lpattn_ctx *cu, lpattn_ctx *ref) {
+  const shape_t geo[] = {{2, 4, 2, 200, 200, 0, LPATTN_F16, LPATTN_F32},
+                         {1, 4, 1, 100, 230, 0, LPATTN_F16, LPATTN_F16},
+                         {1, 2, 2, 150, 90, 0, LPATTN_F16, LPATTN_BF16}};
+  int n = 0;
+  for (int vi = 0; vi < TV_COUNT; vi++) {
+    if (tv_variants[vi].op != TV_ATTN) continue;
+    shape_t s = geo[n++ % 3];
+    s.D = tv_variants[vi].head_dim, s.in = (lpattn_dtype)tv_variants[vi].dtype;
+    printf("variant %s\n", tv_variants[vi].name);
+    for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &s, (lpattn_precision)prec, causal, 0, 0);
+  }
+  CHECK(n >= 4, "only %d attn variants in the table", n);
+}
+
 /* SPEC 4 test of record: rows <= t are bitwise unchanged when every token
  * after t changes (Q, K and V). */
 static void leak(lpattn_ctx *cu, lpattn_precision prec, int pasa, int64_t t) {
@@ -191,28 +210,18 @@ static void bad_inputs(lpattn_ctx *cu) {
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
-  /* every attn variant of the table (gen/registry.inc) in every precision,
-   * its head dim and input type on one of these geometries in turn */
   const shape_t shapes[] = {
-      {2, 4, 2, 200, 200, 0, 0, LPATTN_F32},
-      {1, 4, 1, 100, 230, 0, 0, LPATTN_F16},
-      {1, 2, 2, 150, 90, 0, 0, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
+      {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32},
+      {1, 4, 1, 100, 230, 128, LPATTN_BF16, LPATTN_F16},
+      {1, 2, 2, 150, 90, 64, LPATTN_F16, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
   };
-  int nvar = 0;
-  for (int vi = 0; vi < TV_COUNT; vi++) {
-    if (tv_variants[vi].op != TV_ATTN) continue;
-    shape_t s = shapes[nvar++ % 3];
-    s.D = tv_variants[vi].head_dim, s.in = (lpattn_dtype)tv_variants[vi].dtype;
-    printf("variant %s\n", tv_variants[vi].name);
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
-      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &s, (lpattn_precision)prec, causal, 0, 0);
-  }
-  CHECK(nvar >= 4, "only %d attn variants in the table", nvar);
-  const shape_t gqa = {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32};
+      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], (lpattn_precision)prec, causal, 0, 0);
   shape_t pz = {1, 2, 1, 192, 192, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) parity(cu, ref, &pz, (lpattn_precision)prec, 1, 1, 0);
   parity(cu, ref, &pz, LPATTN_PREC_HIGH, 0, 1, 0);
-  parity(cu, ref, &gqa, LPATTN_PREC_NVFP4, 1, 0, 1);
+  parity(cu, ref, &shapes[0], LPATTN_PREC_NVFP4, 1, 0, 1);
   /* the last query tile is one row and the last KV tile ends at it: that
    * tile is diagonal (high), as in decode (SEMANTICS: unclipped c1) */
   const shape_t edges[] = {{1, 2, 1, 65, 65, 64, LPATTN_F16, LPATTN_F32},
@@ -228,6 +237,7 @@ int main(void) {
   pasa_overflow(cu, ref);
   pasa_causal_x0(cu, ref);
   bad_inputs(cu);
+  variants(cu, ref);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);

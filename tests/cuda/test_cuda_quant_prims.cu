@@ -20,22 +20,6 @@ struct Cfg {
   uint64_t seed;
 };
 
-#ifdef LPATTN_TEST_OLD_MX_CODE
-// Test-only copy of the GPU's E8M0 step before issue 10 (lpc_mx_code), to
-// show that this test fails on it; removed once demonstrated.
-__device__ uint8_t old_mx_code(float amax, int round_up) {
-  uint32_t code = 0;
-  if (round_up) {
-    uint32_t b = lpc_bits(amax / 6.0f), e = b >> 23;
-    if (e != 0) code = e + ((b & 0x7fffffu) != 0);
-  } else {
-    uint32_t e = lpc_bits(amax) >> 23;
-    code = e > 2 ? e - 2 : 0;
-  }
-  return (uint8_t)(code > 254 ? 254 : code);
-}
-#endif
-
 // One thread per sweep row: codes, scales, outer of the domain quantizer,
 // and (MXFP4) the group-scale step's code of each group.
 __global__ void prims_kernel(Cfg c, const float *x, int rows, uint8_t *codes, uint8_t *scales, float *outer,
@@ -50,12 +34,7 @@ __global__ void prims_kernel(Cfg c, const float *x, int rows, uint8_t *codes, ui
   for (int g = 0; g < 2; g++) {
     int bad = 0;
     float d, ga = lpc_finite_amax(row + g * 32, 1, 32, &bad);
-#ifdef LPATTN_TEST_OLD_MX_CODE
-    gcode[k * 2 + g] = ga > 0.0f ? old_mx_code(ga, c.up) : 0;
-    (void)d;
-#else
     lpc_group_scale(LPATTN_FMT_MXFP4, ga, bad, 1.0f, c.up, &gcode[k * 2 + g], &d);
-#endif
   }
 }
 

@@ -300,18 +300,17 @@ int main(void) {
   if (lpattn_create(LPATTN_BACKEND_HIP, NULL, &hip) != LPATTN_OK)
     return test_skip("no HIP device");
   CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ref), LPATTN_OK);
-  /* every attn variant of the table (gen/registry.inc) at its head dim and
-   * input type: partial tiles on both axes, Skv > Sq (causal offset), GQA */
-  const ht_shape s128 = {2, 4, 2, 150, 200, 128};
+  /* partial tiles on both axes, Skv > Sq (causal offset), GQA */
+  const ht_shape s128 = {2, 4, 2, 150, 200, 128}, s64 = {1, 4, 1, 97, 97, 64};
   const int nv = (int)(sizeof variants / sizeof variants[0]);
-  for (int vi = 0; vi < TV_COUNT; vi++) {
-    if (tv_variants[vi].op != TV_ATTN) continue;
-    const ht_shape sv = {vi % 2 ? 1 : 2, 4, vi % 2 ? 1 : 2, 97, 150, tv_variants[vi].head_dim};
-    const lpattn_dtype dt = (lpattn_dtype)tv_variants[vi].dtype;
-    for (int causal = 0; causal < 2; causal++)
-      for (int i = 0; i < nv; i++) /* PASA needs f16 inputs */
-        if (!variants[i].pasa || dt == LPATTN_F16) one(hip, ref, sv, dt, 64, 64, causal, &variants[i]);
-  }
+  for (int causal = 0; causal < 2; causal++)
+    for (int i = 0; i < nv; i++) one(hip, ref, s128, LPATTN_F16, 64, 64, causal, &variants[i]);
+  for (int i = 0; i < nv; i++) /* PASA needs f16 inputs */
+    one(hip, ref, s64, variants[i].pasa ? LPATTN_F16 : LPATTN_BF16, 64, 64, 1, &variants[i]);
+  const ht_shape s256 = {1, 2, 1, 80, 100, 256};
+  one(hip, ref, s256, LPATTN_F16, 64, 64, 1, &variants[2]);
+  one(hip, ref, s256, LPATTN_F16, 64, 64, 0, &variants[7]);
+  one(hip, ref, s256, LPATTN_BF16, 64, 64, 1, &variants[5]);
   /* Sq > Skv: the first rows see no key (O = 0, LSE = -inf, H = 0) */
   const ht_shape wide = {1, 2, 1, 130, 70, 64};
   for (int i = 0; i < nv; i++) one(hip, ref, wide, LPATTN_F16, 64, 64, 1, &variants[i]);
@@ -330,6 +329,19 @@ int main(void) {
   unsupported(hip);
   merge(hip, ref);
   quant(hip, ref);
+  /* every attn variant of the table (gen/registry.inc) at its head dim and
+   * input type, every precision variant above, causal and not */
+  int ntv = 0;
+  for (int vi = 0; vi < TV_COUNT; vi++) {
+    if (tv_variants[vi].op != TV_ATTN) continue;
+    const ht_shape sv = {ntv % 2 ? 1 : 2, 4, ntv % 2 ? 1 : 2, 97, 150, tv_variants[vi].head_dim};
+    const lpattn_dtype dt = (lpattn_dtype)tv_variants[vi].dtype;
+    ntv++;
+    for (int causal = 0; causal < 2; causal++)
+      for (int i = 0; i < nv; i++) /* PASA needs f16 inputs */
+        if (!variants[i].pasa || dt == LPATTN_F16) one(hip, ref, sv, dt, 64, 64, causal, &variants[i]);
+  }
+  CHECK(ntv >= 4, "only %d attn variants in the table", ntv);
   lpattn_free(hip);
   lpattn_free(ref);
   return test_finish();
