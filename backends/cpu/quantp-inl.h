@@ -2,8 +2,9 @@
 // step 4), bit-identical to the scalar lpk_quantize_domain + lpk_dequant of
 // gen/common.h: its outer and group-scale steps (templates/common/quant.j2)
 // are called as they are; only the element step is vectorized, as the value
-// forms of lpk_e2m1_round / lpk_e4m3_round (tests/cpu checks them lane by
-// lane). Rows holding a non-finite value take the scalar path.
+// forms of lpk_e2m1_round / lpk_e4m3_round (tests/cpu checks this quantizer
+// against the scalar one and core on every Highway target). Rows holding a
+// non-finite value take the scalar path.
 #if defined(LPATTN_CPU_QUANTP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_QUANTP_INL_H_
 #undef LPATTN_CPU_QUANTP_INL_H_

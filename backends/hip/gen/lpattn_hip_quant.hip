@@ -89,22 +89,25 @@ __device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
 }
 
 /* Any non-finite element of a float tensor sets *flag. */
-__global__ void lpc_scan_finite_kernel(const void *x, int dt, int64_t s0, int64_t s1, int64_t s2,
-                                       int64_t s3, int64_t n1, int64_t n2, int64_t n3,
-                                       int64_t total, int *flag) {
+struct lpc_strides {
+  int64_t s[4];
+};
+__global__ void lpc_scan_finite_kernel(const void *x, int dt, lpc_strides st, int64_t n1, int64_t n2,
+                                       int64_t n3, int64_t total, int *flag) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t d = i % n3, s = i / n3 % n2, h = i / n3 / n2 % n1, b = i / n3 / n2 / n1;
-    if (!lpc_finite(lpc_load(x, dt, b * s0 + h * s1 + s * s2 + d * s3))) atomicOr(flag, 1);
+    if (!lpc_finite(lpc_load(x, dt, lpc_off(st.s, b, h, s, d)))) atomicOr(flag, 1);
   }
 }
 
 lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s) {
   int64_t total = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
   unsigned blocks = (unsigned)(total / 256 + 1 > 4096 ? 4096 : total / 256 + 1);
-  lpc_scan_finite_kernel<<<blocks, 256, 0, s>>>(t->data, t->dtype, t->stride[0], t->stride[1],
-                                                t->stride[2], t->stride[3], t->shape[1],
-                                                t->shape[2], t->shape[3], total, flag);
+  lpc_strides st;
+  memcpy(st.s, t->stride, sizeof st.s);
+  lpc_scan_finite_kernel<<<blocks, 256, 0, s>>>(t->data, t->dtype, st, t->shape[1], t->shape[2],
+                                                t->shape[3], total, flag);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
