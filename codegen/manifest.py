@@ -3,16 +3,19 @@
 A variant fixes some axes at compile time and leaves the rest to run time.
 Axis values: None = decided at run time by the kernel, otherwise fixed.
 Templates hold no selection logic: render.py renders every template of a
-backend for exactly the variants listed here.
+backend for exactly the variants listed here. Only axes that some variant
+fixes are declared (issue 10): precision, mask, PASA and entropy are run-time
+branches of every kernel, so they are no axes here. gen/registry.inc is the
+variants table the backends dispatch through and the parity tests iterate
+(tests/variants.h).
 """
 from collections import namedtuple
 
-Variant = namedtuple("Variant", "backend op head_dim dtype precision causal pasa entropy")
-Variant.__new__.__defaults__ = (None,) * 6  # head_dim .. entropy default to run time
+Variant = namedtuple("Variant", "backend op head_dim dtype")
+Variant.__new__.__defaults__ = (None,) * 2  # head_dim, dtype default to run time
 
-OPS = ("attn", "decode", "quant", "dequant", "merge")
-DTYPES = ("f32", "f16", "bf16")
-PRECISIONS = ("high", "fp8", "nvfp4", "mxfp4", "thrift")
+OPS = ("attn", "quant", "dequant", "merge")  # decode runs the attn kernels
+DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
 
 # Per backend: the language dialect its templates expand the shared macros in

@@ -1,14 +1,11 @@
 """Kernel names: a variant's fixed axes spelled out, parsable back.
 
-    lpattn_<backend>_<op>[_d<D>][_<dtype>][_<precision>][_causal|_nocausal]
-                        [_pasa|_nopasa][_ent|_noent]
+    lpattn_<backend>_<op>[_d<D>][_<dtype>]
 
 An omitted token means the axis is chosen at run time. Tokens of different
 axes never collide, so parse() needs no position bookkeeping beyond order.
 """
-from manifest import Variant, OPS, DTYPES, PRECISIONS, BACKENDS
-
-_FLAGS = (("causal", "causal", "nocausal"), ("pasa", "pasa", "nopasa"), ("entropy", "ent", "noent"))
+from manifest import Variant, OPS, DTYPES, BACKENDS
 
 
 def name(v):
@@ -17,12 +14,6 @@ def name(v):
         parts.append("d%d" % v.head_dim)
     if v.dtype is not None:
         parts.append(v.dtype)
-    if v.precision is not None:
-        parts.append(v.precision)
-    for field, yes, no in _FLAGS:
-        val = getattr(v, field)
-        if val is not None:
-            parts.append(yes if val else no)
     return "_".join(parts)
 
 
@@ -32,22 +23,15 @@ def parse(s):
         raise ValueError("not a kernel name: %r" % s)
     fields = {"backend": toks[1], "op": toks[2]}
     # Each axis may appear at most once and in the canonical order.
-    order = ["head_dim", "dtype", "precision", "causal", "pasa", "entropy"]
+    order = ["head_dim", "dtype"]
     pos = 0
     for t in toks[3:]:
         if t.startswith("d") and t[1:].isdigit():
             field, val = "head_dim", int(t[1:])
         elif t in DTYPES:
             field, val = "dtype", t
-        elif t in PRECISIONS:
-            field, val = "precision", t
         else:
-            for f, yes, no in _FLAGS:
-                if t in (yes, no):
-                    field, val = f, t == yes
-                    break
-            else:
-                raise ValueError("unknown token %r in %r" % (t, s))
+            raise ValueError("unknown token %r in %r" % (t, s))
         idx = order.index(field)
         if idx < pos:
             raise ValueError("token %r out of order in %r" % (t, s))

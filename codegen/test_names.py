@@ -8,13 +8,14 @@ import manifest  # noqa: E402
 import names  # noqa: E402
 
 fails = 0
-example = "lpattn_cpu_attn_d128_f16_nvfp4_causal_pasa"
+example = "lpattn_cuda_attn_d128_f16"
 v = names.parse(example)
-want = manifest.Variant("cpu", "attn", 128, "f16", "nvfp4", True, True, None)
+want = manifest.Variant("cuda", "attn", 128, "f16")
 fails += v != want or names.name(v) != example
-for vv in manifest.variants("all") + [v, v._replace(causal=False, entropy=True, head_dim=None)]:
+for vv in manifest.variants("all") + [v, v._replace(head_dim=None), v._replace(dtype=None)]:
     fails += names.parse(names.name(vv)) != vv
-for bad in ("lpattn_cpu_attn_pasa_d128", "lpattn_cpu_attn_zz", "foo_cpu_attn", "lpattn_cpu_attn_f16_f32"):
+for bad in ("lpattn_cpu_attn_f16_d128", "lpattn_cpu_attn_zz", "foo_cpu_attn", "lpattn_cpu_attn_f16_bf16",
+            "lpattn_cpu_decode", "lpattn_cpu_attn_d128_f16_nvfp4_causal"):
     try:
         names.parse(bad)
         fails += 1

@@ -76,8 +76,7 @@ static lpattn_status scan_finite(const lpattn_tensor *t) {
     for (int64_t b = 0; b < t->shape[1]; b++)
       for (int64_t c = 0; c < t->shape[2]; c++)
         for (int64_t d = 0; d < t->shape[3]; d++) {
-          int64_t off = a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
-          if (!isfinite(lp_load_f32(t->data, t->dtype, off))) return LPATTN_ERR_NONFINITE;
+          if (!isfinite(lp_load_f32(t->data, t->dtype, lp_off4(t, a, b, c, d)))) return LPATTN_ERR_NONFINITE;
         }
   return LPATTN_OK;
 }

@@ -51,6 +51,11 @@ void lp_dequantize_domain(lpattn_format format, const uint8_t *codes, const uint
  * multiply it: (e * s) * outer in f32. */
 float lp_dequant_elem(lpattn_format format, uint8_t code, uint8_t scale_code, float outer);
 
+/* Element offset of (a, b, c, d) in a 4-D tensor (its element strides). */
+static inline int64_t lp_off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+
 /* Load one element of any input dtype as f32. */
 float lp_load_f32(const void *base, lpattn_dtype dt, int64_t offset);
 /* Store f32 into f32/f16/bf16 (round to nearest even). */

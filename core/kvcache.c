@@ -184,8 +184,7 @@ static void put_q(kv_impl *m, int seq, int64_t p, const lpattn_tensor *q, int64_
   for (int64_t hq = 0; hq < m->Hq; hq++) {
     float *dst = qrow(m, seq, hq, p);
     for (int64_t d = 0; d < m->D; d++)
-      dst[d] = lp_load_f32(q->data, q->dtype,
-                           b * q->stride[0] + hq * q->stride[1] + s * q->stride[2] + d * q->stride[3]);
+      dst[d] = lp_load_f32(q->data, q->dtype, lp_off4(q, b, hq, s, d));
   }
 }
 

@@ -192,16 +192,12 @@ lpattn_status lpattn_qtensor_sizes(lpattn_format format, lpattn_axis axis, int t
 }
 
 /* ---- host tensor quantizer ------------------------------------------------- */
-static int64_t offset4(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s, int64_t d) {
-  return b * t->stride[0] + h * t->stride[1] + s * t->stride[2] + d * t->stride[3];
-}
-
 static int all_finite(const lpattn_tensor *x) {
   for (int64_t b = 0; b < x->shape[0]; b++)
     for (int64_t h = 0; h < x->shape[1]; h++)
       for (int64_t s = 0; s < x->shape[2]; s++)
         for (int64_t d = 0; d < x->shape[3]; d++)
-          if (!isfinite(lp_load_f32(x->data, x->dtype, offset4(x, b, h, s, d)))) return 0;
+          if (!isfinite(lp_load_f32(x->data, x->dtype, lp_off4(x, b, h, s, d)))) return 0;
   return 1;
 }
 
@@ -240,7 +236,7 @@ lpattn_status lp_host_quantize(const lpattn_tensor *x, const lpattn_qtensor *q,
       for (int64_t s = 0; s < S; s++) {
         const int64_t row = bh * S + s;
         for (int i = 0; i < n; i++) {
-          buf[i] = lp_load_f32(x->data, x->dtype, offset4(x, b, h, s, i));
+          buf[i] = lp_load_f32(x->data, x->dtype, lp_off4(x, b, h, s, i));
           idx[i] = row * D + i;
         }
         lp_quantize_domain(&cfg, buf, 1, n, idx, codes, gsc, &o);
@@ -254,7 +250,7 @@ lpattn_status lp_host_quantize(const lpattn_tensor *x, const lpattn_qtensor *q,
         for (int i = 0; i < n; i++) {
           const int64_t s = t * n + i;
           /* zero padding is exact, so its SR index never matters */
-          buf[i] = s < S ? lp_load_f32(x->data, x->dtype, offset4(x, b, h, s, d)) : 0.0f;
+          buf[i] = s < S ? lp_load_f32(x->data, x->dtype, lp_off4(x, b, h, s, d)) : 0.0f;
           idx[i] = s < S ? (bh * S + s) * D + d : 0;
         }
         lp_quantize_domain(&cfg, buf, 1, n, idx, codes, gsc, &o);
@@ -292,6 +288,6 @@ lpattn_status lp_host_dequantize(const lpattn_qtensor *q, const lpattn_tensor *y
     for (int64_t h = 0; h < q->shape[1]; h++)
       for (int64_t s = 0; s < q->shape[2]; s++)
         for (int64_t d = 0; d < q->shape[3]; d++)
-          lp_store_f32(y->data, y->dtype, offset4(y, b, h, s, d), dequant_at(q, b, h, s, d));
+          lp_store_f32(y->data, y->dtype, lp_off4(y, b, h, s, d), dequant_at(q, b, h, s, d));
   return LPATTN_OK;
 }

@@ -293,10 +293,6 @@ HWY_INLINE void ExpRow(const float *s, int64_t n, float bias, float *p, float *s
   *sum_ps = hn::GetLane(hn::SumOfLanes(df, sps));
 }
 
-static inline int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
-  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
-}
-
 // Quantize n values (one token along D) and write their dequantized values.
 static inline void QuantRow(const lpattn_attn_problem &pr, const float *x, int64_t n, Scratch *sc,
                             float *y) {
@@ -341,7 +337,7 @@ static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom
   } else {
     const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
     const lpattn_tensor *Q = pr.q;
-    lp_mean_rows_f32(Q->data, Q->dtype, Off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
+    lp_mean_rows_f32(Q->data, Q->dtype, lp_off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
                      D, (float)n, sc->qbar.data());
   }
   for (int64_t j = 0; j < g.nkt; j++)
@@ -354,8 +350,8 @@ static inline void WriteSelection(const AttnJob &job, int64_t b, int64_t hq, int
   int32_t *out = static_cast<int32_t *>(sel->data);
   int64_t w = 0;
   for (int64_t j = 0; j < job.nkt && w < job.pr->thrift_k; j++)
-    if (mode[j] == LP_MODE_HIGH) out[Off4(sel, b, hq, qt, w++)] = (int32_t)j;
-  for (; w < job.pr->thrift_k; w++) out[Off4(sel, b, hq, qt, w)] = -1;
+    if (mode[j] == LP_MODE_HIGH) out[lp_off4(sel, b, hq, qt, w++)] = (int32_t)j;
+  for (; w < job.pr->thrift_k; w++) out[lp_off4(sel, b, hq, qt, w)] = -1;
 }
 
 // Builds a transposed [D][Bk] K tile for a diagonal PASA tile, whose shift is
@@ -386,7 +382,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   const float ss = pr.sm_scale;
 
   float *q = sc->q.data();
-  for (int64_t r = 0; r < nr; r++) LoadRow(pr.q, Off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
+  for (int64_t r = 0; r < nr; r++) LoadRow(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
 
   int64_t last_full = -1;
   bool any_low = false;
@@ -462,11 +458,11 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     float inv_l, lse, ent;
     lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++)
-      lp_store_f32(pr.out->data, pr.out->dtype, Off4(pr.out, b, hq, r0 + r, d),
+      lp_store_f32(pr.out->data, pr.out->dtype, lp_off4(pr.out, b, hq, r0 + r, d),
                    acc[r * D + d] * inv_l);
-    if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, Off4(pr.lse, b, hq, r0 + r, 0), lse);
+    if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0), lse);
     if (pr.entropy)
-      lp_store_f32(pr.entropy->data, LPATTN_F32, Off4(pr.entropy, b, hq, r0 + r, 0), ent);
+      lp_store_f32(pr.entropy->data, LPATTN_F32, lp_off4(pr.entropy, b, hq, r0 + r, 0), ent);
   }
 }
 

@@ -58,16 +58,10 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
   }
   const uint16_t *p = static_cast<const uint16_t *>(t->data) + off;
   if (t->dtype == LPATTN_BF16) {
-    for (int64_t i = 0; i < n; i++) out[i] = lpk_from_bits((uint32_t)p[i * step] << 16);
+    for (int64_t i = 0; i < n; i++) out[i] = lpk_bf16_decode(p[i * step]);
     return;
   }
-  for (int64_t i = 0; i < n; i++) {  // f16: rebias normals, scale subnormals (exact)
-    const uint32_t h = p[i * step], e = (h >> 10) & 31, m = h & 1023;
-    const float v = e == 0    ? (float)m * 5.9604644775390625e-08f
-                    : e == 31 ? lpk_from_bits(0x7f800000u | (m << 13))
-                              : lpk_from_bits(((e + 112) << 23) | (m << 13));
-    out[i] = lpk_from_bits(lpk_bits(v) | ((h & 0x8000u) << 16));
-  }
+  for (int64_t i = 0; i < n; i++) out[i] = lpk_f16_decode(p[i * step]);
 }
 
 // Work item: prefill (b, hq, query tile) in that nesting; decode (b, hq, w)

@@ -17,10 +17,6 @@ namespace {
 
 Ctx *CtxOf(lpattn_ctx *ctx) { return static_cast<Ctx *>(ctx->impl); }
 
-int64_t Off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
-  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
-}
-
 // Quantize n values (x[i * stride]) and write their dequantized values to
 // y[i * ystride], through the SIMD quantizer of the dispatched target.
 void QuantDeq(const lpattn_attn_problem &pr, const float *x, int64_t stride, int64_t n,
@@ -46,8 +42,8 @@ void PrepKv(void *arg, int64_t idx, int tid) {
   const KvPrep &e = job.kv[idx];
   const int64_t b = idx / pr.Hkv, h = idx % pr.Hkv, D = job.D, Bk = pr.Bk, nkt = job.nkt;
   for (int64_t s = 0; s < pr.Skv; s++) {
-    LoadRow(pr.k, Off4(pr.k, b, h, s, 0), pr.k->stride[3], D, e.k + s * D);
-    LoadRow(pr.v, Off4(pr.v, b, h, s, 0), pr.v->stride[3], D, e.v + s * D);
+    LoadRow(pr.k, lp_off4(pr.k, b, h, s, 0), pr.k->stride[3], D, e.k + s * D);
+    LoadRow(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], D, e.v + s * D);
   }
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t nk = pr.Skv - j * Bk < Bk ? pr.Skv - j * Bk : Bk;
@@ -218,20 +214,20 @@ lpattn_status Merge(lpattn_ctx *, const lpattn_tensor *o_a, const lpattn_tensor 
   for (int64_t b = 0; b < B; b++)
     for (int64_t hh = 0; hh < H; hh++)
       for (int64_t s = 0; s < S; s++) {
-        const float la = lp_load_f32(lse_a->data, LPATTN_F32, Off4(lse_a, b, hh, s, 0));
-        const float lb = lp_load_f32(lse_b->data, LPATTN_F32, Off4(lse_b, b, hh, s, 0));
-        const float ha = h ? lp_load_f32(h_a->data, LPATTN_F32, Off4(h_a, b, hh, s, 0)) : 0.0f;
-        const float hb = h ? lp_load_f32(h_b->data, LPATTN_F32, Off4(h_b, b, hh, s, 0)) : 0.0f;
+        const float la = lp_load_f32(lse_a->data, LPATTN_F32, lp_off4(lse_a, b, hh, s, 0));
+        const float lb = lp_load_f32(lse_b->data, LPATTN_F32, lp_off4(lse_b, b, hh, s, 0));
+        const float ha = h ? lp_load_f32(h_a->data, LPATTN_F32, lp_off4(h_a, b, hh, s, 0)) : 0.0f;
+        const float hb = h ? lp_load_f32(h_b->data, LPATTN_F32, lp_off4(h_b, b, hh, s, 0)) : 0.0f;
         float wa, wb, l, ent;
         lpk_merge(la, ha, lb, hb, &wa, &wb, &l, &ent);
         for (int64_t d = 0; d < D; d++) {  // each element read before written: outputs may alias
-          const float xa = lp_load_f32(o_a->data, o_a->dtype, Off4(o_a, b, hh, s, d));
-          const float xb = lp_load_f32(o_b->data, o_b->dtype, Off4(o_b, b, hh, s, d));
+          const float xa = lp_load_f32(o_a->data, o_a->dtype, lp_off4(o_a, b, hh, s, d));
+          const float xb = lp_load_f32(o_b->data, o_b->dtype, lp_off4(o_b, b, hh, s, d));
           const float y = (wa > 0.0f ? wa * xa : 0.0f) + (wb > 0.0f ? wb * xb : 0.0f);
-          lp_store_f32(o->data, o->dtype, Off4(o, b, hh, s, d), y);
+          lp_store_f32(o->data, o->dtype, lp_off4(o, b, hh, s, d), y);
         }
-        lp_store_f32(lse->data, LPATTN_F32, Off4(lse, b, hh, s, 0), l);
-        if (h) lp_store_f32(h->data, LPATTN_F32, Off4(h, b, hh, s, 0), ent);
+        lp_store_f32(lse->data, LPATTN_F32, lp_off4(lse, b, hh, s, 0), l);
+        if (h) lp_store_f32(h->data, LPATTN_F32, lp_off4(h, b, hh, s, 0), ent);
       }
   return LPATTN_OK;
 }

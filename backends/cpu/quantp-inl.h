@@ -1,8 +1,10 @@
 // SIMD quantize-dequantize of one tile row of P (SEMANTICS "A low tile",
 // step 4), bit-identical to the scalar lpk_quantize_domain + lpk_dequant of
-// gen/common.h: the same f32 operations in the same order, with the E2M1 and
-// E4M3 round-to-nearest-even done on values instead of codes. Rows holding a
-// non-finite value take the scalar path (its NaN-scale rules).
+// gen/common.h: its outer and group-scale steps (templates/common/quant.j2)
+// are called as they are; only the element step is vectorized, as the value
+// forms of lpk_e2m1_round / lpk_e4m3_round (tests/cpu checks this quantizer
+// against the scalar one and core on every Highway target). Rows holding a
+// non-finite value take the scalar path.
 #if defined(LPATTN_CPU_QUANTP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_QUANTP_INL_H_
 #undef LPATTN_CPU_QUANTP_INL_H_
@@ -86,7 +88,8 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
       return;
     }
     float outer;
-    lpk_quantize_domain(fmt, mx_up, p, 1, (int)n, sc->codes.data(), sc->scales.data(), &outer);
+    lpk_quantize_domain(fmt, mx_up, 0, 0, nullptr, p, 1, (int)n, sc->codes.data(), sc->scales.data(),
+                        &outer);
     for (int64_t c = 0; c < n; c++)
       out[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / (fmt ? 32 : 16)], outer);
     return;
@@ -98,7 +101,7 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
     return;
   }
   if (fmt == QP_FP8) {  // element = e4m3(x / s) * s, s = amax / 448; s = 0 -> zeros
-    const float sc1 = MaxAbs(d, p, n) / 448.0f;
+    const float sc1 = lpk_outer_scale(QP_FP8, MaxAbs(d, p, n));
     const auto vs = hq::Set(d, sc1);
     for (int64_t c = 0; c < n; c += N)
       hq::StoreU(sc1 == 0.0f ? hq::Zero(d) : hq::Mul(E4m3Value(d, hq::Div(hq::LoadU(d, p + c), vs)), vs),
@@ -106,26 +109,12 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
     return;
   }
   const int64_t G = fmt ? 32 : 16;
-  const float outer = fmt ? 1.0f : MaxAbs(d, p, n) / 2688.0f;
+  const float outer = fmt ? 1.0f : lpk_outer_scale(QP_NVFP4, MaxAbs(d, p, n));
   for (int64_t g = 0; g < n; g += G) {
     const float ga = MaxAbs(d, p + g, G);
-    float scale = 0.0f, denom = 0.0f;  // decoded group scale; divisor of the elements
-    if (fmt == 1) {
-      if (ga > 0.0f) {
-        uint32_t code;
-        if (mx_up) {
-          const uint32_t b = lpk_bits(ga / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
-          code = e ? e + (frac != 0) : (frac > 0x400000u);
-        } else {
-          const uint32_t e = lpk_bits(ga) >> 23;
-          code = e > 2 ? e - 2 : 0;
-        }
-        scale = denom = lpk_e8m0_decode((uint8_t)(code > 254 ? 254 : code));
-      }
-    } else if (outer != 0.0f) {
-      scale = lpk_e4m3_decode(lpk_e4m3_encode((ga / 6.0f) / outer));
-      denom = scale * outer;
-    }
+    uint8_t code;
+    float denom;  // divisor of the elements; scale: the decoded group scale
+    const float scale = lpk_group_scale(fmt, ga, 0, outer, mx_up, &code, &denom);
     if (denom == 0.0f) {
       for (int64_t c = g; c < g + G; c++) out[c] = 0.0f;
       continue;

@@ -49,7 +49,7 @@ static void load_rows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, 
                       int64_t D, float *dst) {
   for (int64_t s = 0; s < n; s++)
     for (int64_t d = 0; d < D; d++)
-      dst[s * D + d] = lp_load_f32(t->data, t->dtype, ref_off(t, b, h, s0 + s, d));
+      dst[s * D + d] = lp_load_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d));
 }
 
 /* THRIFT importance of every KV tile for query tile i (SEMANTICS). */
@@ -63,7 +63,7 @@ static void thrift_scores(const lpattn_attn_problem *pr, prefill_buf *bf, int64_
   }
   const int64_t r0 = qt * pr->Bq, n = pr->Sq - r0 < pr->Bq ? pr->Sq - r0 : pr->Bq;
   const lpattn_tensor *q = pr->q;
-  lp_mean_rows_f32(q->data, q->dtype, ref_off(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
+  lp_mean_rows_f32(q->data, q->dtype, lp_off4(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
                    (float)n, bf->qbar);
   for (int64_t j = 0; j < nkt; j++) bf->score[j] = lp_dot_f32(bf->qbar, bf->kbar + j * D, D);
 }
@@ -74,8 +74,8 @@ static void write_selection(const lpattn_attn_problem *pr, const uint8_t *mode, 
   int32_t *p = t->data;
   int64_t e = 0;
   for (int64_t j = 0; j < nkt && e < pr->thrift_k; j++)
-    if (mode[j] == LP_MODE_HIGH) p[ref_off(t, b, hq, i, e++)] = (int32_t)j;
-  for (; e < pr->thrift_k; e++) p[ref_off(t, b, hq, i, e)] = -1;
+    if (mode[j] == LP_MODE_HIGH) p[lp_off4(t, b, hq, i, e++)] = (int32_t)j;
+  for (; e < pr->thrift_k; e++) p[lp_off4(t, b, hq, i, e)] = -1;
 }
 
 static void write_row(const lpattn_attn_problem *pr, const ref_row *st, float *o, int64_t b,
@@ -83,10 +83,10 @@ static void write_row(const lpattn_attn_problem *pr, const ref_row *st, float *o
   float lse, h;
   ref_row_finish(st, pr->D, o, &lse, &h);
   for (int64_t d = 0; d < pr->D; d++)
-    lp_store_f32(pr->out->data, pr->out->dtype, ref_off(pr->out, b, hq, r, d), o[d]);
-  if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, ref_off(pr->lse, b, hq, r, 0), lse);
+    lp_store_f32(pr->out->data, pr->out->dtype, lp_off4(pr->out, b, hq, r, d), o[d]);
+  if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, b, hq, r, 0), lse);
   if (pr->entropy)
-    lp_store_f32(pr->entropy->data, LPATTN_F32, ref_off(pr->entropy, b, hq, r, 0), h);
+    lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, b, hq, r, 0), h);
 }
 
 /* One query tile of one q head against K/V of its kv head (in bf). */

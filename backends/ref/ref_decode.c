@@ -90,10 +90,10 @@ static lpattn_status decode_tile(const lpattn_kv_cache *c, const lpattn_attn_pro
     float lse, h;
     ref_row_finish(&bf->rows[r], D, bf->o, &lse, &h);
     for (int64_t d = 0; d < D; d++)
-      lp_store_f32(pr->out->data, pr->out->dtype, ref_off(pr->out, s, hq, r, d), bf->o[d]);
-    if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, ref_off(pr->lse, s, hq, r, 0), lse);
+      lp_store_f32(pr->out->data, pr->out->dtype, lp_off4(pr->out, s, hq, r, d), bf->o[d]);
+    if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, s, hq, r, 0), lse);
     if (pr->entropy)
-      lp_store_f32(pr->entropy->data, LPATTN_F32, ref_off(pr->entropy, s, hq, r, 0), h);
+      lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, s, hq, r, 0), h);
   }
   return LPATTN_OK;
 }
@@ -116,7 +116,7 @@ lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
     for (int64_t hq = 0; hq < cp->num_q_heads && st == LPATTN_OK; hq++) {
       for (int64_t r = 0; r < Sq; r++)
         for (int64_t d = 0; d < D; d++)
-          bf.Q[r * D + d] = lp_load_f32(q->data, q->dtype, ref_off(q, s, hq, r, d));
+          bf.Q[r * D + d] = lp_load_f32(q->data, q->dtype, lp_off4(q, s, hq, r, d));
       /* Sq <= T: the rows span at most two query tiles. */
       for (int64_t ra = 0; ra < Sq && st == LPATTN_OK;) {
         const int64_t i = (len - Sq + ra) / T;

@@ -58,11 +58,6 @@ void ref_pasa_kprime(const ref_cfg *cfg, const float *k, const float *kshift, in
 /* kshift = beta * src (f32); src is a key mean or a tile's first key. */
 void ref_pasa_shift(float beta, const float *src, int64_t D, float *kshift);
 
-/* Element offset of [a, b, c, d] in a strided view. */
-static inline int64_t ref_off(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
-  return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
-}
-
 lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
 lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
                          const lpattn_tensor *out, const lpattn_attn_problem *pr);

@@ -21,6 +21,8 @@
 #include "internal.h"
 #include "lpattn.h"
 #include "testutil.h"
+#define TV_BACKEND_CPU 1
+#include "variants.h"
 
 namespace {
 
@@ -430,6 +432,16 @@ int main() {
     lpattn_cpu_force_target(targets[i]);
     const bool best = i == 0;  // full coverage on the best target, a core set on the others
     for (const Case &c : Cases(best)) Compare(c, tn);
+    // Every attn variant of the table (gen/registry.inc) at its head dim
+    // (0, any: one no other row has).
+    CHECK(TV_COUNT >= 2, "variants table has %d rows", TV_COUNT);
+    for (int vi = 0; best && vi < TV_COUNT; vi++) {
+      const tv_variant &tv = tv_variants[vi];
+      if (tv.op != TV_ATTN) continue;
+      const Case c = {tv.name, LPATTN_PREC_NVFP4, 1, 0, tv.dtype < 0 ? LPATTN_F32 : (lpattn_dtype)tv.dtype,
+                      1, 2, 1, 100, 140, tv.head_dim ? tv.head_dim : 80, 32, 64, LPATTN_FMT_NVFP4, 0};
+      Compare(c, tn);
+    }
     for (const Case &c : Cases(best)) {
       // selection = paper is documented as leaky but need not leak on given data.
       if (!c.causal || c.sel == LPATTN_SELECT_PAPER) continue;

@@ -1,5 +1,5 @@
 // The CPU backend's quantizers (gen/common.h, expanded from
-// templates/common/formats.j2) against core's scalar formats and domain
+// templates/common/formats.j2 and quant.j2) against core's scalar formats and domain
 // quantizer: every code, scale and outer scale must be bit-identical.
 #include <math.h>
 #include <string.h>
@@ -50,6 +50,12 @@ static void test_scalar(void) {
     bad_dec += c < 255 && lpk_e8m0_decode((uint8_t)c) != lpattn_e8m0_to_f32((uint8_t)c);
     bad_dec += c < 16 && lpk_e2m1_decode((uint8_t)c) != lpattn_e2m1_to_f32((uint8_t)c);
   }
+  // The value forms of the element step (P's quantizers) on their domains.
+  for (uint32_t u = 0; u <= 0x43e00000u; u += 511) {  // [0, 448]
+    const float x = from_bits(u);
+    bad_e4m3 += bits(lpk_e4m3_round(x)) != bits(lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(x)));
+    if (x < 1e30f) bad_e2m1 += bits(lpk_e2m1_round(x)) != bits(lpattn_e2m1_to_f32(lpattn_f32_to_e2m1(x)));
+  }
   CHECK(bad_e2m1 == 0, "%d e2m1 encodings differ", bad_e2m1);
   CHECK(bad_e4m3 == 0, "%d e4m3 encodings differ", bad_e4m3);
   CHECK(bad_f16 == 0, "%d f16 roundings differ", bad_f16);
@@ -73,12 +79,13 @@ static void test_domains(void) {
     if (trial % 11 == 2) x[rng() % n] = trial % 2 ? NAN : INFINITY;
     if (trial % 13 == 3) x[rng() % n] = 1e30f;  // one huge value: others underflow
     for (int fmt = 0; fmt < 3; fmt++)
-      for (int up = 0; up < (fmt == 1 ? 2 : 1); up++) {
+      for (int up = 0; up < (fmt == 1 ? 4 : 2); up++) {  // bit 0: MXFP4 round-up, bit 1: SR
         const lpattn_format f = fmt == 0 ? LPATTN_FMT_NVFP4 : fmt == 1 ? LPATTN_FMT_MXFP4 : LPATTN_FMT_FP8;
-        const lp_quant_cfg cfg = {f, 0, 0, up};
+        const int sr = fmt == 1 ? up >> 1 : up, mx = fmt == 1 ? up & 1 : 0;
+        const lp_quant_cfg cfg = {f, sr, 1234u + (uint64_t)trial, mx};
         float o1, o2;
         const int G = fmt == 0 ? 16 : fmt == 1 ? 32 : n;
-        int r1 = lpk_quantize_domain(fmt, up, x.data(), 1, n, c1.data(), s1.data(), &o1);
+        int r1 = lpk_quantize_domain(fmt, mx, sr, cfg.seed, NULL, x.data(), 1, n, c1.data(), s1.data(), &o1);
         int r2 = lp_quantize_domain(&cfg, x.data(), 1, n, NULL, c2.data(), s2.data(), &o2);
         bool same = r1 == r2 && memcmp(c1.data(), c2.data(), n) == 0 &&
                     (fmt == 2 || memcmp(s1.data(), s2.data(), n / G) == 0) &&
@@ -130,7 +137,7 @@ static void test_simd_p(void) {
               want[i] = lpk_e4m3_decode(lpk_e4m3_encode(p[i] * 448.0f)) * (1.0f / 448.0f);
           } else {  // QP_NVFP4/MXFP4/FP8 are the scalar quantizer's format codes
             float outer;
-            lpk_quantize_domain(fmt, up, p.data(), 1, n, codes.data(), scales.data(), &outer);
+            lpk_quantize_domain(fmt, up, 0, 0, NULL, p.data(), 1, n, codes.data(), scales.data(), &outer);
             for (int i = 0; i < n; i++)
               want[i] = lpk_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
           }

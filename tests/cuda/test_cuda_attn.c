@@ -2,6 +2,10 @@
  * GQA, Sq != Skv, f16/bf16 inputs, LSE/entropy/selection outputs; the SPEC 4
  * leak test bitwise; PASA NaN-free on SPEC 8 data; unsupported inputs. */
 #include "cudatest.h"
+#if defined(LPATTN_TEST_HIP)
+#define TV_BACKEND_HIP 1
+#endif
+#include "variants.h"
 
 typedef struct {
   int64_t B, Hq, Hkv, Sq, Skv, D;
@@ -76,6 +80,25 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_pre
   }
 done:
   prob_free(&p), prob_free(&r);
+}
+
+/* Every attn variant of the table (gen/registry.inc, rendered from the
+ * manifest) in every precision, causal and not: its head dim and input type
+ * on one of three geometries in turn (GQA, Skv > Sq, Sq > Skv). */
+static void variants(lpattn_ctx *cu, lpattn_ctx *ref) {
+  const shape_t geo[] = {{2, 4, 2, 200, 200, 0, LPATTN_F16, LPATTN_F32},
+                         {1, 4, 1, 100, 230, 0, LPATTN_F16, LPATTN_F16},
+                         {1, 2, 2, 150, 90, 0, LPATTN_F16, LPATTN_BF16}};
+  int n = 0;
+  for (int vi = 0; vi < TV_COUNT; vi++) {
+    if (tv_variants[vi].op != TV_ATTN) continue;
+    shape_t s = geo[n++ % 3];
+    s.D = tv_variants[vi].head_dim, s.in = (lpattn_dtype)tv_variants[vi].dtype;
+    printf("variant %s\n", tv_variants[vi].name);
+    for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+      for (int causal = 0; causal < 2; causal++) parity(cu, ref, &s, (lpattn_precision)prec, causal, 0, 0);
+  }
+  CHECK(n >= 4, "only %d attn variants in the table", n);
 }
 
 /* SPEC 4 test of record: rows <= t are bitwise unchanged when every token
@@ -214,6 +237,7 @@ int main(void) {
   pasa_overflow(cu, ref);
   pasa_causal_x0(cu, ref);
   bad_inputs(cu);
+  variants(cu, ref);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);

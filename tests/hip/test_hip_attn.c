@@ -4,6 +4,8 @@
  * also differ from HIGH by much more than from ref, so a path that silently
  * computed in high precision would fail. */
 #include "hiptest.h"
+#define TV_BACKEND_HIP 1
+#include "variants.h"
 
 typedef struct {
   const char *name;
@@ -327,6 +329,19 @@ int main(void) {
   unsupported(hip);
   merge(hip, ref);
   quant(hip, ref);
+  /* every attn variant of the table (gen/registry.inc) at its head dim and
+   * input type, every precision variant above, causal and not */
+  int ntv = 0;
+  for (int vi = 0; vi < TV_COUNT; vi++) {
+    if (tv_variants[vi].op != TV_ATTN) continue;
+    const ht_shape sv = {ntv % 2 ? 1 : 2, 4, ntv % 2 ? 1 : 2, 97, 150, tv_variants[vi].head_dim};
+    const lpattn_dtype dt = (lpattn_dtype)tv_variants[vi].dtype;
+    ntv++;
+    for (int causal = 0; causal < 2; causal++)
+      for (int i = 0; i < nv; i++) /* PASA needs f16 inputs */
+        if (!variants[i].pasa || dt == LPATTN_F16) one(hip, ref, sv, dt, 64, 64, causal, &variants[i]);
+  }
+  CHECK(ntv >= 4, "only %d attn variants in the table", ntv);
   lpattn_free(hip);
   lpattn_free(ref);
   return test_finish();

@@ -637,7 +637,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
               rmax = fmaxf(rmax, ga16[m]);
             }
             const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
-            const float outer = mx ? 1.0f : rmax / 2688.0f;
+            const float outer = lpc_outer_scale(fmt, rmax);
             pout[hh] = outer;
 #pragma unroll
             for (int m = 0; m < BK / 16; m++) {
@@ -645,16 +645,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
               const float ga = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
               const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
               uint8_t sc;
-              float denom, sval;
-              if (mx) {
-                sc = ga > 0.0f ? lpc_mx_code(ga, a.mx_round_up) : 0;
-                sval = lpc_e8m0_decode(sc);
-                denom = ga > 0.0f ? sval : 0.0f;
-              } else {
-                sc = outer == 0.0f ? 0 : lpc_e4m3_encode((ga / 6.0f) / outer);
-                sval = lpc_e4m3_decode(sc);
-                denom = sval * outer;
-              }
+              float denom;
+              const float sval = lpc_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
               /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
               const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
