@@ -260,10 +260,31 @@ static void test_merge(lpattn_ctx *ctx) {
                LPATTN_ERR_BAD_SHAPE);
 }
 
+/* |fraction of high tiles - f| for k of n (SPEC 5), in long double. */
+static double thrift_err(long long k, long long n, int causal, float f) {
+  long double fr = causal ? ((long double)k * n - (long double)k * (k - 1) / 2) /
+                                ((long double)n * (n + 1) / 2)
+                          : (long double)k / n;
+  return (double)fabsl(fr - f);
+}
+
 static void test_helpers(void) {
   CHECK(lpattn_thrift_k(0, 0.05f, 1) == 0, "no tiles");
   CHECK(lpattn_thrift_k(20, 1.0f, 0) == 20, "full budget");
   CHECK(lpattn_thrift_k(20, 0.05f, 0) == 1, "5%% of 20");
+  /* Issue 11 A: large n is exact and O(1) (was an int overflow and a scan of n). */
+  const int big[] = {2147483647, 2147483646, 1000003, 65536};
+  for (int i = 0; i < 4; i++)
+    for (int causal = 0; causal < 2; causal++) {
+      const int n = big[i], k = lpattn_thrift_k(n, 0.05f, causal);
+      CHECK(k >= 1 && k <= n, "k %d of n %d", k, n);
+      const double e = thrift_err(k, n, causal, 0.05f);
+      CHECK(e <= thrift_err(k - 1, n, causal, 0.05f) && e < thrift_err(k + 1, n, causal, 0.05f),
+            "n %d causal %d: k %d is not the best", n, causal, k);
+    }
+  CHECK(lpattn_thrift_k(2147483647, 0.05f, 1) == 54375501, "INT_MAX causal (exact)");
+  CHECK(lpattn_thrift_k(2147483647, 0.05f, 0) == 107374184, "INT_MAX non-causal");
+  CHECK(lpattn_thrift_k(100, NAN, 1) == 1 && lpattn_thrift_k(100, 7.0f, 1) == 100, "odd budgets");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 128, 0.0) == 0.9844970703125, "SPEC 6 s2=128");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 64, 0.0) == 0.984619140625, "SPEC 6 s2=64");
   CHECK(isnan(lpattn_pasa_beta(LPATTN_F32, 64, 0.0)), "f32 storage rejected");
