@@ -139,7 +139,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
   if (p->selection != LPATTN_SELECT_CAUSAL && p->selection != LPATTN_SELECT_PAPER)
     return LPATTN_ERR_INVALID_ARGUMENT;
   if (!valid_block(p->block_q) || !valid_block(p->block_k)) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (p->sm_scale != 0.0f && !(isfinite(p->sm_scale) && p->sm_scale > 0.0f))
+  if (p->sm_scale != 0.0f && !(p->sm_scale > 0.0f && p->sm_scale <= LPATTN_SM_SCALE_MAX))
     return LPATTN_ERR_INVALID_ARGUMENT;
   if (p->precision == LPATTN_PREC_THRIFT &&
       (!(p->thrift_budget > 0.0f && p->thrift_budget <= 1.0f) || p->thrift_k < 0))

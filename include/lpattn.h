@@ -224,6 +224,9 @@ typedef enum {
   LPATTN_PREC_THRIFT = 4 /* top-k tiles high, the rest in thrift_low */
 } lpattn_precision;
 
+/* Largest sm_scale accepted (see lpattn_attn_params). */
+#define LPATTN_SM_SCALE_MAX 16.0f
+
 typedef enum {
   LPATTN_SELECT_CAUSAL = 0, /* SPEC 4: score full tiles with the previous query tile's mean */
   LPATTN_SELECT_PAPER = 1   /* as published: current query tile's mean (leaks in causal) */
@@ -233,7 +236,11 @@ typedef struct {
   size_t struct_size;
   lpattn_precision precision;  /* default HIGH */
   int causal;                  /* bottom-right aligned mask */
-  float sm_scale;              /* 0 = 1/sqrt(D) */
+  float sm_scale;              /* 0 = 1/sqrt(D); else finite in (0, LPATTN_SM_SCALE_MAX]:
+                                  zero-or-negative, NaN, inf and larger values are
+                                  INVALID_ARGUMENT. PASA keeps (k - shift) * sm_scale
+                                  in f16: the bound keeps it finite for any
+                                  |k - shift| < 4096 (64x the default scale of D = 16) */
   int block_q, block_k;        /* tile sizes Bq, Bk; default 64, multiples of 32 */
   int leaky;                   /* research only: every tile low, scales span the tile */
   /* ThriftAttention */

@@ -129,6 +129,11 @@ static void test_attention(lpattn_ctx *ctx) {
   BAD(c.p.block_q = 512, LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.sm_scale = NAN, LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.sm_scale = -1.0f, LPATTN_ERR_INVALID_ARGUMENT);
+  /* Issue 11 C: finite but absurd scales turned PASA's f16 keys into inf, so
+   * every output into NaN; the range is (0, LPATTN_SM_SCALE_MAX]. */
+  BAD((c.p.sm_scale = 1e30f, c.p.pasa = 1), LPATTN_ERR_INVALID_ARGUMENT);
+  BAD(c.p.sm_scale = LPATTN_SM_SCALE_MAX * 1.0001f, LPATTN_ERR_INVALID_ARGUMENT);
+  BAD(c.p.sm_scale = INFINITY, LPATTN_ERR_INVALID_ARGUMENT);
   BAD((c.p.precision = LPATTN_PREC_THRIFT, c.p.thrift_budget = 1.5f), LPATTN_ERR_INVALID_ARGUMENT);
   BAD((c.p.precision = LPATTN_PREC_THRIFT, c.p.thrift_k = -1), LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.thrift_low = (lpattn_format)5, LPATTN_ERR_INVALID_ARGUMENT);
@@ -147,6 +152,14 @@ static void test_attention(lpattn_ctx *ctx) {
   vbuf[5] = NAN;
   CHECK_STATUS(run(ctx, &c), LPATTN_ERR_NONFINITE);
   vbuf[5] = 0.25f;
+  /* The largest scale works, with PASA too, and stays finite. */
+  c = good();
+  c.p.sm_scale = LPATTN_SM_SCALE_MAX;
+  c.p.pasa = 1;
+  CHECK_STATUS(run(ctx, &c), LPATTN_OK);
+  int finite = 1;
+  for (size_t i = 0; i < sizeof obuf / sizeof obuf[0]; i++) finite &= isfinite(obuf[i]) != 0;
+  CHECK(finite, "PASA at sm_scale = LPATTN_SM_SCALE_MAX gave non-finite output");
   /* And a good call passes (the ref backend must be there). */
   c = good();
   CHECK_STATUS(run(ctx, &c), LPATTN_OK);
