@@ -36,7 +36,26 @@ static lpattn_status take_params(void *dst, size_t dst_size, const void *src) {
   return LPATTN_OK;
 }
 
-/* Positive shape, sane strides, and every byte offset representable. */
+/* An output view must give every index tuple its own element (lpattn.h):
+ * the dimensions of extent > 1, ordered by stride, each step past the whole
+ * extent of the previous one. Strides are non-negative and spans known not
+ * to overflow. */
+static lpattn_status check_disjoint(const lpattn_tensor *t) {
+  int64_t st[4], ex[4];
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    if (t->shape[i] < 2) continue;
+    int j = n++;
+    for (; j > 0 && st[j - 1] > t->stride[i]; j--) st[j] = st[j - 1], ex[j] = ex[j - 1];
+    st[j] = t->stride[i], ex[j] = t->shape[i];
+  }
+  for (int i = 0; i < n; i++)
+    if (st[i] < 1 || (i > 0 && st[i - 1] > st[i] / ex[i - 1])) return LPATTN_ERR_BAD_STRIDE;
+  return LPATTN_OK;
+}
+
+/* Positive shape, sane strides, and every byte offset representable;
+ * outputs also without two indices on one element. */
 static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
   if (!t) return LPATTN_ERR_NULL_POINTER;
   if (!t->data) return LPATTN_ERR_NULL_POINTER;
@@ -54,6 +73,20 @@ static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
   }
   if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
     return LPATTN_ERR_SIZE_OVERFLOW;
+  return want_output ? check_disjoint(t) : LPATTN_OK;
+}
+
+/* Byte ranges [a, a + na) and [b, b + nb) share a byte (empty ones never). */
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na && nb && x < y + nb && y < x + na;
+}
+
+/* The quantized tensor's buffers, all written by quantize, are disjoint. */
+static lpattn_status check_qbuffers(const lpattn_qtensor *q, size_t cb, size_t sb, size_t oc) {
+  if (overlap(q->codes, cb, q->scales, sb) || overlap(q->codes, cb, q->outer, oc * 4) ||
+      overlap(q->scales, sb, q->outer, oc * 4))
+    return LPATTN_ERR_BAD_STRIDE;
   return LPATTN_OK;
 }
 
@@ -104,6 +137,7 @@ lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpa
   size_t cb, sb, oc;
   TRY(lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
   if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
+  TRY(check_qbuffers(q, cb, sb, oc));
   if (p.check_finite && host(ctx)) TRY(scan_finite(x)); /* device backends check in-kernel */
   return ctx->vt->quantize(ctx, x, q, &p);
 }

@@ -65,7 +65,7 @@ typedef enum {
   LPATTN_ERR_INVALID_ARGUMENT = 1,   /* a value out of its documented range */
   LPATTN_ERR_NULL_POINTER = 2,       /* a required pointer is NULL */
   LPATTN_ERR_BAD_SHAPE = 3,          /* shapes disagree or are not positive */
-  LPATTN_ERR_BAD_STRIDE = 4,         /* negative, zero-size overlap, or unsupported */
+  LPATTN_ERR_BAD_STRIDE = 4,         /* negative, overlapping output, or unsupported */
   LPATTN_ERR_BAD_DTYPE = 5,          /* dtype not accepted for this tensor */
   LPATTN_ERR_BAD_HEAD_DIM = 6,       /* D not a multiple of 16 in [16, 256], or format needs more */
   LPATTN_ERR_BAD_GQA = 7,            /* Hq % Hkv != 0 */
@@ -97,8 +97,17 @@ typedef enum {
 } lpattn_dtype;
 
 /* A strided 4-D view. Attention tensors are [B, H, S, D]; strides are in
- * elements (not bytes) and may describe BHSD, BSHD or any permutation. Views
- * of fewer dimensions use shape 1 in the leading dimensions. */
+ * elements (not bytes), never negative, and may describe BHSD, BSHD or any
+ * permutation. Views of fewer dimensions use shape 1 in the leading
+ * dimensions. Inputs may repeat elements (stride 0 broadcasts). An output
+ * view (any tensor a call writes) must give every index tuple its own
+ * element; the check: order the dimensions of extent > 1 by stride, then the
+ * smallest stride is >= 1 and each stride is >= the previous one times its
+ * extent. Row-major, BSHD, padded rows and any permutation pass; stride 0 or
+ * rows that overlap (stride[2] = D/2) are LPATTN_ERR_BAD_STRIDE, as is a view
+ * that interleaves dimensions without sharing elements. Distinct outputs of
+ * one call must not share memory either: checked for a quantized tensor's
+ * codes, scales and outer (BAD_STRIDE), the caller's duty elsewhere. */
 typedef struct {
   void *data;
   lpattn_dtype dtype;
