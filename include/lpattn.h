@@ -129,9 +129,15 @@ typedef enum {
   LPATTN_BACKEND_HIP = 4
 } lpattn_backend;
 
+/* Most threads a context may ask for (lpattn_context_params.num_threads). */
+#define LPATTN_MAX_THREADS 1024
+
 typedef struct {
   size_t struct_size;
-  int num_threads;  /* cpu: 0 = all online cores */
+  int num_threads;  /* cpu: 0 = all online cores (at most LPATTN_MAX_THREADS);
+                       else 1..LPATTN_MAX_THREADS, more is INVALID_ARGUMENT (on
+                       every backend). Threads the system cannot start:
+                       OUT_OF_MEMORY. No C++ exception ever leaves lpattn. */
   int device;       /* cuda/hip device ordinal */
   void *stream;     /* cudaStream_t / hipStream_t; NULL = default stream */
 } lpattn_context_params;
