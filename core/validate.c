@@ -3,6 +3,7 @@
  * has passed. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
@@ -273,6 +274,19 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
 
 /* ---- KV cache and decode ------------------------------------------------ */
 
+/* lpattn_free() of the cache's context (lpattn.h): release the cache's memory
+ * while the backend is alive and leave the caller's handle, ctx = NULL. The
+ * backend's cache_free releases what the cache owns and the header it is
+ * given, so it is given a copy of the header. */
+static void cache_detach(void *obj) {
+  lpattn_kv_cache *c = obj, *copy = malloc(sizeof *copy);
+  if (copy) { /* without it the memory leaks, but the handle stays safe */
+    *copy = *c;
+    c->ctx->vt->cache_free(copy);
+  }
+  c->ctx = NULL, c->lengths = NULL, c->impl = NULL;
+}
+
 lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *params,
                                      lpattn_kv_cache **out) {
   if (!ctx || !params || !out) return LPATTN_ERR_NULL_POINTER;
@@ -303,16 +317,28 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
   if ((uint64_t)(p.max_tokens * per_seq * p.num_seqs) > (uint64_t)SIZE_MAX / 2)
     return LPATTN_ERR_SIZE_OVERFLOW;
   if (!ctx->vt->cache_create) return LPATTN_ERR_UNSUPPORTED;
-  return ctx->vt->cache_create(ctx, &p, out);
+  TRY(ctx->vt->cache_create(ctx, &p, out));
+  if (lp_ctx_track(ctx, *out, cache_detach) != LPATTN_OK) {
+    ctx->vt->cache_free(*out);
+    *out = NULL;
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  return LPATTN_OK;
 }
 
 void lpattn_kv_cache_free(lpattn_kv_cache *cache) {
   if (!cache) return;
+  if (!cache->ctx) { /* detached: only the handle is left */
+    free(cache);
+    return;
+  }
+  lp_ctx_untrack(cache->ctx, cache);
   cache->ctx->vt->cache_free(cache);
 }
 
 lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq, int64_t *len) {
   if (!cache || !len) return LPATTN_ERR_NULL_POINTER;
+  if (!cache->ctx) return LPATTN_ERR_INVALID_ARGUMENT; /* its context was freed */
   if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
   *len = cache->lengths[seq];
   return LPATTN_OK;

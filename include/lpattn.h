@@ -327,8 +327,11 @@ typedef struct lpattn_kv_cache lpattn_kv_cache;
 LPATTN_API void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p);
 LPATTN_API lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                                 lpattn_kv_cache **out);
-/* NULL-safe. A cache belongs to the context it was created with: free it
- * before that context, and use it only with that context. */
+/* NULL-safe. A cache belongs to the context it was created with: use it only
+ * with that context, and free it from the thread that uses the context (the
+ * context keeps a list of its caches). Freeing the context first is safe: it
+ * releases the cache's memory and leaves a detached handle, which every call
+ * but this one rejects with LPATTN_ERR_INVALID_ARGUMENT. */
 LPATTN_API void lpattn_kv_cache_free(lpattn_kv_cache *cache);
 LPATTN_API lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq,
                                                 int64_t *len);

@@ -25,7 +25,7 @@
 
 static const lpattn_backend host_backends[] = {LPATTN_BACKEND_REF, LPATTN_BACKEND_CPU};
 
-static inline void fill(float *x, size_t n, unsigned seed) {
+static void fill(float *x, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) {
     seed = seed * 1664525u + 1013904223u;
     x[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
@@ -69,7 +69,56 @@ static void test_threads(void) {
 #endif
 }
 
+/* ---- G ------------------------------------------------------------------ */
+
+enum { GH = 2, GD = 64, GT = 100 };
+
+static lpattn_kv_cache *cache_with_tokens(lpattn_ctx *ctx, lpattn_precision prec, float *kv) {
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_kv_heads = GH, cp.num_q_heads = GH, cp.head_dim = GD, cp.max_tokens = 2 * GT;
+  cp.precision = prec;
+  lpattn_kv_cache *c = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
+  lpattn_tensor t = lpattn_tensor_4d(kv, LPATTN_F32, 1, GH, GT, GD);
+  if (c) CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &t, &t, NULL), LPATTN_OK);
+  return c;
+}
+
+/* A context freed before its caches (it used to leave them dangling: a
+ * use-after-free in lpattn_kv_cache_free that ASan reports). */
+static void test_free_order(lpattn_backend be) {
+  static float kv[GH * GT * GD], q[GH * GD], o[GH * GD];
+  fill(kv, sizeof kv / 4, 7);
+  fill(q, sizeof q / 4, 8);
+  lpattn_ctx *ctx = NULL, *other = NULL;
+  CHECK_STATUS(lpattn_create(be, NULL, &ctx), LPATTN_OK);
+  CHECK_STATUS(lpattn_create(be, NULL, &other), LPATTN_OK);
+  if (!ctx || !other) return;
+  lpattn_kv_cache *a = cache_with_tokens(ctx, LPATTN_PREC_NVFP4, kv);
+  lpattn_kv_cache *b = cache_with_tokens(ctx, LPATTN_PREC_THRIFT, kv);
+  lpattn_kv_cache *c = cache_with_tokens(ctx, LPATTN_PREC_HIGH, kv);
+  lpattn_kv_cache_free(b); /* the usual order for one of them */
+  lpattn_free(ctx);        /* a and c detached */
+  int64_t len = 0;
+  CHECK_STATUS(lpattn_kv_cache_length(a, 0, &len), LPATTN_ERR_INVALID_ARGUMENT);
+  lpattn_tensor t = lpattn_tensor_4d(kv, LPATTN_F32, 1, GH, 1, GD);
+  lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F32, 1, GH, 1, GD);
+  lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, 1, GH, 1, GD);
+  CHECK_STATUS(lpattn_kv_cache_append(other, a, 0, &t, &t, NULL), LPATTN_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(lpattn_decode(other, c, &tq, &to, NULL, NULL), LPATTN_ERR_INVALID_ARGUMENT);
+  lpattn_kv_cache_free(a);
+  lpattn_kv_cache_free(c);
+  /* The other context still works, its own cache freed after it too. */
+  lpattn_kv_cache *d = cache_with_tokens(other, LPATTN_PREC_FP8, kv);
+  CHECK_STATUS(lpattn_decode(other, d, &tq, &to, NULL, NULL), LPATTN_OK);
+  lpattn_free(other);
+  lpattn_kv_cache_free(d);
+}
+
 int main(void) {
   test_threads();
+  for (int b = 0; b < 2; b++)
+    if (lpattn_backend_available(host_backends[b])) test_free_order(host_backends[b]);
   return test_finish();
 }
