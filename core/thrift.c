@@ -83,7 +83,10 @@ void lp_mean_rows_f32(const void *base, lpattn_dtype dt, int64_t off, int64_t ro
                       int64_t elem_stride, int64_t n, int64_t D, float divisor, float *mean) {
   for (int64_t d = 0; d < D; d++) {
     float s = 0.0f;
-    for (int64_t r = 0; r < n; r++) s += lp_load_f32(base, dt, off + r * row_stride + d * elem_stride);
+    for (int64_t r = 0; r < n; r++) {
+      const float x = lp_load_f32(base, dt, off + r * row_stride + d * elem_stride);
+      s += isfinite(x) ? x : 0.0f; /* a NaN/Inf input never moves the mean */
+    }
     mean[d] = s / divisor;
   }
 }
