@@ -260,8 +260,12 @@ typedef struct {
   int leaky;                   /* research only: every tile low, scales span the tile */
   /* ThriftAttention */
   lpattn_format thrift_low;    /* precision of unselected tiles, default NVFP4 */
-  float thrift_budget;         /* fraction f of tiles in high precision, default 0.05 */
-  int thrift_k;                /* > 0 overrides the budget */
+  float thrift_budget;         /* fraction f of tiles in high precision, default 0.05.
+                                  k follows from the call's Skv, so a prefill row's
+                                  result depends on how many tokens follow it */
+  int thrift_k;                /* > 0 overrides the budget. With causal selection this
+                                  gives prefix-stable results: a row's output does not
+                                  depend on later tokens (prefill of any length, decode) */
   lpattn_selection selection;  /* default CAUSAL */
   /* PASA */
   int pasa;                    /* shift K by beta * tile mean, f16 scores */
