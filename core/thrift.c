@@ -19,7 +19,8 @@ static double high_fraction(int k, int n, int causal) {
  * would (ties keep the smaller k). O(1) for any n. */
 int lpattn_thrift_k(int n_tiles, float budget, int causal) {
   if (n_tiles < 1) return 0;
-  if (!(budget > 0.0f) || isinf(budget)) return 1; /* every error ties or grows with k */
+  if (!(budget > 0.0f)) return 1;        /* NaN, zero or negative: the fewest */
+  if (budget >= 1.0f) return n_tiles;    /* every tile */
   const double n = n_tiles, f = budget;
   double root;
   if (!causal) {

@@ -468,7 +468,9 @@ LPATTN_API lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tenso
                                              const lpattn_tensor *lse, const lpattn_tensor *h);
 
 /* ---- helpers ------------------------------------------------------------ */
-/* ThriftAttention k for n KV tiles and budget f (SPEC 5); 0 when n < 1. */
+/* ThriftAttention k for n KV tiles and budget f (SPEC 5): the k whose share
+ * of high tiles is closest to f (ties to the smaller k), exact and O(1) for
+ * any n; 0 when n < 1, 1 when f is NaN or <= 0, n when f >= 1. */
 LPATTN_API int lpattn_thrift_k(int n_tiles, float budget, int causal);
 /* PASA beta by the fixed-point iteration of SPEC 6 for storage dtype (F16 or
  * BF16), block size s2 and start beta0 (0 = 1 - 2^-6). NaN on bad input. */

@@ -335,6 +335,7 @@ static void test_helpers(void) {
   CHECK(lpattn_thrift_k(2147483647, 0.05f, 1) == 54375501, "INT_MAX causal (exact)");
   CHECK(lpattn_thrift_k(2147483647, 0.05f, 0) == 107374184, "INT_MAX non-causal");
   CHECK(lpattn_thrift_k(100, NAN, 1) == 1 && lpattn_thrift_k(100, 7.0f, 1) == 100, "odd budgets");
+  CHECK(lpattn_thrift_k(1, 7.9e32f, 0) == 1 && lpattn_thrift_k(5, 3e38f, 1) == 5, "huge budgets");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 128, 0.0) == 0.9844970703125, "SPEC 6 s2=128");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 64, 0.0) == 0.984619140625, "SPEC 6 s2=64");
   CHECK(isnan(lpattn_pasa_beta(LPATTN_F32, 64, 0.0)), "f32 storage rejected");
