@@ -3,6 +3,7 @@
  * has passed. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
@@ -36,7 +37,26 @@ static lpattn_status take_params(void *dst, size_t dst_size, const void *src) {
   return LPATTN_OK;
 }
 
-/* Positive shape, sane strides, and every byte offset representable. */
+/* An output view must give every index tuple its own element (lpattn.h):
+ * the dimensions of extent > 1, ordered by stride, each step past the whole
+ * extent of the previous one. Strides are non-negative and spans known not
+ * to overflow. */
+static lpattn_status check_disjoint(const lpattn_tensor *t) {
+  int64_t st[4], ex[4];
+  int n = 0;
+  for (int i = 0; i < 4; i++) {
+    if (t->shape[i] < 2) continue;
+    int j = n++;
+    for (; j > 0 && st[j - 1] > t->stride[i]; j--) st[j] = st[j - 1], ex[j] = ex[j - 1];
+    st[j] = t->stride[i], ex[j] = t->shape[i];
+  }
+  for (int i = 0; i < n; i++)
+    if (st[i] < 1 || (i > 0 && st[i - 1] > st[i] / ex[i - 1])) return LPATTN_ERR_BAD_STRIDE;
+  return LPATTN_OK;
+}
+
+/* Positive shape, sane strides, and every byte offset representable;
+ * outputs also without two indices on one element. */
 static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
   if (!t) return LPATTN_ERR_NULL_POINTER;
   if (!t->data) return LPATTN_ERR_NULL_POINTER;
@@ -54,6 +74,20 @@ static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
   }
   if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
     return LPATTN_ERR_SIZE_OVERFLOW;
+  return want_output ? check_disjoint(t) : LPATTN_OK;
+}
+
+/* Byte ranges [a, a + na) and [b, b + nb) share a byte (empty ones never). */
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na && nb && x < y + nb && y < x + na;
+}
+
+/* The quantized tensor's buffers, all written by quantize, are disjoint. */
+static lpattn_status check_qbuffers(const lpattn_qtensor *q, size_t cb, size_t sb, size_t oc) {
+  if (overlap(q->codes, cb, q->scales, sb) || overlap(q->codes, cb, q->outer, oc * 4) ||
+      overlap(q->scales, sb, q->outer, oc * 4))
+    return LPATTN_ERR_BAD_STRIDE;
   return LPATTN_OK;
 }
 
@@ -103,6 +137,7 @@ lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpa
   size_t cb, sb, oc;
   TRY(lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
   if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
+  TRY(check_qbuffers(q, cb, sb, oc));
   if (p.check_finite && host(ctx)) TRY(scan_finite(x)); /* device backends check in-kernel */
   return ctx->vt->quantize(ctx, x, q, &p);
 }
@@ -138,7 +173,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
   if (p->selection != LPATTN_SELECT_CAUSAL && p->selection != LPATTN_SELECT_PAPER)
     return LPATTN_ERR_INVALID_ARGUMENT;
   if (!valid_block(p->block_q) || !valid_block(p->block_k)) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (p->sm_scale != 0.0f && !(isfinite(p->sm_scale) && p->sm_scale > 0.0f))
+  if (p->sm_scale != 0.0f && !(p->sm_scale > 0.0f && p->sm_scale <= LPATTN_SM_SCALE_MAX))
     return LPATTN_ERR_INVALID_ARGUMENT;
   if (p->precision == LPATTN_PREC_THRIFT &&
       (!(p->thrift_budget > 0.0f && p->thrift_budget <= 1.0f) || p->thrift_k < 0))
@@ -230,6 +265,19 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
 
 /* ---- KV cache and decode ------------------------------------------------ */
 
+/* lpattn_free() of the cache's context (lpattn.h): release the cache's memory
+ * while the backend is alive and leave the caller's handle, ctx = NULL. The
+ * backend's cache_free releases what the cache owns and the header it is
+ * given, so it is given a copy of the header. */
+static void cache_detach(void *obj) {
+  lpattn_kv_cache *c = obj, *copy = malloc(sizeof *copy);
+  if (copy) { /* without it the memory leaks, but the handle stays safe */
+    *copy = *c;
+    c->ctx->vt->cache_free(copy);
+  }
+  c->ctx = NULL, c->lengths = NULL, c->impl = NULL;
+}
+
 lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *params,
                                      lpattn_kv_cache **out) {
   if (!ctx || !params || !out) return LPATTN_ERR_NULL_POINTER;
@@ -257,16 +305,28 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
   if ((uint64_t)(p.max_tokens * per_seq * p.num_seqs) > (uint64_t)SIZE_MAX / 2)
     return LPATTN_ERR_SIZE_OVERFLOW;
   if (!ctx->vt->cache_create) return LPATTN_ERR_UNSUPPORTED;
-  return ctx->vt->cache_create(ctx, &p, out);
+  TRY(ctx->vt->cache_create(ctx, &p, out));
+  if (lp_ctx_track(ctx, *out, cache_detach) != LPATTN_OK) {
+    ctx->vt->cache_free(*out);
+    *out = NULL;
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  return LPATTN_OK;
 }
 
 void lpattn_kv_cache_free(lpattn_kv_cache *cache) {
   if (!cache) return;
+  if (!cache->ctx) { /* detached: only the handle is left */
+    free(cache);
+    return;
+  }
+  lp_ctx_untrack(cache->ctx, cache);
   cache->ctx->vt->cache_free(cache);
 }
 
 lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq, int64_t *len) {
   if (!cache || !len) return LPATTN_ERR_NULL_POINTER;
+  if (!cache->ctx) return LPATTN_ERR_INVALID_ARGUMENT; /* its context was freed */
   if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
   *len = cache->lengths[seq];
   return LPATTN_OK;

@@ -81,7 +81,8 @@ lpattn_status lpattn_create(lpattn_backend backend, const lpattn_context_params 
     memcpy(&p, params, params->struct_size);
     p.struct_size = sizeof p;
   }
-  if (p.num_threads < 0 || p.device < 0) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p.num_threads < 0 || p.num_threads > LPATTN_MAX_THREADS || p.device < 0)
+    return LPATTN_ERR_INVALID_ARGUMENT;
   if (backend == LPATTN_BACKEND_AUTO) {
     static const lpattn_backend order[] = {LPATTN_BACKEND_CUDA, LPATTN_BACKEND_HIP,
                                            LPATTN_BACKEND_CPU, LPATTN_BACKEND_REF};

@@ -68,7 +68,8 @@ typedef struct {
   /* KV cache; host backends share core/kvcache.c. */
   lpattn_status (*cache_create)(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                 lpattn_kv_cache **out);
-  void (*cache_free)(lpattn_kv_cache *c);
+  void (*cache_free)(lpattn_kv_cache *c); /* frees what c owns, then c (core may pass a
+                                             copy of the header: validate.c detach) */
   lpattn_status (*cache_append)(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
                                 const lpattn_tensor *k, const lpattn_tensor *v,
                                 const lpattn_tensor *q);

@@ -1,5 +1,6 @@
 /* ThriftAttention budget (SPEC 5) and the tile bookkeeping of tiles.h. */
 #include <math.h>
+#include <stdint.h>
 
 #include "formats.h"
 #include "internal.h"
@@ -8,19 +9,38 @@
 /* Fraction of the computed tiles that are high when k of n per query tile
  * are: causal counts the lower triangle (query tile i sees i + 1 tiles). */
 static double high_fraction(int k, int n, int causal) {
-  if (!causal) return (double)k / n;
-  return ((double)k * n - (double)k * (k - 1) / 2.0) / ((double)n * (n + 1) / 2.0);
+  const double kd = k, nd = n; /* n + 1 overflows int at INT_MAX */
+  if (!causal) return kd / nd;
+  return (kd * nd - kd * (kd - 1.0) / 2.0) / (nd * (nd + 1.0) / 2.0);
 }
 
+/* The fraction grows with k (by (n - k + 1/2) / (n(n+1)/2) a step when
+ * causal), so the best k sits next to the real root of high_fraction = budget;
+ * the few integers around it are compared exactly as a scan over every k
+ * would (ties keep the smaller k). O(1) for any n. */
 int lpattn_thrift_k(int n_tiles, float budget, int causal) {
   if (n_tiles < 1) return 0;
-  int best = 1;
-  double best_err = fabs(high_fraction(1, n_tiles, causal) - budget);
-  for (int k = 2; k <= n_tiles; k++) {
-    double err = fabs(high_fraction(k, n_tiles, causal) - budget);
+  if (!(budget > 0.0f)) return 1;        /* NaN, zero or negative: the fewest */
+  if (budget >= 1.0f) return n_tiles;    /* every tile */
+  const double n = n_tiles, f = budget;
+  double root;
+  if (!causal) {
+    root = f * n;
+  } else { /* k^2 - (2n + 1) k + f n (n + 1) = 0, the smaller root */
+    const double disc = (2.0 * n + 1.0) * (2.0 * n + 1.0) - 4.0 * f * n * (n + 1.0);
+    root = disc > 0.0 ? ((2.0 * n + 1.0) - sqrt(disc)) / 2.0 : n;
+  }
+  int64_t lo = (int64_t)floor(root) - 2, hi = lo + 5;
+  if (lo < 1) lo = 1;
+  if (hi > n_tiles) hi = n_tiles;
+  if (lo > hi) lo = hi;
+  int64_t best = lo;
+  double best_err = fabs(high_fraction((int)lo, n_tiles, causal) - budget);
+  for (int64_t k = lo + 1; k <= hi; k++) {
+    double err = fabs(high_fraction((int)k, n_tiles, causal) - budget);
     if (err < best_err) best = k, best_err = err; /* ties keep the smaller k */
   }
-  return best;
+  return (int)best;
 }
 
 lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low) {
@@ -79,7 +99,10 @@ void lp_mean_rows_f32(const void *base, lpattn_dtype dt, int64_t off, int64_t ro
                       int64_t elem_stride, int64_t n, int64_t D, float divisor, float *mean) {
   for (int64_t d = 0; d < D; d++) {
     float s = 0.0f;
-    for (int64_t r = 0; r < n; r++) s += lp_load_f32(base, dt, off + r * row_stride + d * elem_stride);
+    for (int64_t r = 0; r < n; r++) {
+      const float x = lp_load_f32(base, dt, off + r * row_stride + d * elem_stride);
+      s += isfinite(x) ? x : 0.0f; /* a NaN/Inf input never moves the mean */
+    }
     mean[d] = s / divisor;
   }
 }

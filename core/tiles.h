@@ -38,7 +38,9 @@ void lp_tile_modes(lpattn_precision prec, int leaky, int k, int64_t nkt, const u
 
 /* Mean of n rows of D values (element d of row r at element offset
  * off + r * row_stride + d * elem_stride of base, any float dtype): f32 sum in
- * row order, then one f32 division by `divisor` (SEMANTICS: Qbar, Kbar). */
+ * row order, then one f32 division by `divisor` (SEMANTICS: Qbar, Kbar).
+ * Non-finite values count as zero, so they cannot reach other rows through
+ * the selection or the PASA shift (SEMANTICS "Non-finite inputs"). */
 void lp_mean_rows_f32(const void *base, lpattn_dtype dt, int64_t off, int64_t row_stride,
                       int64_t elem_stride, int64_t n, int64_t D, float divisor, float *mean);
 

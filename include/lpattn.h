@@ -65,7 +65,7 @@ typedef enum {
   LPATTN_ERR_INVALID_ARGUMENT = 1,   /* a value out of its documented range */
   LPATTN_ERR_NULL_POINTER = 2,       /* a required pointer is NULL */
   LPATTN_ERR_BAD_SHAPE = 3,          /* shapes disagree or are not positive */
-  LPATTN_ERR_BAD_STRIDE = 4,         /* negative, zero-size overlap, or unsupported */
+  LPATTN_ERR_BAD_STRIDE = 4,         /* negative, overlapping output, or unsupported */
   LPATTN_ERR_BAD_DTYPE = 5,          /* dtype not accepted for this tensor */
   LPATTN_ERR_BAD_HEAD_DIM = 6,       /* D not a multiple of 16 in [16, 256], or format needs more */
   LPATTN_ERR_BAD_GQA = 7,            /* Hq % Hkv != 0 */
@@ -97,8 +97,17 @@ typedef enum {
 } lpattn_dtype;
 
 /* A strided 4-D view. Attention tensors are [B, H, S, D]; strides are in
- * elements (not bytes) and may describe BHSD, BSHD or any permutation. Views
- * of fewer dimensions use shape 1 in the leading dimensions. */
+ * elements (not bytes), never negative, and may describe BHSD, BSHD or any
+ * permutation. Views of fewer dimensions use shape 1 in the leading
+ * dimensions. Inputs may repeat elements (stride 0 broadcasts). An output
+ * view (any tensor a call writes) must give every index tuple its own
+ * element; the check: order the dimensions of extent > 1 by stride, then the
+ * smallest stride is >= 1 and each stride is >= the previous one times its
+ * extent. Row-major, BSHD, padded rows and any permutation pass; stride 0 or
+ * rows that overlap (stride[2] = D/2) are LPATTN_ERR_BAD_STRIDE, as is a view
+ * that interleaves dimensions without sharing elements. Distinct outputs of
+ * one call must not share memory either: checked for a quantized tensor's
+ * codes, scales and outer (BAD_STRIDE), the caller's duty elsewhere. */
 typedef struct {
   void *data;
   lpattn_dtype dtype;
@@ -120,9 +129,15 @@ typedef enum {
   LPATTN_BACKEND_HIP = 4
 } lpattn_backend;
 
+/* Most threads a context may ask for (lpattn_context_params.num_threads). */
+#define LPATTN_MAX_THREADS 1024
+
 typedef struct {
   size_t struct_size;
-  int num_threads;  /* cpu: 0 = all online cores */
+  int num_threads;  /* cpu: 0 = all online cores (at most LPATTN_MAX_THREADS);
+                       else 1..LPATTN_MAX_THREADS, more is INVALID_ARGUMENT (on
+                       every backend). Threads the system cannot start:
+                       OUT_OF_MEMORY. No C++ exception ever leaves lpattn. */
   int device;       /* cuda/hip device ordinal */
   void *stream;     /* cudaStream_t / hipStream_t; NULL = default stream */
 } lpattn_context_params;
@@ -224,6 +239,9 @@ typedef enum {
   LPATTN_PREC_THRIFT = 4 /* top-k tiles high, the rest in thrift_low */
 } lpattn_precision;
 
+/* Largest sm_scale accepted (see lpattn_attn_params). */
+#define LPATTN_SM_SCALE_MAX 16.0f
+
 typedef enum {
   LPATTN_SELECT_CAUSAL = 0, /* SPEC 4: score full tiles with the previous query tile's mean */
   LPATTN_SELECT_PAPER = 1   /* as published: current query tile's mean (leaks in causal) */
@@ -233,13 +251,21 @@ typedef struct {
   size_t struct_size;
   lpattn_precision precision;  /* default HIGH */
   int causal;                  /* bottom-right aligned mask */
-  float sm_scale;              /* 0 = 1/sqrt(D) */
+  float sm_scale;              /* 0 = 1/sqrt(D); else finite in (0, LPATTN_SM_SCALE_MAX]:
+                                  zero-or-negative, NaN, inf and larger values are
+                                  INVALID_ARGUMENT. PASA keeps (k - shift) * sm_scale
+                                  in f16: the bound keeps it finite for any
+                                  |k - shift| < 4096 (64x the default scale of D = 16) */
   int block_q, block_k;        /* tile sizes Bq, Bk; default 64, multiples of 32 */
   int leaky;                   /* research only: every tile low, scales span the tile */
   /* ThriftAttention */
   lpattn_format thrift_low;    /* precision of unselected tiles, default NVFP4 */
-  float thrift_budget;         /* fraction f of tiles in high precision, default 0.05 */
-  int thrift_k;                /* > 0 overrides the budget */
+  float thrift_budget;         /* fraction f of tiles in high precision, default 0.05.
+                                  k follows from the call's Skv, so a prefill row's
+                                  result depends on how many tokens follow it */
+  int thrift_k;                /* > 0 overrides the budget. With causal selection this
+                                  gives prefix-stable results: a row's output does not
+                                  depend on later tokens (prefill of any length, decode) */
   lpattn_selection selection;  /* default CAUSAL */
   /* PASA */
   int pasa;                    /* shift K by beta * tile mean, f16 scores */
@@ -305,8 +331,11 @@ typedef struct lpattn_kv_cache lpattn_kv_cache;
 LPATTN_API void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p);
 LPATTN_API lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                                 lpattn_kv_cache **out);
-/* NULL-safe. A cache belongs to the context it was created with: free it
- * before that context, and use it only with that context. */
+/* NULL-safe. A cache belongs to the context it was created with: use it only
+ * with that context, and free it from the thread that uses the context (the
+ * context keeps a list of its caches). Freeing the context first is safe: it
+ * releases the cache's memory and leaves a detached handle, which every call
+ * but this one rejects with LPATTN_ERR_INVALID_ARGUMENT. */
 LPATTN_API void lpattn_kv_cache_free(lpattn_kv_cache *cache);
 LPATTN_API lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq,
                                                 int64_t *len);
@@ -439,7 +468,9 @@ LPATTN_API lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tenso
                                              const lpattn_tensor *lse, const lpattn_tensor *h);
 
 /* ---- helpers ------------------------------------------------------------ */
-/* ThriftAttention k for n KV tiles and budget f (SPEC 5); 0 when n < 1. */
+/* ThriftAttention k for n KV tiles and budget f (SPEC 5): the k whose share
+ * of high tiles is closest to f (ties to the smaller k), exact and O(1) for
+ * any n; 0 when n < 1, 1 when f is NaN or <= 0, n when f >= 1. */
 LPATTN_API int lpattn_thrift_k(int n_tiles, float budget, int causal);
 /* PASA beta by the fixed-point iteration of SPEC 6 for storage dtype (F16 or
  * BF16), block size s2 and start beta0 (0 = 1 - 2^-6). NaN on bad input. */

@@ -92,11 +92,13 @@ AttnKernel FindAttnKernel(int64_t head_dim);
 lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
                      const lpattn_tensor *out, const lpattn_attn_problem *pr);
 
-// Runs fn(i, thread) for i in [0, n) on the context's pool.
+// Runs fn(i, thread) for i in [0, n) on the context's pool; false when an
+// item threw (the remaining items are skipped). PoolCreate: NULL when the
+// threads cannot be started. Nothing here throws.
 Pool *PoolCreate(int threads);
 void PoolFree(Pool *p);
 int PoolThreads(const Pool *p);
-void PoolRun(Pool *p, int64_t n, void (*fn)(void *arg, int64_t i, int thread), void *arg);
+bool PoolRun(Pool *p, int64_t n, void (*fn)(void *arg, int64_t i, int thread), void *arg);
 
 }  // namespace lpattn_cpu
 

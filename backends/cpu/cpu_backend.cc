@@ -81,16 +81,25 @@ void RunItem(void *arg, int64_t item, int tid) {
   it.kernel(*it.job, item, &it.c->scratch[tid]);
 }
 
+// num_threads is at most LPATTN_MAX_THREADS (core checks); 0 takes the
+// online cores, capped the same way. No exception leaves: threads that
+// cannot start or memory that runs out is OUT_OF_MEMORY.
 lpattn_status Init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   int n = p && p->num_threads > 0 ? p->num_threads : (int)std::thread::hardware_concurrency();
+  n = n < 1 ? 1 : n > LPATTN_MAX_THREADS ? LPATTN_MAX_THREADS : n;
   Ctx *c = new (std::nothrow) Ctx;
   if (!c) return LPATTN_ERR_OUT_OF_MEMORY;
-  c->pool = PoolCreate(n < 1 ? 1 : n);
+  c->pool = PoolCreate(n);
+  try {
+    if (c->pool) c->scratch.resize(PoolThreads(c->pool));
+  } catch (...) {
+    PoolFree(c->pool);
+    c->pool = nullptr;
+  }
   if (!c->pool) {
     delete c;
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
-  c->scratch.resize(PoolThreads(c->pool));
   ctx->impl = c;
   return LPATTN_OK;
 }
@@ -199,9 +208,10 @@ lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *, int64_t, int), v
       e.kshift = pr.pasa ? m + means : nullptr;
     }
     ChunkPrep cp = {prep, arg, k0};
-    PoolRun(c->pool, n, RunChunkPrep, &cp);
     ChunkItems ci = {&it, k0};
-    PoolRun(c->pool, n * job.kv_group * (job.cache ? 2 : job.nqt), RunChunkItem, &ci);
+    if (!PoolRun(c->pool, n, RunChunkPrep, &cp) ||
+        !PoolRun(c->pool, n * job.kv_group * (job.cache ? 2 : job.nqt), RunChunkItem, &ci))
+      return LPATTN_ERR_OUT_OF_MEMORY;  // an item threw (bad_alloc)
   }
   return LPATTN_OK;
 }

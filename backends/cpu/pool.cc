@@ -1,5 +1,7 @@
 // A small persistent thread pool: the caller is worker 0 and the others wait
-// on a generation counter; items are handed out by an atomic counter.
+// on a generation counter; items are handed out by an atomic counter. No
+// exception leaves it: a thread that cannot start fails PoolCreate, an item
+// that throws (bad_alloc) fails its PoolRun.
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -20,11 +22,17 @@ struct Pool {
   bool stop = false;
   int64_t n = 0;
   std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
   void (*fn)(void *, int64_t, int) = nullptr;
   void *arg = nullptr;
 
   void Work(int tid) {
-    for (int64_t i; (i = next.fetch_add(1)) < n;) fn(arg, i, tid);
+    try {
+      for (int64_t i; (i = next.fetch_add(1)) < n;) fn(arg, i, tid);
+    } catch (...) {  // skip the rest: the call fails
+      failed.store(true);
+      next.store(n);
+    }
   }
   void Loop(int tid) {
     uint64_t seen = 0;
@@ -45,7 +53,13 @@ struct Pool {
 Pool *PoolCreate(int threads) {
   Pool *p = new (std::nothrow) Pool;
   if (!p) return nullptr;
-  for (int t = 1; t < threads; t++) p->threads.emplace_back(&Pool::Loop, p, t);
+  try {
+    p->threads.reserve((size_t)(threads > 1 ? threads - 1 : 0));
+    for (int t = 1; t < threads; t++) p->threads.emplace_back(&Pool::Loop, p, t);
+  } catch (...) {  // std::system_error (no more threads) or bad_alloc
+    PoolFree(p);
+    return nullptr;
+  }
   return p;
 }
 
@@ -62,10 +76,13 @@ void PoolFree(Pool *p) {
 
 int PoolThreads(const Pool *p) { return 1 + (int)p->threads.size(); }
 
-void PoolRun(Pool *p, int64_t n, void (*fn)(void *, int64_t, int), void *arg) {
+bool PoolRun(Pool *p, int64_t n, void (*fn)(void *, int64_t, int), void *arg) {
+  p->failed.store(false);
   if (p->threads.empty() || n <= 1) {
-    for (int64_t i = 0; i < n; i++) fn(arg, i, 0);
-    return;
+    p->fn = fn, p->arg = arg, p->n = n;
+    p->next.store(0);
+    p->Work(0);
+    return !p->failed.load();
   }
   {
     std::lock_guard<std::mutex> lk(p->mu);
@@ -78,6 +95,7 @@ void PoolRun(Pool *p, int64_t n, void (*fn)(void *, int64_t, int), void *arg) {
   p->Work(0);
   std::unique_lock<std::mutex> lk(p->mu);
   p->done.wait(lk, [&] { return p->busy == 0; });
+  return !p->failed.load();
 }
 
 }  // namespace lpattn_cpu

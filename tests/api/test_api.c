@@ -111,13 +111,24 @@ static void test_attention(lpattn_ctx *ctx) {
   BAD((c.k.shape[1] = 3, c.v.shape[1] = 3), LPATTN_ERR_BAD_GQA);
   BAD((c.q.shape[3] = 24, c.k.shape[3] = 24, c.v.shape[3] = 24, c.o.shape[3] = 24),
       LPATTN_ERR_BAD_HEAD_DIM);
-  BAD((c.q.shape[3] = 272, c.k.shape[3] = 272, c.v.shape[3] = 272, c.o.shape[3] = 272),
+  BAD((c.q.shape[3] = 272, c.k.shape[3] = 272, c.v.shape[3] = 272,
+       c.o = lpattn_tensor_4d(obuf, LPATTN_F32, B, HQ, SQ, 272)),
       LPATTN_ERR_BAD_HEAD_DIM);
   BAD((c.q.shape[3] = 48, c.k.shape[3] = 48, c.v.shape[3] = 48, c.o.shape[3] = 48,
        c.p.precision = LPATTN_PREC_MXFP4),
       LPATTN_ERR_BAD_HEAD_DIM);                               /* MXFP4 groups of 32 */
   BAD(c.q.stride[2] = -D, LPATTN_ERR_BAD_STRIDE);
   BAD(c.o.stride[2] = 0, LPATTN_ERR_BAD_STRIDE);              /* rows would overlap */
+  /* Issue 11 D: rows that overlap (results depended on write order). */
+  BAD(c.o.stride[2] = D / 2, LPATTN_ERR_BAD_STRIDE);
+  BAD((c.o.stride[1] = D, c.o.stride[2] = HQ * D), LPATTN_OK);             /* BSHD */
+  BAD((c.o.stride[1] = D, c.o.stride[2] = D), LPATTN_ERR_BAD_STRIDE); /* heads on rows */
+  BAD((c.o.stride[3] = 2, c.o.stride[2] = D), LPATTN_ERR_BAD_STRIDE); /* elements */
+  BAD(c.aux.lse.stride[1] = SQ - 1, LPATTN_ERR_BAD_STRIDE);
+  BAD((c.p.precision = LPATTN_PREC_THRIFT, c.p.thrift_k = 2,
+       c.aux.selection = lpattn_tensor_4d(lbuf, LPATTN_I32, B, HQ, 1, 2),
+       c.aux.selection.stride[1] = 1),
+      LPATTN_ERR_BAD_STRIDE);
   BAD(c.q.stride[1] = INT64_MAX / 2, LPATTN_ERR_SIZE_OVERFLOW);
   BAD((c.k.shape[2] = INT64_MAX / 4, c.v.shape[2] = INT64_MAX / 4), LPATTN_ERR_SIZE_OVERFLOW);
   BAD(c.q.dtype = LPATTN_E4M3, LPATTN_ERR_BAD_DTYPE);
@@ -129,6 +140,11 @@ static void test_attention(lpattn_ctx *ctx) {
   BAD(c.p.block_q = 512, LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.sm_scale = NAN, LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.sm_scale = -1.0f, LPATTN_ERR_INVALID_ARGUMENT);
+  /* Issue 11 C: finite but absurd scales turned PASA's f16 keys into inf, so
+   * every output into NaN; the range is (0, LPATTN_SM_SCALE_MAX]. */
+  BAD((c.p.sm_scale = 1e30f, c.p.pasa = 1), LPATTN_ERR_INVALID_ARGUMENT);
+  BAD(c.p.sm_scale = LPATTN_SM_SCALE_MAX * 1.0001f, LPATTN_ERR_INVALID_ARGUMENT);
+  BAD(c.p.sm_scale = INFINITY, LPATTN_ERR_INVALID_ARGUMENT);
   BAD((c.p.precision = LPATTN_PREC_THRIFT, c.p.thrift_budget = 1.5f), LPATTN_ERR_INVALID_ARGUMENT);
   BAD((c.p.precision = LPATTN_PREC_THRIFT, c.p.thrift_k = -1), LPATTN_ERR_INVALID_ARGUMENT);
   BAD(c.p.thrift_low = (lpattn_format)5, LPATTN_ERR_INVALID_ARGUMENT);
@@ -137,7 +153,7 @@ static void test_attention(lpattn_ctx *ctx) {
   BAD(c.p.struct_size = sizeof c.p + 4, LPATTN_ERR_PARAMS_SIZE);
   BAD(c.p.struct_size = 2, LPATTN_ERR_PARAMS_SIZE);
   BAD(c.aux.lse.dtype = LPATTN_F16, LPATTN_ERR_BAD_DTYPE);
-  BAD(c.aux.lse.shape[2] = SQ + 1, LPATTN_ERR_BAD_SHAPE);
+  BAD(c.aux.lse = lpattn_tensor_4d(lbuf, LPATTN_F32, B, HQ, SQ + 1, 1), LPATTN_ERR_BAD_SHAPE);
   BAD(c.aux.struct_size = 1 << 20, LPATTN_ERR_PARAMS_SIZE);
   BAD(c.aux.selection = lpattn_tensor_4d(lbuf, LPATTN_I32, B, HQ, 1, 1),
       LPATTN_ERR_INVALID_ARGUMENT);                           /* selection needs THRIFT */
@@ -147,6 +163,14 @@ static void test_attention(lpattn_ctx *ctx) {
   vbuf[5] = NAN;
   CHECK_STATUS(run(ctx, &c), LPATTN_ERR_NONFINITE);
   vbuf[5] = 0.25f;
+  /* The largest scale works, with PASA too, and stays finite. */
+  c = good();
+  c.p.sm_scale = LPATTN_SM_SCALE_MAX;
+  c.p.pasa = 1;
+  CHECK_STATUS(run(ctx, &c), LPATTN_OK);
+  int finite = 1;
+  for (size_t i = 0; i < sizeof obuf / sizeof obuf[0]; i++) finite &= isfinite(obuf[i]) != 0;
+  CHECK(finite, "PASA at sm_scale = LPATTN_SM_SCALE_MAX gave non-finite output");
   /* And a good call passes (the ref backend must be there). */
   c = good();
   CHECK_STATUS(run(ctx, &c), LPATTN_OK);
@@ -189,7 +213,19 @@ static void test_quantize(lpattn_ctx *ctx) {
   CHECK(codes[0] == 0xAB && codes[sizeof codes - 1] == 0xAB, "rejected quantize wrote codes");
   qbuf[3] = 0.0f;
   CHECK_STATUS(lpattn_quantize(ctx, &x, &q, &p), LPATTN_OK);
+  /* Issue 11 D: quantize's outputs may not share bytes, dequantize's y no element. */
+  bad = q;
+  bad.scales = codes + 8;
+  CHECK_STATUS(lpattn_quantize(ctx, &x, &bad, &p), LPATTN_ERR_BAD_STRIDE);
+  bad = q;
+  bad.outer = (float *)(void *)scales;
+  CHECK_STATUS(lpattn_quantize(ctx, &x, &bad, &p), LPATTN_ERR_BAD_STRIDE);
   lpattn_tensor y = lpattn_tensor_4d(obuf, LPATTN_F32, B, HQ, SQ, D);
+  lpattn_tensor yo = y;
+  yo.stride[1] = D;
+  poison();
+  CHECK_STATUS(lpattn_dequantize(ctx, &q, &yo), LPATTN_ERR_BAD_STRIDE);
+  CHECK(untouched(), "rejected dequantize wrote");
   CHECK_STATUS(lpattn_dequantize(ctx, &q, &y), LPATTN_OK);
   y.dtype = LPATTN_E2M1;
   CHECK_STATUS(lpattn_dequantize(ctx, &q, &y), LPATTN_ERR_BAD_DTYPE);
@@ -258,12 +294,48 @@ static void test_merge(lpattn_ctx *ctx) {
                LPATTN_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(lpattn_merge_states(ctx, &o, &l2, NULL, &o, &l, NULL, &o, &l, NULL),
                LPATTN_ERR_BAD_SHAPE);
+  /* Issue 11 D: overlapping output rows (o) or heads (lse). */
+  lpattn_tensor oo = o, lo = l;
+  oo.stride[2] = D / 2;
+  lo.stride[1] = 1;
+  static float oa[HQ * SQ * D], la[HQ * SQ];
+  lpattn_tensor ta = lpattn_tensor_4d(oa, LPATTN_F32, 1, HQ, SQ, D);
+  lpattn_tensor tl = lpattn_tensor_4d(la, LPATTN_F32, 1, HQ, SQ, 1);
+  poison();
+  CHECK_STATUS(lpattn_merge_states(ctx, &ta, &tl, NULL, &ta, &tl, NULL, &oo, &l, NULL),
+               LPATTN_ERR_BAD_STRIDE);
+  CHECK_STATUS(lpattn_merge_states(ctx, &ta, &tl, NULL, &ta, &tl, NULL, &o, &lo, NULL),
+               LPATTN_ERR_BAD_STRIDE);
+  CHECK(untouched(), "rejected merge wrote");
+  CHECK_STATUS(lpattn_merge_states(ctx, &ta, &tl, NULL, &ta, &tl, NULL, &o, &l, NULL), LPATTN_OK);
+}
+
+/* |fraction of high tiles - f| for k of n (SPEC 5), in long double. */
+static double thrift_err(long long k, long long n, int causal, float f) {
+  long double fr = causal ? ((long double)k * n - (long double)k * (k - 1) / 2) /
+                                ((long double)n * (n + 1) / 2)
+                          : (long double)k / n;
+  return (double)fabsl(fr - f);
 }
 
 static void test_helpers(void) {
   CHECK(lpattn_thrift_k(0, 0.05f, 1) == 0, "no tiles");
   CHECK(lpattn_thrift_k(20, 1.0f, 0) == 20, "full budget");
   CHECK(lpattn_thrift_k(20, 0.05f, 0) == 1, "5%% of 20");
+  /* Issue 11 A: large n is exact and O(1) (was an int overflow and a scan of n). */
+  const int big[] = {2147483647, 2147483646, 1000003, 65536};
+  for (int i = 0; i < 4; i++)
+    for (int causal = 0; causal < 2; causal++) {
+      const int n = big[i], k = lpattn_thrift_k(n, 0.05f, causal);
+      CHECK(k >= 1 && k <= n, "k %d of n %d", k, n);
+      const double e = thrift_err(k, n, causal, 0.05f);
+      CHECK(e <= thrift_err(k - 1, n, causal, 0.05f) && e < thrift_err(k + 1, n, causal, 0.05f),
+            "n %d causal %d: k %d is not the best", n, causal, k);
+    }
+  CHECK(lpattn_thrift_k(2147483647, 0.05f, 1) == 54375501, "INT_MAX causal (exact)");
+  CHECK(lpattn_thrift_k(2147483647, 0.05f, 0) == 107374184, "INT_MAX non-causal");
+  CHECK(lpattn_thrift_k(100, NAN, 1) == 1 && lpattn_thrift_k(100, 7.0f, 1) == 100, "odd budgets");
+  CHECK(lpattn_thrift_k(1, 7.9e32f, 0) == 1 && lpattn_thrift_k(5, 3e38f, 1) == 5, "huge budgets");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 128, 0.0) == 0.9844970703125, "SPEC 6 s2=128");
   CHECK(lpattn_pasa_beta(LPATTN_F16, 64, 0.0) == 0.984619140625, "SPEC 6 s2=64");
   CHECK(isnan(lpattn_pasa_beta(LPATTN_F32, 64, 0.0)), "f32 storage rejected");

@@ -7,6 +7,10 @@
 #include "lp_gpu_ops.h"
 namespace lpattn_hip {
 
+/* A value's share of a tile mean: non-finite values count as zero, as in
+ * core/tiles.h lp_mean_rows_f32 (SEMANTICS "Non-finite inputs"). */
+__device__ __forceinline__ float lpc_mean_term(float x) { return isfinite(x) ? x : 0.0f; }
+
 /* mean[(bh*tiles + j)*D + d] for j in [j0, j1): f32 sum of the tile's keys
  * (clipped to the sequence length) in order, one division (SEMANTICS). */
 __global__ void lpc_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, int64_t s2,
@@ -20,7 +24,8 @@ __global__ void lpc_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, i
     int len = lens ? lens[b + dst_b0] : Skv;
     int c0 = j * T, c1 = min(c0 + T, len);
     float s = 0.0f;
-    for (int c = c0; c < c1; c++) s = __fadd_rn(s, lpc_load(k, dt, b * s0 + h * s1 + c * s2 + d * s3));
+    for (int c = c0; c < c1; c++)
+      s = __fadd_rn(s, lpc_mean_term(lpc_load(k, dt, b * s0 + h * s1 + c * s2 + d * s3)));
     mean[(((b + dst_b0) * H + h) * tiles + j) * D + d] = c1 > c0 ? s / (float)(c1 - c0) : 0.0f;
   }
 }
@@ -55,11 +60,12 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
     float s = 0.0f;
     if (qsrc >= 0 && a.qring) { /* decode: T recorded rows, missing rows are zero */
       const float *rg = a.qring + ((((int64_t)b * a.Hq + h) * 3 + qsrc % 3) * T) * a.D;
-      for (int r = 0; r < T; r++) s = __fadd_rn(s, rg[(int64_t)r * a.D + d]);
+      for (int r = 0; r < T; r++) s = __fadd_rn(s, lpc_mean_term(rg[(int64_t)r * a.D + d]));
       s = s / (float)T;
     } else if (qsrc >= 0) {
       int q0 = qsrc * T, q1 = min(q0 + T, Sq);
-      for (int r = q0; r < q1; r++) s = __fadd_rn(s, lpc_load(a.q, a.qdt, lpc_off(a.sq, b, h, r, d)));
+      for (int r = q0; r < q1; r++)
+        s = __fadd_rn(s, lpc_mean_term(lpc_load(a.q, a.qdt, lpc_off(a.sq, b, h, r, d))));
       s = s / (float)(q1 - q0);
     }
     qbar[d] = s;
