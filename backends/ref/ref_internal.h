@@ -64,7 +64,7 @@ static inline int64_t ref_off(const lpattn_tensor *t, int64_t a, int64_t b, int6
 }
 
 lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
-lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                         const lpattn_tensor *out, const lpattn_attn_problem *pr);
+lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                               const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
 
 #endif
