@@ -1,0 +1,281 @@
+// Highway paged decode (SEMANTICS "Decode"): one chunk of one (sequence, kv
+// head) per call (cpu.h DecItem). Tiles are read in place from the pool:
+// high tiles converted from f16/bf16/f32 with SIMD, quantized tiles decoded
+// from their packed codes and scales in registers, a key (K) or channel (V)
+// at a time into an L1 line, each read once for all rows of the GQA group.
+// The softmax state, the P quantizer and the row primitives are the prefill
+// engine's (attn-inl.h, quantp-inl.h, gen/common.h).
+#if defined(LPATTN_CPU_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_CPU_DECODE_INL_H_
+#undef LPATTN_CPU_DECODE_INL_H_
+#else
+#define LPATTN_CPU_DECODE_INL_H_
+#endif
+
+#include "attn-inl.h"
+#include "kvpool.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn_cpu {
+namespace HWY_NAMESPACE {
+
+// FP4 codes come two a byte; a block of 2N elements is decoded as N even
+// elements then N odd ones ("FP4 order"). Operands dotted with decoded FP4
+// data are put in the same order first.
+HWY_INLINE void Fp4Order(const float *x, int64_t n, float *y) {
+  const int64_t N = hn::Lanes(DF());
+  for (int64_t b = 0; b < n; b += 2 * N)
+    for (int64_t i = 0; i < N; i++) y[b + i] = x[b + 2 * i], y[b + N + i] = x[b + 2 * i + 1];
+}
+
+// E2M1 values of 4-bit codes in u32 lanes.
+template <class VU>
+HWY_INLINE hn::Vec<DF> E2m1Decode(VU c) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto mag = hn::And(c, hn::Set(du, 7u));
+  const auto half = hn::Set(du, 0x3F000000u);  // 0.5
+  const auto big = hn::Add(hn::ShiftLeft<22>(mag), half);  // 1, 1.5, 2, 3, 4, 6 for 2..7
+  const auto small = hn::IfThenElseZero(hn::Eq(mag, hn::Set(du, 1u)), half);
+  const auto bits = hn::IfThenElse(hn::Lt(mag, hn::Set(du, 2u)), small, big);
+  return hn::BitCast(df, hn::Or(bits, hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 8u)))));
+}
+
+// n FP4 elements (n / 2 bytes of codes) with one decoded scale per group of
+// G elements, sc[g] (outer included), in FP4 order.
+HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int64_t G, int64_t n, float *out) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int64_t N = hn::Lanes(df);
+  const auto first = hn::FirstN(df, (size_t)(N / 2));
+  for (int64_t b = 0; b < n; b += 2 * N) {
+    const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, codes + b / 2));
+    const auto lo = E2m1Decode(hn::And(bytes, hn::Set(du, 15u)));
+    const auto hi = E2m1Decode(hn::ShiftRight<4>(bytes));
+    const int64_t g = b / G;
+    const auto sv = 2 * N > G ? hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]))
+                              : hn::Set(df, sc[g]);
+    hn::StoreU(hn::Mul(lo, sv), df, out + b);
+    hn::StoreU(hn::Mul(hi, sv), df, out + b + N);
+  }
+}
+
+// n E4M3 elements times `scale`, in natural order (E4M3 -> f16 bits -> f32,
+// then * 2^8 folded into the scale; exact).
+HWY_INLINE void DecodeFp8(const uint8_t *codes, float scale, int64_t n, float *out) {
+  const DF df;
+  const hn::Rebind<uint8_t, DF> d8;
+  const hn::Rebind<uint16_t, DF> d16;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = hn::Lanes(df);
+  const auto s = hn::Set(df, scale * 256.0f);
+  for (int64_t i = 0; i < n; i += N) {
+    const auto c = hn::PromoteTo(d16, hn::LoadU(d8, codes + i));
+    const auto h = hn::Or(hn::ShiftLeft<8>(hn::And(c, hn::Set(d16, 0x80))),
+                          hn::ShiftLeft<7>(hn::And(c, hn::Set(d16, 0x7F))));
+    hn::StoreU(hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), s), df, out + i);
+  }
+}
+
+// One row of n high elements (f32/f16/bf16) as f32.
+HWY_INLINE void ConvertHigh(const uint8_t *src, lpattn_dtype dt, int64_t n, float *out) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  if (dt == LPATTN_F32) {
+    memcpy(out, src, sizeof(float) * (size_t)n);
+  } else if (dt == LPATTN_F16) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const hwy::float16_t *p = reinterpret_cast<const hwy::float16_t *>(src);
+    for (int64_t i = 0; i < n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, p + i)), df, out + i);
+  } else {
+    const hn::Rebind<hwy::bfloat16_t, DF> db;
+    const hwy::bfloat16_t *p = reinterpret_cast<const hwy::bfloat16_t *>(src);
+    for (int64_t i = 0; i < n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(db, p + i)), df, out + i);
+  }
+}
+
+HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  auto s0 = hn::Zero(df), s1 = s0;
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(df, a + i + N), hn::LoadU(df, b + i + N), s1);
+  }
+  for (; i < n; i += N) s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
+}
+
+// acc[0, n) *= alpha.
+HWY_INLINE void ScaleRow(float *acc, float alpha, int64_t n) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto va = hn::Set(df, alpha);
+  for (int64_t i = 0; i < n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, acc + i), va), df, acc + i);
+}
+
+// acc[0, n) += p * x.
+HWY_INLINE void Axpy(float *acc, float p, const float *x, int64_t n) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto vp = hn::Set(df, p);
+  for (int64_t i = 0; i < n; i += N)
+    hn::StoreU(hn::MulAdd(vp, hn::LoadU(df, x + i), hn::LoadU(df, acc + i)), df, acc + i);
+}
+
+// Quantized tile of one kv head: key c or channel d decoded with its scales.
+struct LowTile {
+  const uint8_t *p;  // the head's part of the page
+  const lp_kv_layout *L;
+};
+
+HWY_INLINE void DecodeLow(const DecJob &job, const LowTile &t, int v, int64_t i, float *out) {
+  const lp_kv_layout &L = *t.L;
+  const int64_t n = v ? job.T : job.D, G = L.G;
+  const uint8_t *codes = t.p + (v ? L.vc : L.kc) + (job.fp4 ? i * n / 2 : i * n);
+  const float outer = L.fmt == LPATTN_FMT_MXFP4 ? 1.0f : ((const float *)(t.p + (v ? L.vo : L.ko)))[i];
+  if (!job.fp4) {
+    DecodeFp8(codes, outer, n, out);
+    return;
+  }
+  const uint8_t *scales = t.p + (v ? L.vs : L.ks) + i * n / G;
+  const float *tab = L.fmt == LPATTN_FMT_MXFP4 ? job.e8m0 : job.e4m3;
+  float sc[16];  // n / G <= 256 / 16
+  for (int64_t g = 0; g < n / G; g++) sc[g] = tab[scales[g]] * outer;
+  DecodeFp4(codes, sc, G, n, out);
+}
+
+// Tile modes of the rows of q head g whose query tile is i (w = 0: the
+// first row's tile, 1: the last row's), for tiles 0..i.
+HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64_t g, int64_t i,
+                         DecScratch *w, uint8_t *mode) {
+  const lpattn_attn_problem &pr = *job.pr;
+  uint8_t *kind = w->kind.data();
+  float *score = w->score.data();
+  for (int64_t j = 0; j <= i; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG, score[j] = 0.0f;
+  if (job.thrift) {
+    const int64_t qt = pr.selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
+    if (qt >= 0) {
+      lp_kv_seq_qmean(&sq.s, (int)(hkv * job.G + g), qt, w->qbar.data());
+      for (int64_t j = 0; j < i; j++)
+        score[j] = lp_dot_f32(w->qbar.data(), lp_kv_seq_kmean(&sq.s, (int)hkv, j), job.D);
+    }
+  }
+  lp_tile_modes(pr.precision, 0, sq.k, i + 1, kind, score, mode);
+}
+
+HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
+  const lpattn_attn_problem &pr = *job.pr;
+  const DecItem it = job.items[item];
+  const DecSeq &sq = job.seqs[it.seq];
+  const lp_kv_layout &L = sq.s.L;
+  const int64_t T = job.T, D = job.D, R = job.R, Sq = job.Sq, G = job.G, len = sq.s.len;
+  const int64_t i0 = (len - Sq) / T, i1 = sq.i1, h = it.h;
+  const lpattn_dtype hdt = sq.s.pool->p.high_dtype;
+  float *q = w->q.data(), *ql = w->ql.data(), *S = w->s.data(), *P = w->p.data();
+  float *Pp = w->pp.data(), *acc = w->acc.data(), *kd = w->kd.data(), *vd = w->vd.data();
+  int64_t *pos = w->pos.data(), *nvis = w->nvis.data();
+  int32_t *list = w->list.data();
+  lpk_row *rows = w->rows.data();
+  uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
+  const int64_t nt = i1 + 1;
+  for (int64_t g = 0; g < G; g++) {
+    RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt);
+    if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt);
+  }
+  for (int64_t r = 0; r < R; r++) {
+    const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
+    pos[r] = len - Sq + qr;
+    LoadRow(pr.q, Off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
+    if (job.low) {
+      QuantizePRow(job.qfmt, pr.mx_round_up, q + r * D, D, &w->sc, kd);
+      if (job.fp4) Fp4Order(kd, D, ql + r * D);
+      else memcpy(ql + r * D, kd, sizeof(float) * (size_t)D);
+    }
+    lpk_row_init(&rows[r]);
+    for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
+  }
+  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
+  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
+  const float ss = pr.sm_scale;
+  for (int64_t j = j0; j <= j1; j++) {
+    for (int md = LP_MODE_HIGH; md <= LP_MODE_LOW; md++) {
+      int64_t n = 0, maxvis = 0;
+      for (int64_t r = 0; r < R; r++) {
+        const int64_t i = pos[r] / T, g = r / Sq;
+        if (j > i || mode[(g * 2 + (i == i1)) * nt + j] != md) continue;
+        list[n++] = (int32_t)r;
+        nvis[r] = pos[r] - j * T + 1 < T ? pos[r] - j * T + 1 : T;
+        maxvis = nvis[r] > maxvis ? nvis[r] : maxvis;
+      }
+      if (!n) continue;
+      const bool low = md == LP_MODE_LOW;
+      int64_t nk = T;
+      const uint8_t *hk = nullptr, *hv = nullptr;
+      LowTile lt = {nullptr, &L};
+      if (low) {
+        lt.p = lp_kv_page_ptr(&sq.s, j) + (size_t)h * L.head_bytes;
+      } else {
+        hk = lp_kv_high_ptr(&sq.s, 0, (int)h, j, &nk);
+        hv = lp_kv_high_ptr(&sq.s, 1, (int)h, j, &nk);
+      }
+      const size_t row_bytes = (size_t)(D * L.esz);
+      // Scores: each key decoded once for every row of the list.
+      for (int64_t c = 0; c < maxvis; c++) {
+        if (low) DecodeLow(job, lt, 0, c, kd);
+        else ConvertHigh(hk + c * row_bytes, hdt, D, kd);
+        for (int64_t l = 0; l < n; l++) {
+          const int64_t r = list[l];
+          S[r * T + c] = Dot(low ? ql + r * D : q + r * D, kd, D);
+        }
+      }
+      for (int64_t l = 0; l < n; l++) {
+        const int64_t r = list[l];
+        float *s = S + r * T, *p = P + r * T;
+        ScaleMask(s, T, nvis[r], ss);
+        const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, T), 0.0f);
+        float sum_p, sum_ps;
+        ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
+        lpk_row_end(&rows[r], &st, sum_p, sum_ps);
+        if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
+        if (low) {
+          QuantizePRow(job.pfmt, pr.mx_round_up, p, T, &w->sc, p);
+          if (job.fp4) Fp4Order(p, T, Pp + r * T);
+          else memcpy(Pp + r * T, p, sizeof(float) * (size_t)T);
+        }
+      }
+      if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
+        for (int64_t d = 0; d < D; d++) {
+          DecodeLow(job, lt, 1, d, vd);
+          for (int64_t l = 0; l < n; l++) {
+            const int64_t r = list[l];
+            acc[r * D + d] += Dot(Pp + r * T, vd, T);
+          }
+        }
+      } else {  // acc += sum_c P[c] V[c], a key at a time
+        for (int64_t c = 0; c < maxvis; c++) {
+          ConvertHigh(hv + c * row_bytes, hdt, D, vd);
+          for (int64_t l = 0; l < n; l++) {
+            const int64_t r = list[l];
+            if (c < nvis[r] && P[r * T + c] != 0.0f) Axpy(acc + r * D, P[r * T + c], vd, D);
+          }
+        }
+      }
+    }
+  }
+  float *out = job.part + item * R * (D + 2);
+  for (int64_t r = 0; r < R; r++) {
+    float inv_l, lse, ent;
+    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
+    for (int64_t d = 0; d < D; d++) out[r * (D + 2) + d] = acc[r * D + d] * inv_l;
+    out[r * (D + 2) + D] = lse, out[r * (D + 2) + D + 1] = ent;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn_cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
