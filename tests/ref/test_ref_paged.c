@@ -42,10 +42,22 @@ static void make_streams(void) {
   }
 }
 
+static int q_heads = H;
+
+#ifdef LPATTN_TEST_CPU /* the cpu_paged build: hooks of backends/cpu (cpu.h) */
+int lpattn_cpu_targets(int64_t *targets, int max);
+const char *lpattn_cpu_target_name(int64_t target);
+void lpattn_cpu_force_target(int64_t target);
+#else
+static int lpattn_cpu_targets(int64_t *targets, int max) { return (void)targets, (void)max, 0; }
+static const char *lpattn_cpu_target_name(int64_t target) { return (void)target, ""; }
+static void lpattn_cpu_force_target(int64_t target) { (void)target; }
+#endif /* H, or HKV for the one-row-per-item case */
+
 static lpattn_kv_pool *make_pool(lpattn_ctx *ctx, const variant *va, int pages, int slots) {
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
-  pp.num_kv_heads = HKV, pp.num_q_heads = H, pp.head_dim = D, pp.page_size = T;
+  pp.num_kv_heads = HKV, pp.num_q_heads = q_heads, pp.head_dim = D, pp.page_size = T;
   pp.precision = va->prec, pp.thrift_low = va->low, pp.pasa = va->pasa;
   pp.num_pages = pages, pp.num_slots = slots;
   lpattn_kv_pool *pool = NULL;
@@ -79,7 +91,7 @@ static void append(lpattn_ctx *ctx, lpattn_kv_pool *pool, seq_t *s, int st, int6
     const int64_t m = t0 + n - a < step ? t0 + n - a : step;
     lpattn_tensor k = lpattn_tensor_4d(K[st] + a * D, LPATTN_F32, 1, HKV, m, D);
     lpattn_tensor v = lpattn_tensor_4d(V[st] + a * D, LPATTN_F32, 1, HKV, m, D);
-    lpattn_tensor q = lpattn_tensor_4d(Q[st] + a * D, LPATTN_F32, 1, H, m, D);
+    lpattn_tensor q = lpattn_tensor_4d(Q[st] + a * D, LPATTN_F32, 1, q_heads, m, D);
     k.stride[1] = v.stride[1] = q.stride[1] = N * D;
     lpattn_kv_batch b = batch_of(s, 1, N);
     CHECK_STATUS(lpattn_kv_append(ctx, pool, &b, &k, &v, &q), LPATTN_OK);
@@ -105,18 +117,19 @@ static void decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const variant *va, seq
                    const int *st, int n, int64_t Sq, result *res) {
   static float qb[NS * H * T * D];
   int64_t max_len = 0;
+  const int Hq = q_heads;
   for (int i = 0; i < n; i++) {
     max_len = s[i].len > max_len ? s[i].len : max_len;
-    for (int h = 0; h < H; h++)
-      memcpy(qb + ((i * H + h) * Sq) * D, Q[st[i]] + ((int64_t)h * N + s[i].len - Sq) * D,
+    for (int h = 0; h < Hq; h++)
+      memcpy(qb + ((i * Hq + h) * Sq) * D, Q[st[i]] + ((int64_t)h * N + s[i].len - Sq) * D,
              sizeof(float) * (size_t)(Sq * D));
   }
-  lpattn_tensor q = lpattn_tensor_4d(qb, LPATTN_F32, n, H, Sq, D);
-  lpattn_tensor o = lpattn_tensor_4d(res->o, LPATTN_F32, n, H, Sq, D);
+  lpattn_tensor q = lpattn_tensor_4d(qb, LPATTN_F32, n, Hq, Sq, D);
+  lpattn_tensor o = lpattn_tensor_4d(res->o, LPATTN_F32, n, Hq, Sq, D);
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
-  aux.lse = lpattn_tensor_4d(res->lse, LPATTN_F32, n, H, Sq, 1);
-  aux.entropy = lpattn_tensor_4d(res->ent, LPATTN_F32, n, H, Sq, 1);
+  aux.lse = lpattn_tensor_4d(res->lse, LPATTN_F32, n, Hq, Sq, 1);
+  aux.entropy = lpattn_tensor_4d(res->ent, LPATTN_F32, n, Hq, Sq, 1);
   lpattn_kv_batch b = batch_of(s, n, max_len);
   lpattn_attn_params p = params(va);
   CHECK_STATUS(lpattn_paged_decode(ctx, pool, &b, &q, &o, &p, &aux), LPATTN_OK);
@@ -292,15 +305,15 @@ static void vs_ref(lpattn_ctx *ctx, lpattn_ctx *ref, const variant *va) {
     decode(ctx, pc, va, sc, st, NS, Sq, &rc);
     decode(ref, pr, va, sr, st, NS, Sq, &rr);
     double num = 0, den = 0, dl = 0;
-    for (int64_t i = 0; i < NS * H * Sq * D; i++) {
+    for (int64_t i = 0; i < NS * q_heads * Sq * D; i++) {
       const double x = rc.o[i], y = rr.o[i];
       num += (x - y) * (x - y), den += y * y;
     }
-    for (int64_t i = 0; i < NS * H * Sq; i++) dl = fmax(dl, fabs((double)rc.lse[i] - rr.lse[i]));
+    for (int64_t i = 0; i < NS * q_heads * Sq; i++) dl = fmax(dl, fabs((double)rc.lse[i] - rr.lse[i]));
     const double e = sqrt(num / den), tol = va->prec == LPATTN_PREC_HIGH ? 1e-5 : 1e-4;
     CHECK(e <= tol && dl <= 2e-3, "%s Sq=%lld: cpu vs ref O %.3g (tol %.3g) LSE %.3g", va->name,
           (long long)Sq, e, tol, dl);
-    printf("cpu vs ref %-14s Sq=%-3lld O %.2e LSE %.2e\n", va->name, (long long)Sq, e, dl);
+    printf("cpu vs ref %-14s Hq=%d Sq=%-3lld O %.2e LSE %.2e\n", va->name, q_heads, (long long)Sq, e, dl);
   }
   lpattn_kv_pool_free(pc), lpattn_kv_pool_free(pr);
 }
@@ -320,6 +333,18 @@ int main(int argc, char **argv) {
     causal_leak(ctx, va);
     if (cpu) vs_ref(ctx, ref, va);
   }
+  /* Hq = Hkv, Sq = 1: one row per (sequence, kv head), the kernel's
+   * register-only paths. */
+  q_heads = HKV;
+  int64_t targets[16];
+  const int nt = cpu ? lpattn_cpu_targets(targets, 16) : 0;
+  for (int t = 0; t < nt; t++) { /* every Highway target of this machine */
+    lpattn_cpu_force_target(targets[t]);
+    printf("target %s\n", lpattn_cpu_target_name(targets[t]));
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) vs_ref(ctx, ref, &variants[i]);
+  }
+  if (cpu) lpattn_cpu_force_target(0);
+  q_heads = H;
   /* One chunk: as close to prefill as before; past it, within tolerance. */
   vs_prefill(ctx, &variants[0], 5 * T + 3, 1e-6);
   vs_prefill(ctx, &variants[0], 20 * T + 5, 1e-5);
