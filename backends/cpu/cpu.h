@@ -86,6 +86,7 @@ struct DecJob {
   int64_t D, T, Sq, G, R;  // R = G * Sq rows per item
   int low;                 // some tile may be low
   int qfmt, pfmt, fp4;     // QP_* formats of Q/K/V and of P; FP4 codes
+  int gshift;              // log2 of the FP4 group size
   int thrift;
   float e4m3[256], e8m0[256];  // decoded scale codes
   std::vector<DecSeq> seqs;
@@ -97,6 +98,7 @@ struct DecScratch {
   std::vector<int64_t> nvis, pos;
   std::vector<int32_t> list;
   std::vector<uint8_t> kind, mode;  // [G][2][tiles]
+  std::vector<uint32_t> ib;         // AVX2 int rows of Q and P (decode-inl.h IntRow)
   std::vector<lpk_row> rows;
   Scratch sc;                       // QuantizePRow's non-finite path
   void Size(const DecJob &job, int64_t ntile);

@@ -21,6 +21,7 @@ void DecScratch::Size(const DecJob &job, int64_t ntile) {
   acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
   alpha.resize(R), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
   kind.resize(ntile), mode.resize(job.G * 2 * ntile);
+  ib.resize(R * 2 * 160);  // 2R rows of IntRow (580 bytes)
   sc.codes.resize(w), sc.scales.resize(w), sc.tmp.resize(w), sc.tmp2.resize(w);
 }
 
@@ -58,6 +59,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   job.qfmt = QpFormat(pr->low);
   job.pfmt = job.qfmt == QP_FP8 ? QP_FP8_P : job.qfmt;
   job.fp4 = pr->low != LPATTN_FMT_FP8;
+  job.gshift = pr->low == LPATTN_FMT_MXFP4 ? 5 : 4;
   for (int i = 0; i < 256; i++)
     job.e4m3[i] = lpk_e4m3_decode((uint8_t)i), job.e8m0[i] = lpk_e8m0_decode((uint8_t)i);
   const int64_t ntile = lp_tile_count(pr->Skv, job.T);

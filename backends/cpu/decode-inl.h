@@ -54,7 +54,7 @@ HWY_INLINE hn::Vec<DF> E2m1Decode(VU c) {
 
 // sum_i x[i] * value[i] over n FP4 elements (x in FP4 order), with one
 // decoded scale per group of G, sc[g]: the decode never leaves registers.
-HWY_INLINE float DotFp4(const uint8_t *codes, const float *sc, int64_t G, int64_t n, const float *x) {
+HWY_INLINE float DotFp4(const uint8_t *codes, const float *sc, int gshift, int64_t n, const float *x) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint8_t, DF> d8;
@@ -66,17 +66,18 @@ HWY_INLINE float DotFp4(const uint8_t *codes, const float *sc, int64_t G, int64_
     const auto lo = E2m1Decode(hn::And(bytes, hn::Set(du, 15u)));
     const auto hi = E2m1Decode(hn::ShiftRight<4>(bytes));
     const auto t = hn::MulAdd(hn::LoadU(df, x + b), lo, hn::Mul(hn::LoadU(df, x + b + N), hi));
-    const int64_t g = b / G;
-    const auto sv = 2 * N > G ? hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]))
-                              : hn::Set(df, sc[g]);
+    const int64_t g = b >> gshift;
+    const auto sv = 2 * N > (1 << gshift)
+                        ? hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]))
+                        : hn::Set(df, sc[g]);
     acc = hn::MulAdd(t, sv, acc);
   }
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
 // n FP4 elements (n / 2 bytes of codes) with one decoded scale per group of
-// G elements, sc[g] (outer included), in FP4 order.
-HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int64_t G, int64_t n, float *out) {
+// 2^gshift elements, sc[g] (outer included), in FP4 order.
+HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int gshift, int64_t n, float *out) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint8_t, DF> d8;
@@ -86,9 +87,10 @@ HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int64_t G, int6
     const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, codes + b / 2));
     const auto lo = E2m1Decode(hn::And(bytes, hn::Set(du, 15u)));
     const auto hi = E2m1Decode(hn::ShiftRight<4>(bytes));
-    const int64_t g = b / G;
-    const auto sv = 2 * N > G ? hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]))
-                              : hn::Set(df, sc[g]);
+    const int64_t g = b >> gshift;
+    const auto sv = 2 * N > (1 << gshift)
+                        ? hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]))
+                        : hn::Set(df, sc[g]);
     hn::StoreU(hn::Mul(lo, sv), df, out + b);
     hn::StoreU(hn::Mul(hi, sv), df, out + b + N);
   }
@@ -249,20 +251,20 @@ struct LowLine {
 
 HWY_INLINE void LowLineOf(const DecJob &job, const LowTile &t, int v, int64_t i, LowLine *ln) {
   const lp_kv_layout &L = *t.L;
-  const int64_t n = v ? job.T : job.D, G = L.G;
+  const int64_t n = v ? job.T : job.D, ng = n >> job.gshift;
   ln->n = n;
-  ln->codes = t.p + (v ? L.vc : L.kc) + (job.fp4 ? i * n / 2 : i * n);
+  ln->codes = t.p + (v ? L.vc : L.kc) + (job.fp4 ? i * (n >> 1) : i * n);
   ln->outer = L.fmt == LPATTN_FMT_MXFP4 ? 1.0f : ((const float *)(t.p + (v ? L.vo : L.ko)))[i];
   if (!job.fp4) return;
-  const uint8_t *scales = t.p + (v ? L.vs : L.ks) + i * n / G;
+  const uint8_t *scales = t.p + (v ? L.vs : L.ks) + i * ng;
   const float *tab = L.fmt == LPATTN_FMT_MXFP4 ? job.e8m0 : job.e4m3;
-  for (int64_t g = 0; g < n / G; g++) ln->sc[g] = tab[scales[g]] * ln->outer;
+  for (int64_t g = 0; g < ng; g++) ln->sc[g] = tab[scales[g]] * ln->outer;
 }
 
 HWY_INLINE void DecodeLow(const DecJob &job, const LowTile &t, int v, int64_t i, float *out) {
   LowLine ln;
   LowLineOf(job, t, v, i, &ln);
-  if (job.fp4) DecodeFp4(ln.codes, ln.sc, t.L->G, ln.n, out);
+  if (job.fp4) DecodeFp4(ln.codes, ln.sc, job.gshift, ln.n, out);
   else DecodeFp8(ln.codes, ln.outer, ln.n, out);
 }
 
@@ -271,10 +273,111 @@ HWY_INLINE float DotLow(const DecJob &job, const LowTile &t, int v, int64_t i, c
                         float *buf) {
   LowLine ln;
   LowLineOf(job, t, v, i, &ln);
-  if (job.fp4) return DotFp4(ln.codes, ln.sc, t.L->G, ln.n, x);
+  if (job.fp4) return DotFp4(ln.codes, ln.sc, job.gshift, ln.n, x);
   DecodeFp8(ln.codes, ln.outer, ln.n, buf);
   return Dot(x, buf, ln.n);
 }
+
+// AVX2: FP4 x FP4 dot products in exact int16 arithmetic. Q (and P) are
+// FP4-quantized by the shared quantizer (lpk_quantize_domain, the same codes
+// as the f32 path), both operands' codes become 2 * E2M1 (integers in
+// [-12, 12]) by a byte shuffle, _mm256_madd_epi16 sums pairs exactly, and the
+// group scales and outers are applied in f32 per group. Elements of a block
+// of 64 are in "int order": even 0..30, even 32..62, odd 1..31, odd 33..63.
+#if HWY_TARGET == HWY_AVX2
+using D16 = hn::Full256<int16_t>;
+using V16 = hn::Vec<D16>;
+
+HWY_INLINE void Fp4Int16(const uint8_t *codes, V16 *v) {
+  const hn::Full256<uint8_t> d8;
+  const hn::Full256<uint16_t> du16;
+  const hn::Full256<int8_t> di8;
+  const hn::Full128<int8_t> h8;
+  const D16 d16;
+  alignas(32) static constexpr int8_t kX2[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                                 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const auto b = hn::LoadU(d8, codes);
+  const auto m = hn::Set(d8, 15);
+  const auto lo = hn::And(b, m), hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, b))), m);
+  const auto tab = hn::Load(di8, kX2);
+  const auto vl = hn::TableLookupBytes(tab, hn::BitCast(di8, lo));
+  const auto vh = hn::TableLookupBytes(tab, hn::BitCast(di8, hi));
+  v[0] = hn::PromoteTo(d16, hn::LowerHalf(vl)), v[1] = hn::PromoteTo(d16, hn::UpperHalf(h8, vl));
+  v[2] = hn::PromoteTo(d16, hn::LowerHalf(vh)), v[3] = hn::PromoteTo(d16, hn::UpperHalf(h8, vh));
+}
+
+// Unpacked codes (one a byte, as lpk_quantize_domain writes them) -> 2 * E2M1
+// as int16 in int order.
+HWY_INLINE void CodesToInt16(const uint8_t *c, int64_t n, int16_t *out) {
+  static constexpr int16_t kX2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int64_t b = 0; b < n; b += 64)
+    for (int64_t i = 0; i < 16; i++) {
+      out[b + i] = kX2[c[b + 2 * i]], out[b + 16 + i] = kX2[c[b + 32 + 2 * i]];
+      out[b + 32 + i] = kX2[c[b + 2 * i + 1]], out[b + 48 + i] = kX2[c[b + 33 + 2 * i]];
+    }
+}
+
+// sum_g sc[g] * (sum over group g of x2[i] * code2[i]) for n elements (n a
+// multiple of 64) of packed codes; sc[g] = both operands' group scales.
+HWY_INLINE float DotInt16(const uint8_t *codes, const int16_t *x, const float *sc, int gshift,
+                          int64_t n) {
+  const DF df;
+  const hn::Full256<int32_t> d32;
+  const D16 d16;
+  const auto first = hn::FirstN(df, 4);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < n; b += 64) {
+    V16 v[4];
+    Fp4Int16(codes + b / 2, v);
+    auto s1 = hn::Zero(d32);
+    auto a = hn::ReorderWidenMulAccumulate(d32, v[0], hn::LoadU(d16, x + b), hn::Zero(d32), s1);
+    a = hn::ReorderWidenMulAccumulate(d32, v[2], hn::LoadU(d16, x + b + 32), a, s1);
+    auto c = hn::ReorderWidenMulAccumulate(d32, v[1], hn::LoadU(d16, x + b + 16), hn::Zero(d32), s1);
+    c = hn::ReorderWidenMulAccumulate(d32, v[3], hn::LoadU(d16, x + b + 48), c, s1);
+    const int64_t g = b >> gshift;
+    hn::Vec<DF> sa, sc2;
+    if (gshift == 4) {
+      sa = hn::IfThenElse(first, hn::Set(df, sc[g]), hn::Set(df, sc[g + 1]));
+      sc2 = hn::IfThenElse(first, hn::Set(df, sc[g + 2]), hn::Set(df, sc[g + 3]));
+    } else {
+      sa = hn::Set(df, sc[g]), sc2 = hn::Set(df, sc[g + 1]);
+    }
+    acc = hn::MulAdd(hn::ConvertTo(df, a), sa, acc);
+    acc = hn::MulAdd(hn::ConvertTo(df, c), sc2, acc);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// An FP4-quantized operand row (Q row, or P row of a tile) in int form.
+struct IntRow {
+  int16_t x[256];
+  float sc[16];  // decoded group scales (no outer)
+  float outer;
+};
+
+HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *sc, IntRow *out) {
+  float outer;
+  lpk_quantize_domain(job.qfmt, job.pr->mx_round_up, v, 1, (int)n, sc->codes.data(),
+                      sc->scales.data(), &outer);
+  CodesToInt16(sc->codes.data(), n, out->x);
+  const float *tab = job.qfmt == QP_MXFP4 ? job.e8m0 : job.e4m3;
+  for (int64_t g = 0; g < n >> job.gshift; g++) out->sc[g] = tab[sc->scales[g]];
+  out->outer = job.qfmt == QP_MXFP4 ? 1.0f : outer;
+}
+
+// x . (key or channel i of a quantized tile), both FP4: exact int sums.
+HWY_INLINE float DotLowInt(const DecJob &job, const LowTile &t, int v, int64_t i, const IntRow &x) {
+  const lp_kv_layout &L = *t.L;
+  const int64_t n = v ? job.T : job.D, ng = n >> job.gshift;
+  const uint8_t *codes = t.p + (v ? L.vc : L.kc) + i * (n >> 1);
+  const uint8_t *scales = t.p + (v ? L.vs : L.ks) + i * ng;
+  const float outer = L.fmt == LPATTN_FMT_MXFP4 ? 1.0f : ((const float *)(t.p + (v ? L.vo : L.ko)))[i];
+  const float *tab = L.fmt == LPATTN_FMT_MXFP4 ? job.e8m0 : job.e4m3;
+  float sc[16];
+  for (int64_t g = 0; g < ng; g++) sc[g] = tab[scales[g]] * x.sc[g];
+  return DotInt16(codes, x.x, sc, job.gshift, n) * (0.25f * x.outer * outer);
+}
+#endif
 
 // Tile modes of the rows of q head g whose query tile is i (w = 0: the
 // first row's tile, 1: the last row's), for tiles 0..i.
@@ -314,10 +417,17 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt);
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt);
   }
+#if HWY_TARGET == HWY_AVX2
+  const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
+  IntRow *qi = reinterpret_cast<IntRow *>(w->ib.data()), *pi = qi + R;
+#endif
   for (int64_t r = 0; r < R; r++) {
     const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
     pos[r] = len - Sq + qr;
     LoadRow(pr.q, Off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
+#if HWY_TARGET == HWY_AVX2
+    if (use_int) ToIntRow(job, q + r * D, D, &w->sc, &qi[r]);
+#endif
     if (job.low) {
       QuantizePRow(job.qfmt, pr.mx_round_up, q + r * D, D, &w->sc, kd);
       if (job.fp4) Fp4Order(kd, D, ql + r * D);
@@ -352,6 +462,12 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       }
       const size_t row_bytes = (size_t)(D * L.esz);
       // Scores: each key decoded once for every row of the list.
+#if HWY_TARGET == HWY_AVX2
+      if (low && use_int) {
+        for (int64_t c = 0; c < maxvis; c++)
+          for (int64_t l = 0; l < n; l++) S[list[l] * T + c] = DotLowInt(job, lt, 0, c, qi[list[l]]);
+      } else
+#endif
       if (low && n == 1) {  // one row: decode and dot in registers
         const int64_t r = list[0];
         for (int64_t c = 0; c < maxvis; c++) S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
@@ -374,6 +490,12 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
         lpk_row_end(&rows[r], &st, sum_p, sum_ps);
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
+#if HWY_TARGET == HWY_AVX2
+        if (low && use_int) {
+          ToIntRow(job, p, T, &w->sc, &pi[r]);
+          continue;
+        }
+#endif
         if (low) {
           QuantizePRow(job.pfmt, pr.mx_round_up, p, T, &w->sc, p);
           if (job.fp4) Fp4Order(p, T, Pp + r * T);
@@ -381,6 +503,12 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         }
       }
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
+#if HWY_TARGET == HWY_AVX2
+        if (use_int) {
+          for (int64_t d = 0; d < D; d++)
+            for (int64_t l = 0; l < n; l++) acc[list[l] * D + d] += DotLowInt(job, lt, 1, d, pi[list[l]]);
+        } else
+#endif
         if (n == 1) {
           const int64_t r = list[0];
           for (int64_t d = 0; d < D; d++) acc[r * D + d] += DotLow(job, lt, 1, d, Pp + r * T, vd);
