@@ -377,6 +377,112 @@ HWY_INLINE float DotLowInt(const DecJob &job, const LowTile &t, int v, int64_t i
   for (int64_t g = 0; g < ng; g++) sc[g] = tab[scales[g]] * x.sc[g];
   return DotInt16(codes, x.x, sc, job.gshift, n) * (0.25f * x.outer * outer);
 }
+
+// Eight keys or channels at once (AVX2): group scales gathered from the
+// decode tables, spread over lanes by permutes; eight dot products reduced
+// together by horizontal adds.
+using VF = hn::Vec<DF>;
+
+HWY_INLINE VF Reduce8(const VF *v) {
+  __m256 a = _mm256_hadd_ps(v[0].raw, v[1].raw), b = _mm256_hadd_ps(v[2].raw, v[3].raw);
+  __m256 c = _mm256_hadd_ps(v[4].raw, v[5].raw), d = _mm256_hadd_ps(v[6].raw, v[7].raw);
+  a = _mm256_hadd_ps(a, b), c = _mm256_hadd_ps(c, d);
+  return VF{_mm256_add_ps(_mm256_permute2f128_ps(a, c, 0x20), _mm256_permute2f128_ps(a, c, 0x31))};
+}
+
+// Decoded scale codes p[0..8) (E4M3 or E8M0 table) times m.
+HWY_INLINE VF Scales8(const float *tab, const uint8_t *p, VF m) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  return hn::Mul(hn::GatherIndex(df, tab, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, p)))), m);
+}
+
+// int(a . x) over one block of 64 elements: lanes of the first half (A,
+// elements 0..31) and of the second (B, 32..63).
+HWY_INLINE void Block64(const uint8_t *codes, const int16_t *x, hn::Vec<hn::Full256<int32_t>> *a,
+                        hn::Vec<hn::Full256<int32_t>> *b) {
+  const hn::Full256<int32_t> d32;
+  const D16 d16;
+  V16 v[4];
+  Fp4Int16(codes, v);
+  auto s1 = hn::Zero(d32);
+  *a = hn::ReorderWidenMulAccumulate(d32, v[0], hn::LoadU(d16, x), hn::Zero(d32), s1);
+  *a = hn::ReorderWidenMulAccumulate(d32, v[2], hn::LoadU(d16, x + 32), *a, s1);
+  *b = hn::ReorderWidenMulAccumulate(d32, v[1], hn::LoadU(d16, x + 16), hn::Zero(d32), s1);
+  *b = hn::ReorderWidenMulAccumulate(d32, v[3], hn::LoadU(d16, x + 48), *b, s1);
+}
+
+// Lane permutes giving each lane of half A / B of a block its group's scale,
+// for groups starting at lane `base` of a scale vector.
+HWY_INLINE void HalfIndices(int gshift, int base, hn::Indices256<float> *ia, hn::Indices256<float> *ib) {
+  const hn::Full256<int32_t> di;
+  const auto up = hn::IfThenElseZero(hn::Gt(hn::Iota(di, 0), hn::Set(di, 3)), hn::Set(di, 1));
+  const DF df;
+  if (gshift == 4) {
+    *ia = hn::IndicesFromVec(df, hn::Add(hn::Set(di, base), up));
+    *ib = hn::IndicesFromVec(df, hn::Add(hn::Set(di, base + 2), up));
+  } else {
+    *ia = hn::IndicesFromVec(df, hn::Set(di, base));
+    *ib = hn::IndicesFromVec(df, hn::Set(di, base + 1));
+  }
+}
+
+// Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D <= 128,
+// D / G <= 8 groups in one scale vector).
+HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x,
+                           float *S) {
+  const DF df;
+  const lp_kv_layout &L = *t.L;
+  const int64_t D = job.D, ng = D >> job.gshift, nb = D / 64;
+  const bool mx = L.fmt == LPATTN_FMT_MXFP4;
+  const float *tab = mx ? job.e8m0 : job.e4m3;
+  const VF xs = hn::LoadU(df, x.sc);
+  hn::Indices256<float> ia[2], ib[2];
+  for (int64_t b = 0; b < nb; b++) HalfIndices(job.gshift, (int)(b * 64 >> job.gshift), &ia[b], &ib[b]);
+  VF acc[8];
+  for (int k = 0; k < 8; k++) {
+    const int64_t c = c0 + k;
+    const VF sv = Scales8(tab, t.p + L.ks + c * ng, xs);
+    auto a = hn::Zero(df);
+    for (int64_t b = 0; b < nb; b++) {
+      hn::Vec<hn::Full256<int32_t>> ia32, ib32;
+      Block64(t.p + L.kc + c * (D / 2) + b * 32, x.x + b * 64, &ia32, &ib32);
+      a = hn::MulAdd(hn::ConvertTo(df, ia32), hn::TableLookupLanes(sv, ia[b]), a);
+      a = hn::MulAdd(hn::ConvertTo(df, ib32), hn::TableLookupLanes(sv, ib[b]), a);
+    }
+    acc[k] = a;
+  }
+  const VF f = hn::Set(df, 0.25f * x.outer);
+  const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c0), f);
+  hn::StoreU(hn::Mul(Reduce8(acc), o), df, S + c0);
+}
+
+// acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys.
+HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, float *acc) {
+  const DF df;
+  const lp_kv_layout &L = *t.L;
+  const int gpc = 64 >> job.gshift, per = 8 / gpc;  // groups per channel, channels per scale vector
+  const bool mx = L.fmt == LPATTN_FMT_MXFP4;
+  const float *tab = mx ? job.e8m0 : job.e4m3;
+  const hn::Full256<int32_t> di;
+  const VF ps = hn::TableLookupLanes(hn::LoadU(df, p.sc),
+                                     hn::IndicesFromVec(df, hn::And(hn::Iota(di, 0), hn::Set(di, gpc - 1))));
+  VF out[8], sv = hn::Zero(df);
+  for (int k = 0; k < 8; k++) {
+    const int64_t d = d0 + k;
+    if (k % per == 0) sv = Scales8(tab, t.p + L.vs + d * gpc, ps);
+    hn::Indices256<float> ia, ib;
+    HalfIndices(job.gshift, (k % per) * gpc, &ia, &ib);
+    hn::Vec<hn::Full256<int32_t>> a32, b32;
+    Block64(t.p + L.vc + d * 32, p.x, &a32, &b32);
+    out[k] = hn::MulAdd(hn::ConvertTo(df, a32), hn::TableLookupLanes(sv, ia),
+                        hn::Mul(hn::ConvertTo(df, b32), hn::TableLookupLanes(sv, ib)));
+  }
+  const VF f = hn::Set(df, 0.25f * p.outer);
+  const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.vo) + d0), f);
+  hn::StoreU(hn::MulAdd(Reduce8(out), o, hn::LoadU(df, acc + d0)), df, acc + d0);
+}
 #endif
 
 // Tile modes of the rows of q head g whose query tile is i (w = 0: the
@@ -419,6 +525,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   }
 #if HWY_TARGET == HWY_AVX2
   const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
+  const bool use_int8 = use_int && T == 64 && D <= 128;  // eight keys / channels at a time
   IntRow *qi = reinterpret_cast<IntRow *>(w->ib.data()), *pi = qi + R;
 #endif
   for (int64_t r = 0; r < R; r++) {
@@ -463,7 +570,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       const size_t row_bytes = (size_t)(D * L.esz);
       // Scores: each key decoded once for every row of the list.
 #if HWY_TARGET == HWY_AVX2
-      if (low && use_int) {
+      if (low && use_int8) {
+        for (int64_t l = 0; l < n; l++)
+          for (int64_t c = 0; c < T; c += 8) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+      } else if (low && use_int) {
         for (int64_t c = 0; c < maxvis; c++)
           for (int64_t l = 0; l < n; l++) S[list[l] * T + c] = DotLowInt(job, lt, 0, c, qi[list[l]]);
       } else
@@ -504,7 +614,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       }
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
 #if HWY_TARGET == HWY_AVX2
-        if (use_int) {
+        if (use_int8) {
+          for (int64_t l = 0; l < n; l++)
+            for (int64_t d = 0; d < D; d += 8) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+        } else if (use_int) {
           for (int64_t d = 0; d < D; d++)
             for (int64_t l = 0; l < n; l++) acc[list[l] * D + d] += DotLowInt(job, lt, 1, d, pi[list[l]]);
         } else

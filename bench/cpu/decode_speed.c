@@ -6,7 +6,8 @@
  * a check on a loaded machine), the bytes the call streams (pages of the
  * context and the slot) per second, NVFP4 / f16 time and f16 bandwidth /
  * memcpy.
- * Usage: decode_speed [--quick] [--threads N] [--reps N] [--only f16|nvfp4|mxfp4|fp8] */
+ * Usage: decode_speed [--quick] [--threads N] [--reps N] [--only f16|nvfp4|mxfp4|fp8]
+ *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only) */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <stdio.h>
@@ -115,11 +116,13 @@ static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps,
 int main(int argc, char **argv) {
   int quick = 0, threads = 0, reps = 11;
   const char *only = NULL;
+  int64_t ctxs[3] = {8192, 16384, 32768};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctxs[0] = atoll(argv[++i]), quick = 1;
     else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P]\n"), 2;
   }
   if (reps < 1 || reps > 64) reps = 11;
@@ -138,7 +141,6 @@ int main(int argc, char **argv) {
   printf("memcpy 256 MiB: %.1f GB/s (read + write)\n\n", mc);
   printf("| context | cache | ms/token (wall) | CPU ms/token | bytes streamed | GB/s | vs memcpy |\n");
   printf("|---|---|---|---|---|---|---|\n");
-  const int64_t ctxs[3] = {8192, 16384, 32768};
   const lpattn_precision precs[4] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4,
                                      LPATTN_PREC_FP8};
   const char *names[4] = {"f16", "nvfp4", "mxfp4", "fp8"};
