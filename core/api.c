@@ -354,14 +354,39 @@ lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *cache, in
   return ctx->vt->cache_append(ctx, cache, seq, k, v, q);
 }
 
+/* Decode params (lpattn_decode, lpattn_paged_decode): the storage sp fixes
+ * tile, precision, PASA and the MXFP4 rule; the call fixes the rest. */
+lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                const lpattn_kv_pool_params *sp, int64_t B, int64_t Sq,
+                                int64_t max_len, lpattn_attn_aux *aux, lpattn_attn_problem *pr,
+                                int *check_finite) {
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  TRY(take_params(&p, sizeof p, params));
+  p.block_q = p.block_k = sp->page_size;
+  p.precision = sp->precision;
+  p.thrift_low = sp->thrift_low;
+  p.pasa = sp->pasa;
+  p.pasa_beta = sp->pasa_beta;
+  p.mx_scale_round_up = sp->mx_scale_round_up;
+  p.causal = 1;
+  p.leaky = 0;
+  memset(pr, 0, sizeof *pr);
+  pr->B = B, pr->Hq = sp->num_q_heads, pr->Hkv = sp->num_kv_heads;
+  pr->Sq = Sq, pr->Skv = max_len, pr->D = sp->head_dim;
+  TRY(resolve_params(&p, pr->D, pr->Skv, pr));
+  if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
+  TRY(resolve_aux(aux_in, aux, pr));
+  if (pr->selection) return LPATTN_ERR_INVALID_ARGUMENT; /* decode has no selection output */
+  *check_finite = p.check_finite != 0;
+  return LPATTN_OK;
+}
+
 lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpattn_tensor *q,
                             const lpattn_tensor *out, const lpattn_attn_params *params,
                             const lpattn_attn_aux *aux_in) {
   if (!ctx || !cache || !q || !out) return LPATTN_ERR_NULL_POINTER;
   if (cache->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
-  lpattn_attn_params p;
-  lpattn_attn_params_init(&p);
-  TRY(take_params(&p, sizeof p, params));
   TRY(check_view(q, 0));
   TRY(check_view(out, 1));
   if (!is_float_io(q->dtype) || !is_float_io(out->dtype)) return LPATTN_ERR_BAD_DTYPE;
@@ -376,29 +401,35 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
     if (cache->lengths[s] < Sq) return LPATTN_ERR_BAD_SHAPE;
     if (cache->lengths[s] > max_len) max_len = cache->lengths[s];
   }
-  /* The cache fixes tile, precision and PASA; the call fixes the rest. */
-  p.block_q = p.block_k = cp->tile;
-  p.precision = cp->precision;
-  p.thrift_low = cp->thrift_low;
-  p.pasa = cp->pasa;
-  p.pasa_beta = cp->pasa_beta;
-  p.mx_scale_round_up = cp->mx_scale_round_up;
-  p.causal = 1;
-  p.leaky = 0;
+  lpattn_kv_pool_params sp;
+  lpattn_kv_pool_params_init(&sp);
+  sp.num_kv_heads = cp->num_kv_heads, sp.num_q_heads = cp->num_q_heads;
+  sp.head_dim = cp->head_dim, sp.page_size = cp->tile, sp.precision = cp->precision;
+  sp.thrift_low = cp->thrift_low, sp.pasa = cp->pasa, sp.pasa_beta = cp->pasa_beta;
+  sp.mx_scale_round_up = cp->mx_scale_round_up;
   lpattn_attn_problem pr;
-  memset(&pr, 0, sizeof pr);
-  pr.B = cp->num_seqs, pr.Hq = cp->num_q_heads, pr.Hkv = cp->num_kv_heads;
-  pr.Sq = Sq, pr.Skv = max_len, pr.D = cp->head_dim;
-  TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
-  if (p.thrift_k == 0) pr.thrift_k = 0; /* derived per sequence from its own length */
   lpattn_attn_aux aux;
-  TRY(resolve_aux(aux_in, &aux, &pr));
-  if (pr.selection) return LPATTN_ERR_INVALID_ARGUMENT; /* decode has no selection output */
+  int check_finite;
+  TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
+                        &check_finite));
   pr.q = q, pr.out = out;
-  if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
-  if (p.check_finite) TRY(scan_finite(q));
+  if (check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (check_finite) {
+    TRY(scan_finite(q));
+    TRY(lp_kv_cache_finite(cache)); /* non-finite K/V/Q recorded by append */
+  }
   return ctx->vt->decode(ctx, cache, q, out, &pr);
 }
+
+/* For the other core files (core/api_kv.c). */
+lpattn_status lp_check_view(const lpattn_tensor *t, int want_output) {
+  return check_view(t, want_output);
+}
+lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src) {
+  return take_params(dst, dst_size, src);
+}
+lpattn_status lp_scan_finite(const lpattn_tensor *t) { return scan_finite(t); }
+lpattn_status lp_check_head_dim(int64_t d) { return check_head_dim(d); }
 
 /* ---- merge -------------------------------------------------------------- */
 

@@ -128,6 +128,21 @@ struct lpattn_kv_pool {
   void *impl;
 };
 
+/* Validation helpers of core/validate.c shared with core/api_kv.c. */
+lpattn_status lp_check_view(const lpattn_tensor *t, int want_output);
+lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src);
+lpattn_status lp_scan_finite(const lpattn_tensor *t);
+lpattn_status lp_check_head_dim(int64_t d);
+/* Decode params against storage sp (page_size, precision, thrift_low, pasa,
+ * pasa_beta resolved, mx rule, heads, head_dim): pr filled except q/out. */
+lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                const lpattn_kv_pool_params *sp, int64_t B, int64_t Sq,
+                                int64_t max_len, lpattn_attn_aux *aux, lpattn_attn_problem *pr,
+                                int *check_finite);
+/* Host caches (core/kvcache.c): LPATTN_ERR_NONFINITE when append recorded a
+ * non-finite K/V/Q in any sequence; OK for other caches. */
+lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *cache);
+
 /* SPEC 7 on host memory (core/merge.c); the host backends' merge entry. */
 lpattn_status lp_host_merge(const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
                             const lpattn_tensor *h_a, const lpattn_tensor *o_b,

@@ -305,8 +305,10 @@ LPATTN_API lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *
 /* ---- decode against a quantized KV cache -------------------------------- */
 /* The cache holds `num_seqs` independent sequences of up to `max_tokens`
  * tokens. Tokens are grouped in tiles of `tile` keys: a completed tile is
- * quantized once, when the first token of the next tile arrives, and never
- * again. High-precision copies: under FP8/NVFP4/MXFP4 only the two newest
+ * quantized once, when its last token is appended, and never again. On host
+ * backends the cache owns a paged pool (see "paged KV storage" below; pool
+ * bytes through lpattn_kv_pool_bytes are what it takes) with fixed tables,
+ * and decode follows lpattn_paged_decode. High-precision copies: under FP8/NVFP4/MXFP4 only the two newest
  * tiles (they can be diagonal, partially masked, tiles of the rows being
  * decoded); under HIGH and THRIFT every tile (Thrift may select any tile).
  * The cuda cache currently keeps every tile in high precision. The
@@ -351,7 +353,8 @@ LPATTN_API lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache
 /* q [num_seqs, Hq, Sq, D] holds the queries of each sequence's last Sq
  * positions (Sq <= tile; 1 for plain decode); their means are recorded as
  * by append. out like q. Params used: causal is implied; sm_scale,
- * thrift_budget/thrift_k, selection, check_finite. */
+ * thrift_budget/thrift_k, selection, check_finite (host backends: also
+ * LPATTN_ERR_NONFINITE when a non-finite K/V/Q was appended). */
 LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
                                        const lpattn_tensor *q, const lpattn_tensor *out,
                                        const lpattn_attn_params *params, const lpattn_attn_aux *aux);
@@ -409,7 +412,9 @@ LPATTN_API lpattn_status lpattn_kv_pool_size(const lpattn_kv_pool_params *p, siz
                                              size_t *slot_bytes, size_t *pool_bytes);
 /* mem = NULL: the library allocates (and frees) the pool in backend memory.
  * Otherwise mem is caller memory of at least pool_bytes, 256-byte aligned,
- * in backend memory, that outlives the pool object. */
+ * in backend memory, that outlives the pool object (INVALID_ARGUMENT when
+ * smaller or misaligned). A slot's state is defined once an append with
+ * length 0 reset it. check_finite on a GPU backend: UNSUPPORTED. */
 LPATTN_API lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params *p,
                                                void *mem, size_t bytes, lpattn_kv_pool **out);
 /* NULL-safe; safe before or after its context is freed. */
@@ -418,13 +423,28 @@ LPATTN_API void lpattn_kv_pool_free(lpattn_kv_pool *pool);
 LPATTN_API size_t lpattn_kv_pool_bytes(const lpattn_kv_pool *pool);
 
 /* The sequences of one call. Tensors in backend memory:
- *   slots      I32 [num_seqs]              slot of each sequence
- *   lengths    I32 [num_seqs]              append: tokens present before the
- *                                          call; decode: tokens attended to
+ *   slots      I32 [num_seqs]              (shape {1, 1, 1, num_seqs}) slot of
+ *                                          each sequence, no slot twice
+ *   lengths    I32 [num_seqs]              (shape {1, 1, 1, num_seqs}) append:
+ *                                          tokens present before the call (0
+ *                                          starts a sequence); decode: tokens
+ *                                          attended to. Otherwise equal to the
+ *                                          slot's length (its last append).
  *   page_table I32 [num_seqs, max_pages]   (shape {1, 1, num_seqs, max_pages},
  *                                          any row stride) page ids
  * max_length (host) bounds every length of the call; it sizes the launch and
- * is checked against the lengths on host backends. */
+ * is checked against the lengths on host backends.
+ * Host backends read every id and length before anything is written:
+ *   slot out of range or twice, a length < 0, > max_length or not the slot's
+ *     length                                       -> INVALID_ARGUMENT
+ *   a page id out of range, or twice in one table, among the pages the
+ *     lengths (plus the appended tokens) use; a table with fewer than
+ *     ceil(length / page_size) ids                 -> BAD_PAGE
+ *   append: a page written by the call (a tile it completes; under
+ *     HIGH/THRIFT any tile it touches) that another sequence of the call also
+ *     writes or uses                                -> BAD_PAGE
+ *   append: length + n > max_pages * page_size    -> CACHE_FULL
+ *   decode: a length < Sq                          -> BAD_SHAPE */
 typedef struct {
   size_t struct_size;
   int num_seqs;
@@ -437,7 +457,13 @@ LPATTN_API void lpattn_kv_batch_init(lpattn_kv_batch *b);
 /* Append n tokens to every sequence of the batch: k, v [num_seqs, Hkv, n, D],
  * q NULL or [num_seqs, Hq, n, D] (the queries of the same positions, which
  * THRIFT's causal selection reads). A page completed by the append is
- * quantized in this call. Slot state of a new sequence (length 0) is reset. */
+ * quantized in this call. Slot state of a new sequence (length 0) is reset.
+ * Non-finite K/V/Q: LPATTN_ERR_NONFINITE with the pool's check_finite
+ * (nothing written); otherwise stored, and recorded in the slot, so a decode
+ * with check_finite answers LPATTN_ERR_NONFINITE for that sequence. THRIFT:
+ * when query tile j + 2 starts, the mean of query tile j is written into page
+ * j (sequences sharing page j share those queries, so they write the same
+ * values). */
 LPATTN_API lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                           const lpattn_kv_batch *batch, const lpattn_tensor *k,
                                           const lpattn_tensor *v, const lpattn_tensor *q);

@@ -17,7 +17,6 @@
 #include "cpu.h"
 #include "quantp-inl.h"
 #include "formats.h"
-#include "kvcache.h"
 #include "tiles.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -307,24 +306,13 @@ struct Geom {
 
 static inline bool Geometry(const AttnJob &job, int64_t item, Geom *g) {
   const lpattn_attn_problem &pr = *job.pr;
-  if (!job.cache) {
-    g->qt = item % job.nqt, g->hq = (item / job.nqt) % pr.Hq, g->b = item / job.nqt / pr.Hq;
-    g->r0 = g->qt * pr.Bq, g->nr = pr.Sq - g->r0 < pr.Bq ? pr.Sq - g->r0 : pr.Bq;
-    g->skv = pr.Skv, g->off = pr.Skv - pr.Sq, g->nkt = job.nkt, g->k = pr.thrift_k;
-    return true;
-  }
-  const int64_t T = pr.Bq, w = item % 2;
-  g->hq = (item / 2) % pr.Hq, g->b = item / 2 / pr.Hq;
-  g->skv = job.len[g->b], g->off = g->skv - pr.Sq, g->qt = g->off / T + w;
-  const int64_t ra = g->qt * T - g->off, rb = (g->qt + 1) * T - g->off;
-  g->r0 = ra > 0 ? ra : 0;
-  g->nr = (rb < pr.Sq ? rb : pr.Sq) - g->r0;
-  g->nkt = g->qt + 1, g->k = job.seq_k[g->b];
-  return g->nr > 0;
+  g->qt = item % job.nqt, g->hq = (item / job.nqt) % pr.Hq, g->b = item / job.nqt / pr.Hq;
+  g->r0 = g->qt * pr.Bq, g->nr = pr.Sq - g->r0 < pr.Bq ? pr.Sq - g->r0 : pr.Bq;
+  g->skv = pr.Skv, g->off = pr.Skv - pr.Sq, g->nkt = job.nkt, g->k = pr.thrift_k;
+  return true;
 }
 
-// Query-tile importance of every full KV tile (SEMANTICS "Importance");
-// decode takes the query means the cache recorded.
+// Query-tile importance of every full KV tile (SEMANTICS "Importance").
 static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom &g, Scratch *sc) {
   const lpattn_attn_problem &pr = *job.pr;
   const int64_t D = job.D;
@@ -332,14 +320,10 @@ static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom
   for (int64_t j = 0; j < g.nkt; j++) sc->score[j] = 0.0f;
   if (prev && g.qt == 0) return;  // nothing in the past: ties pick the sink
   const int64_t t = prev ? g.qt - 1 : g.qt;
-  if (job.cache) {
-    lp_kv_qmean(job.cache, (int)g.b, (int)g.hq, t, sc->qbar.data());
-  } else {
-    const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
-    const lpattn_tensor *Q = pr.q;
-    lp_mean_rows_f32(Q->data, Q->dtype, lp_off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
-                     D, (float)n, sc->qbar.data());
-  }
+  const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
+  const lpattn_tensor *Q = pr.q;
+  lp_mean_rows_f32(Q->data, Q->dtype, lp_off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
+                   D, (float)n, sc->qbar.data());
   for (int64_t j = 0; j < g.nkt; j++)
     if (sc->kind[j] == LP_TILE_FULL) sc->score[j] = lp_dot_f32(sc->qbar.data(), kv.kbar + j * D, D);
 }
@@ -388,8 +372,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   bool any_low = false;
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t c0 = j * Bk, c1 = c0 + Bk - 1;  // unclipped: a partial last tile is never full
-    sc->kind[j] = job.cache ? (uint8_t)(j < qt ? LP_TILE_FULL : LP_TILE_DIAG)
-                            : (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
+    sc->kind[j] = (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
     if (sc->kind[j] == LP_TILE_FULL) last_full = j;
   }
   if (pr.precision == LPATTN_PREC_THRIFT) ThriftScores(job, kv, g, sc);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "internal.h"
+#include "kvpool.h"
 #include "gen/common.h"
 
 namespace lpattn_cpu {
@@ -31,12 +32,6 @@ struct AttnJob {
   int low_any;                    // some tile may be low: kq/vq/qlow exist
   int need_mean;                  // THRIFT or PASA: tile key means
   std::vector<KvPrep> kv;         // [B * Hkv]
-  // Decode (SEMANTICS "Decode"): row r of sequence b sits at position
-  // len[b] - Sq + r; its tile is diagonal, earlier ones full; THRIFT k per
-  // sequence. cache is NULL for prefill.
-  const lpattn_kv_cache *cache = nullptr;
-  std::vector<int64_t> len;
-  std::vector<int> seq_k;
 };
 
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
@@ -64,15 +59,53 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
   for (int64_t i = 0; i < n; i++) out[i] = lpk_f16_decode(p[i * step]);
 }
 
-// Work item: prefill (b, hq, query tile) in that nesting; decode (b, hq, w)
-// with w = 0/1 the first/second query tile the call's rows touch.
+// Work item: (b, hq, query tile) in that nesting.
 typedef void (*AttnKernel)(const AttnJob &job, int64_t item, Scratch *sc);
+
+// Paged decode (decode-inl.h, cpu_decode.cc). One work item is one chunk
+// (LP_DECODE_CHUNK_TILES tiles) of one (sequence, kv head): it folds those
+// tiles into the rows of every q head of the GQA group and every query row,
+// reading each tile once, and leaves (O, LSE, H) per row for the merge.
+struct DecSeq {
+  lp_kv_seq s;
+  int64_t b;    // batch index
+  int k;        // THRIFT k of this sequence
+  int64_t i1;   // query tile of its last row
+};
+struct DecItem {
+  int32_t seq, h, chunk;
+};
+struct DecJob {
+  const lpattn_attn_problem *pr;
+  int64_t D, T, Sq, G, R;  // R = G * Sq rows per item
+  int low;                 // some tile may be low
+  int qfmt, pfmt, fp4;     // QP_* formats of Q/K/V and of P; FP4 codes
+  int gshift;              // log2 of the FP4 group size
+  int thrift;
+  float e4m3[256], e8m0[256];  // decoded scale codes
+  std::vector<DecSeq> seqs;
+  std::vector<DecItem> items;
+  float *part;             // [items][R][D + 2]: O, LSE, H of each row
+};
+struct DecScratch {
+  std::vector<float> q, ql, s, p, pp, acc, kd, vd, qbar, score, alpha;
+  std::vector<int64_t> nvis, pos;
+  std::vector<int32_t> list;
+  std::vector<uint8_t> kind, mode;  // [G][2][tiles]
+  std::vector<uint32_t> ib;         // AVX2 int rows of Q and P (decode-inl.h IntRow)
+  std::vector<lpk_row> rows;
+  Scratch sc;                       // QuantizePRow's non-finite path
+  void Size(const DecJob &job, int64_t ntile);
+};
+typedef void (*DecodeKernel)(const DecJob &job, int64_t item, DecScratch *w);
+DecodeKernel FindDecodeKernel();
 
 struct Pool;
 // Backend state of a context: the pool and one scratch per pool thread.
 struct Ctx {
   Pool *pool = nullptr;
   std::vector<Scratch> scratch;
+  std::vector<DecScratch> dec;
 };
 // Sizes the scratch and, chunk by chunk of (b, kv head)s, lays out their
 // KvPrep storage, runs prep(arg, i) for each, then the kernel over their items.
@@ -89,8 +122,9 @@ inline int QpFormat(lpattn_format f) {
 // Kernel lookup in the generated registry (gen/registry.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
 
-lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                     const lpattn_tensor *out, const lpattn_attn_problem *pr);
+// Batched decode through a paged pool (decode.cc).
+lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                          const lpattn_attn_problem *pr);
 
 // Runs fn(i, thread) for i in [0, n) on the context's pool; false when an
 // item threw (the remaining items are skipped). PoolCreate: NULL when the

@@ -158,7 +158,7 @@ struct ChunkItems {
 void RunChunkItem(void *arg, int64_t i, int tid) {
   const ChunkItems &ci = *static_cast<ChunkItems *>(arg);
   const AttnJob &job = *ci.it->job;
-  const int64_t slots = job.cache ? 2 : job.nqt, per_kv = job.kv_group * slots;
+  const int64_t slots = job.nqt, per_kv = job.kv_group * slots;
   const int64_t kvi = ci.k0 + i / per_kv, rem = i % per_kv;
   const int64_t b = kvi / job.pr->Hkv, hq = kvi % job.pr->Hkv * job.kv_group + rem / slots;
   RunItem(const_cast<Items *>(ci.it), (b * job.pr->Hq + hq) * slots + rem % slots, tid);
@@ -210,7 +210,7 @@ lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *, int64_t, int), v
     ChunkPrep cp = {prep, arg, k0};
     ChunkItems ci = {&it, k0};
     if (!PoolRun(c->pool, n, RunChunkPrep, &cp) ||
-        !PoolRun(c->pool, n * job.kv_group * (job.cache ? 2 : job.nqt), RunChunkItem, &ci))
+        !PoolRun(c->pool, n * job.kv_group * job.nqt, RunChunkItem, &ci))
       return LPATTN_ERR_OUT_OF_MEMORY;  // an item threw (bad_alloc)
   }
   return LPATTN_OK;
@@ -258,9 +258,14 @@ const lpattn_backend_vtable kCpuVtable = {
     lp_kv_create,
     lp_kv_free,
     lp_kv_append,
-    lpattn_cpu::Decode,
+    lp_kv_decode,
     lpattn_cpu::HostMemory,
     nullptr,  // synchronize: host calls complete before returning
+    lp_host_pool_init,
+    lp_host_pool_fini,
+    lp_host_kv_append,
+    lp_host_slot_copy,
+    lpattn_cpu::PagedDecode,
 };
 }  // namespace
 

@@ -1,75 +1,119 @@
-// Decode against the host KV cache shared with ref (core/kvcache.c): the
-// cache's tiles are copied into the same per-(sequence, kv head) layout the
-// prefill uses, then the generated kernel runs in decode geometry
-// (attn-inl.h Geometry: the row's own tile diagonal, earlier tiles full).
+// Batched decode through a paged pool (SEMANTICS "Decode"): work items are
+// (sequence, kv head, chunk of LP_DECODE_CHUNK_TILES tiles) over the thread
+// pool (decode-inl.h reads the pool in place), then each row's chunks are
+// merged by SPEC 7 in chunk order. PASA decode is the ref backend's.
 #include <new>
 #include <vector>
 
 #include "cpu.h"
-#include "kvcache.h"
+#include "formats.h"
 #include "tiles.h"
 
+extern "C" lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                          const lpattn_kv_batch *batch,
+                                          const lpattn_attn_problem *pr);
+
 namespace lpattn_cpu {
+
+void DecScratch::Size(const DecJob &job, int64_t ntile) {
+  const size_t R = job.R, D = job.D, T = job.T, w = D > T ? D : T;
+  q.resize(R * D), ql.resize(R * D), s.resize(R * T), p.resize(R * T), pp.resize(R * T);
+  acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
+  alpha.resize(R), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
+  kind.resize(ntile), mode.resize(job.G * 2 * ntile);
+  ib.resize(R * 2 * 160);  // 2R rows of IntRow (580 bytes)
+  sc.codes.resize(w), sc.scales.resize(w), sc.tmp.resize(w), sc.tmp2.resize(w);
+}
+
 namespace {
 
-struct DecodeRun {
-  AttnJob job;
+struct DecRun {
+  const DecJob *job;
+  DecodeKernel kernel;
   Ctx *c;
 };
 
-void PrepCache(void *arg, int64_t idx, int tid) {
-  DecodeRun &run = *static_cast<DecodeRun *>(arg);
-  const AttnJob &job = run.job;
-  const lpattn_attn_problem &pr = *job.pr;
-  const KvPrep &e = job.kv[idx];
-  const int s = (int)(idx / pr.Hkv), h = (int)(idx % pr.Hkv);
-  const int64_t D = job.D, T = pr.Bk, n = lp_tile_count(job.len[s], T);
-  float *rows = run.c->scratch[tid].ktmp.data();  // [T][D]
-  for (int64_t j = 0; j < n; j++) {
-    float *k = e.k + j * T * D, *v = e.v + j * T * D, *kt = e.kt + j * D * T;
-    const float *mean = lp_kv_kmean(job.cache, s, h, j);
-    if (mean && e.kbar)
-      for (int64_t d = 0; d < D; d++) e.kbar[j * D + d] = mean[d];
-    if (e.kshift)
-      for (int64_t d = 0; d < D; d++) e.kshift[j * D + d] = pr.pasa_beta * e.kbar[j * D + d];
-    const int64_t nk = lp_kv_read_high(job.cache, s, h, j, k, v);
-    for (int64_t c = 0; c < nk; c++)  // a full tile under PASA is used shifted, as in prefill
-      for (int64_t d = 0; d < D; d++)
-        kt[d * T + c] = pr.pasa ? lpk_round_f16((k[c * D + d] - e.kshift[j * D + d]) * pr.sm_scale)
-                                : k[c * D + d];
-    if (e.ktq && lp_kv_read_low(job.cache, s, h, j, rows, e.vq + j * T * D))
-      for (int64_t c = 0; c < T; c++)
-        for (int64_t d = 0; d < D; d++) e.ktq[j * D * T + d * T + c] = rows[c * D + d];
-  }
+void RunDecItem(void *arg, int64_t i, int tid) {
+  const DecRun &r = *static_cast<DecRun *>(arg);
+  r.kernel(*r.job, i, &r.c->dec[tid]);
 }
 
 }  // namespace
 
-lpattn_status Decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                     const lpattn_tensor *, const lpattn_attn_problem *pr) {
-  const lpattn_kv_cache_params &cp = c->p;
-  for (int s = 0; s < cp.num_seqs; s++) lp_kv_record_q(c, s, q);
-  DecodeRun run;
-  run.c = static_cast<Ctx *>(ctx->impl);
-  AttnJob &job = run.job;
+lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                          const lpattn_attn_problem *pr) {
+  const lpattn_kv_pool_params &pp = pool->p;
+  if (pp.pasa) return ref_paged_decode(ctx, pool, batch, pr);
+  lp_host_record_q(pool, batch, pr->q);
+  Ctx *c = static_cast<Ctx *>(ctx->impl);
+  DecJob job;
   job.pr = pr;
-  job.cache = c;
-  job.D = cp.head_dim;
-  job.kv_group = cp.num_q_heads / cp.num_kv_heads;
-  job.low_any = cp.precision != LPATTN_PREC_HIGH;
-  job.nqt = 0;
-  job.nkt = lp_tile_count(pr->Skv, cp.tile);  // Skv = the longest sequence
-  job.need_mean = cp.pasa || cp.precision == LPATTN_PREC_THRIFT;
+  job.D = pp.head_dim, job.T = pp.page_size, job.Sq = pr->Sq;
+  job.G = pp.num_q_heads / pp.num_kv_heads, job.R = job.G * job.Sq;
+  job.low = pp.precision != LPATTN_PREC_HIGH;
+  job.thrift = pp.precision == LPATTN_PREC_THRIFT;
+  job.qfmt = QpFormat(pr->low);
+  job.pfmt = job.qfmt == QP_FP8 ? QP_FP8_P : job.qfmt;
+  job.fp4 = pr->low != LPATTN_FMT_FP8;
+  job.gshift = pr->low == LPATTN_FMT_MXFP4 ? 5 : 4;
+  for (int i = 0; i < 256; i++)
+    job.e4m3[i] = lpk_e4m3_decode((uint8_t)i), job.e8m0[i] = lpk_e8m0_decode((uint8_t)i);
+  const int64_t ntile = lp_tile_count(pr->Skv, job.T);
+  std::vector<float> part;
   try {
-    job.len.assign(c->lengths, c->lengths + cp.num_seqs);
-    for (int64_t len : job.len) {
-      const int n = (int)lp_tile_count(len, cp.tile);
-      job.seq_k.push_back(lp_thrift_k_seq(pr, n));
+    job.seqs.resize(batch->num_seqs);
+    for (int64_t s = 0; s < batch->num_seqs; s++) {
+      DecSeq &d = job.seqs[s];
+      lp_kv_seq_of(pool, batch, s, &d.s);
+      d.b = s;
+      const int n = (int)lp_tile_count(d.s.len, job.T);
+      d.k = lp_thrift_k_seq(pr, n);
+      d.i1 = (d.s.len - 1) / job.T;
+      for (int32_t h = 0; h < pp.num_kv_heads; h++)
+        for (int64_t ch = 0; ch * LP_DECODE_CHUNK_TILES <= d.i1; ch++)
+          job.items.push_back(DecItem{(int32_t)s, h, (int32_t)ch});
     }
+    part.resize(job.items.size() * (size_t)(job.R * (job.D + 2)));
+    c->dec.resize(c->scratch.size());
+    for (DecScratch &w : c->dec) w.Size(job, ntile);
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
-  return RunJob(run.c, job, PrepCache, &run);
+  job.part = part.data();
+  DecRun run = {&job, FindDecodeKernel(), c};
+  PoolRun(c->pool, (int64_t)job.items.size(), RunDecItem, &run);
+
+  // SPEC 7 over each row's chunks, in chunk order (items of one (sequence,
+  // kv head) are consecutive).
+  const lpattn_tensor *out = pr->out;
+  const int64_t D = job.D, R = job.R, stride = D + 2;
+  std::vector<float> o(D);
+  for (size_t i0 = 0; i0 < job.items.size();) {
+    size_t i1 = i0;
+    while (i1 < job.items.size() && job.items[i1].seq == job.items[i0].seq &&
+           job.items[i1].h == job.items[i0].h)
+      i1++;
+    const int64_t b = job.items[i0].seq, h = job.items[i0].h;
+    for (int64_t r = 0; r < R; r++) {
+      const float *a = job.part + (i0 * R + r) * stride;
+      for (int64_t d = 0; d < D; d++) o[d] = a[d];
+      float lse = a[D], ent = a[D + 1];
+      for (size_t it = i0 + 1; it < i1; it++) {
+        const float *x = job.part + (it * R + r) * stride;
+        float wa, wb, l, e;
+        lpk_merge(lse, ent, x[D], x[D + 1], &wa, &wb, &l, &e);
+        for (int64_t d = 0; d < D; d++)
+          o[d] = (wa > 0.0f ? wa * o[d] : 0.0f) + (wb > 0.0f ? wb * x[d] : 0.0f);
+        lse = l, ent = e;
+      }
+      const int64_t hq = h * job.G + r / job.Sq, qr = r % job.Sq;
+      for (int64_t d = 0; d < D; d++) lp_store_f32(out->data, out->dtype, lp_off4(out, b, hq, qr, d), o[d]);
+      if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, b, hq, qr, 0), lse);
+      if (pr->entropy) lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, b, hq, qr, 0), ent);
+    }
+    i0 = i1;
+  }
+  return LPATTN_OK;
 }
 
 }  // namespace lpattn_cpu

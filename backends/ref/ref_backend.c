@@ -39,7 +39,12 @@ const lpattn_backend_vtable lpattn_ref_backend = {
     .cache_create = lp_kv_create,
     .cache_free = lp_kv_free,
     .cache_append = lp_kv_append,
-    .decode = ref_decode,
+    .decode = lp_kv_decode,
     .host_memory = ref_host_memory,
     .synchronize = NULL,
+    .pool_init = lp_host_pool_init,
+    .pool_fini = lp_host_pool_fini,
+    .kv_append = lp_host_kv_append,
+    .slot_copy = lp_host_slot_copy,
+    .paged_decode = ref_paged_decode,
 };

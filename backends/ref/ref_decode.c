@@ -1,16 +1,18 @@
-/* ref decode against the host KV cache: a row at absolute position p sees
- * the tiles a causal prefill row p sees (SEMANTICS "Decode"): tiles j < p/T
- * full (stored quantized, or high when THRIFT selects them), tile p/T
- * diagonal and high. The row engine is the prefill's. */
+/* ref decode through a paged pool (SEMANTICS "Decode"): a row at absolute
+ * position p sees the tiles a causal prefill row p sees (tiles j < p/T full,
+ * stored quantized or high when THRIFT selects them; tile p/T diagonal and
+ * high). The context is split into chunks of LP_DECODE_CHUNK_TILES tiles,
+ * each folded from a fresh row state, and the chunks' (O, LSE, H) are merged
+ * by SPEC 7 in order (core's host merge). The row engine is the prefill's. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvcache.h"
+#include "kvpool.h"
 #include "ref_internal.h"
 #include "tiles.h"
 
 typedef struct {
-  float *Q, *Qd, *kt, *vt, *kx, *kshift, *qbar, *score, *o;
+  float *Q, *Qd, *kt, *vt, *kx, *kshift, *qbar, *score, *o, *mo;
   double *acc;
   uint8_t *kind, *mode;
   ref_row *rows;
@@ -19,8 +21,8 @@ typedef struct {
 
 static void buf_free(decode_buf *b) {
   free(b->Q), free(b->Qd), free(b->kt), free(b->vt), free(b->kx), free(b->kshift);
-  free(b->qbar), free(b->score), free(b->o), free(b->acc), free(b->kind), free(b->mode);
-  free(b->rows);
+  free(b->qbar), free(b->score), free(b->o), free(b->mo), free(b->acc), free(b->kind);
+  free(b->mode), free(b->rows);
   ref_scratch_free(&b->w);
 }
 
@@ -31,89 +33,119 @@ static lpattn_status buf_alloc(decode_buf *b, int64_t Sq, int64_t T, int64_t D, 
   b->kt = malloc(f * (size_t)(T * D)), b->vt = malloc(f * (size_t)(T * D));
   b->kx = malloc(f * (size_t)(T * D)), b->kshift = malloc(f * (size_t)D);
   b->qbar = malloc(f * (size_t)D), b->score = malloc(f * (size_t)ntile), b->o = malloc(f * (size_t)D);
+  b->mo = malloc(f * (size_t)(Sq * (D + 2)));
   b->acc = malloc(sizeof(double) * (size_t)(Sq * D));
   b->kind = malloc((size_t)ntile), b->mode = malloc((size_t)ntile);
   b->rows = malloc(sizeof(ref_row) * (size_t)Sq);
   lpattn_status st = ref_scratch_alloc(&b->w, T);
   if (st == LPATTN_OK && b->Q && b->Qd && b->kt && b->vt && b->kx && b->kshift && b->qbar &&
-      b->score && b->o && b->acc && b->kind && b->mode && b->rows)
+      b->score && b->o && b->mo && b->acc && b->kind && b->mode && b->rows)
     return LPATTN_OK;
   buf_free(b);
   return LPATTN_ERR_OUT_OF_MEMORY;
 }
 
+/* Folds chunk result (o, lse, h) of a row into its merged state m = [O (D),
+ * LSE, H] (SPEC 7 through core's host merge; the first chunk is copied). */
+static void merge_chunk(int64_t D, int first, float *o, float lse, float h, float *m) {
+  if (first) {
+    memcpy(m, o, sizeof(float) * (size_t)D);
+    m[D] = lse, m[D + 1] = h;
+    return;
+  }
+  lpattn_tensor ta = lpattn_tensor_4d(m, LPATTN_F32, 1, 1, 1, D);
+  lpattn_tensor tb = lpattn_tensor_4d(o, LPATTN_F32, 1, 1, 1, D);
+  lpattn_tensor la = lpattn_tensor_4d(m + D, LPATTN_F32, 1, 1, 1, 1);
+  lpattn_tensor ha = lpattn_tensor_4d(m + D + 1, LPATTN_F32, 1, 1, 1, 1);
+  lpattn_tensor lb = lpattn_tensor_4d(&lse, LPATTN_F32, 1, 1, 1, 1);
+  lpattn_tensor hb = lpattn_tensor_4d(&h, LPATTN_F32, 1, 1, 1, 1);
+  lp_host_merge(&ta, &la, &ha, &tb, &lb, &hb, &ta, &la, &ha);
+}
+
 /* Rows ra..rb-1 of the call (positions len - Sq + r) all lie in query tile i. */
-static lpattn_status decode_tile(const lpattn_kv_cache *c, const lpattn_attn_problem *pr,
-                                 const ref_cfg *cfg, decode_buf *bf, int s, int64_t hq,
+static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem *pr,
+                                 const ref_cfg *cfg, decode_buf *bf, int64_t s, int64_t hq,
                                  int64_t i, int64_t ra, int64_t rb, int k) {
-  const int64_t T = c->p.tile, D = cfg->D, len = c->lengths[s], Sq = pr->Sq;
-  const int hk = (int)(hq / (c->p.num_q_heads / c->p.num_kv_heads));
-  const int thrift = c->p.precision == LPATTN_PREC_THRIFT;
+  const lpattn_kv_pool_params *pp = &sq->pool->p;
+  const int64_t T = pp->page_size, D = cfg->D, len = sq->len, Sq = pr->Sq;
+  const int hk = (int)(hq / (pp->num_q_heads / pp->num_kv_heads));
+  const int thrift = pp->precision == LPATTN_PREC_THRIFT;
   for (int64_t j = 0; j <= i; j++) bf->kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
   if (thrift) {
     const int64_t qt = pr->selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
-    if (qt >= 0) lp_kv_qmean(c, s, (int)hq, qt, bf->qbar);
+    if (qt >= 0) lp_kv_seq_qmean(sq, (int)hq, qt, bf->qbar);
     for (int64_t j = 0; j <= i; j++)
-      bf->score[j] = (qt >= 0 && j < i) ? lp_dot_f32(bf->qbar, lp_kv_kmean(c, s, hk, j), D) : 0.0f;
+      bf->score[j] = (qt >= 0 && j < i) ? lp_dot_f32(bf->qbar, lp_kv_seq_kmean(sq, hk, j), D) : 0.0f;
   }
-  lp_tile_modes(c->p.precision, 0, k, i + 1, bf->kind, bf->score, bf->mode);
+  lp_tile_modes(pp->precision, 0, k, i + 1, bf->kind, bf->score, bf->mode);
   int any_low = 0;
   for (int64_t j = 0; j <= i; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
   if (any_low) ref_quant_rows(cfg, bf->Q + ra * D, rb - ra, bf->Qd + ra * D);
-  for (int64_t r = ra; r < rb; r++) ref_row_init(&bf->rows[r], bf->acc + r * D, D);
 
-  for (int64_t j = 0; j <= i; j++) {
-    ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
-    if (t.low) {
-      if (!lp_kv_read_low(c, s, hk, j, bf->kt, bf->vt)) return LPATTN_ERR_BACKEND;
-    } else {
-      t.nk = lp_kv_read_high(c, s, hk, j, bf->kt, bf->vt);
-      if (t.nk < 0) return LPATTN_ERR_BACKEND;
-    }
-    if (cfg->pasa) {
-      /* As in prefill: the diagonal tile borrows tile i-1's mean; tile 0
-       * (diagonal, always high) its own first key. */
-      const float *src = i > 0 ? lp_kv_kmean(c, s, hk, j < i ? j : i - 1) : bf->kt;
-      ref_pasa_shift(c->p.pasa_beta, src, D, bf->kshift);
-      t.kshift = bf->kshift;
-      if (!t.low) {
-        ref_pasa_kprime(cfg, bf->kt, bf->kshift, t.nk, bf->kx);
-        t.k = bf->kx;
+  for (int64_t c0 = 0; c0 <= i; c0 += LP_DECODE_CHUNK_TILES) {
+    const int64_t c1 = c0 + LP_DECODE_CHUNK_TILES - 1 < i ? c0 + LP_DECODE_CHUNK_TILES - 1 : i;
+    for (int64_t r = ra; r < rb; r++) ref_row_init(&bf->rows[r], bf->acc + r * D, D);
+    for (int64_t j = c0; j <= c1; j++) {
+      ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
+      if (t.low) {
+        if (!lp_kv_seq_read_low(sq, hk, j, bf->kt, bf->vt)) return LPATTN_ERR_BACKEND;
+      } else {
+        t.nk = lp_kv_seq_read_high(sq, hk, j, bf->kt, bf->vt);
+        if (t.nk < 0) return LPATTN_ERR_BACKEND;
+      }
+      if (cfg->pasa) {
+        /* As in prefill: the diagonal tile borrows tile i-1's mean; tile 0
+         * (diagonal, always high) its own first key. */
+        const float *src = i > 0 ? lp_kv_seq_kmean(sq, hk, j < i ? j : i - 1) : bf->kt;
+        ref_pasa_shift(pp->pasa_beta, src, D, bf->kshift);
+        t.kshift = bf->kshift;
+        if (!t.low) {
+          ref_pasa_kprime(cfg, bf->kt, bf->kshift, t.nk, bf->kx);
+          t.k = bf->kx;
+        }
+      }
+      for (int64_t r = ra; r < rb; r++) {
+        int64_t nvis = lp_tile_visible(1, 0, len - Sq + r, j * T, t.nk);
+        ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
       }
     }
     for (int64_t r = ra; r < rb; r++) {
-      int64_t nvis = lp_tile_visible(1, 0, len - Sq + r, j * T, t.nk);
-      ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
+      float lse, h;
+      ref_row_finish(&bf->rows[r], D, bf->o, &lse, &h);
+      merge_chunk(D, c0 == 0, bf->o, lse, h, bf->mo + r * (D + 2));
     }
   }
   for (int64_t r = ra; r < rb; r++) {
-    float lse, h;
-    ref_row_finish(&bf->rows[r], D, bf->o, &lse, &h);
+    const float *m = bf->mo + r * (D + 2);
     for (int64_t d = 0; d < D; d++)
-      lp_store_f32(pr->out->data, pr->out->dtype, lp_off4(pr->out, s, hq, r, d), bf->o[d]);
-    if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, s, hq, r, 0), lse);
+      lp_store_f32(pr->out->data, pr->out->dtype, lp_off4(pr->out, s, hq, r, d), m[d]);
+    if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, s, hq, r, 0), m[D]);
     if (pr->entropy)
-      lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, s, hq, r, 0), h);
+      lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, s, hq, r, 0), m[D + 1]);
   }
   return LPATTN_OK;
 }
 
-lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                         const lpattn_tensor *out, const lpattn_attn_problem *pr) {
-  (void)ctx, (void)out;
-  const lpattn_kv_cache_params *cp = &c->p;
-  const int64_t T = cp->tile, D = cp->head_dim, Sq = q->shape[2];
-  const ref_cfg cfg = {D, T, pr->sm_scale, cp->pasa, pr->score_f16, cp->mx_scale_round_up,
-                       lp_kv_low_format(c)};
-  for (int s = 0; s < cp->num_seqs; s++) lp_kv_record_q(c, s, q);
+lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                               const lpattn_kv_batch *batch, const lpattn_attn_problem *pr) {
+  (void)ctx;
+  const lpattn_kv_pool_params *pp = &pool->p;
+  const lpattn_tensor *q = pr->q;
+  const int64_t T = pp->page_size, D = pp->head_dim, Sq = pr->Sq;
+  lp_host_record_q(pool, batch, q);
+  lp_kv_seq sq;
+  lp_kv_seq_of(pool, batch, 0, &sq);
+  const ref_cfg cfg = {D, T, pr->sm_scale, pp->pasa, pr->score_f16, pp->mx_scale_round_up,
+                       sq.L.fmt};
   decode_buf bf;
-  lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(cp->max_tokens, T));
+  lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(pr->Skv, T));
   if (st != LPATTN_OK) return st;
-  for (int s = 0; s < cp->num_seqs && st == LPATTN_OK; s++) {
-    const int64_t len = c->lengths[s];
+  for (int64_t s = 0; s < batch->num_seqs && st == LPATTN_OK; s++) {
+    lp_kv_seq_of(pool, batch, s, &sq);
+    const int64_t len = sq.len;
     const int n = (int)lp_tile_count(len, T);
     const int k = lp_thrift_k_seq(pr, n);
-    for (int64_t hq = 0; hq < cp->num_q_heads && st == LPATTN_OK; hq++) {
+    for (int64_t hq = 0; hq < pp->num_q_heads && st == LPATTN_OK; hq++) {
       for (int64_t r = 0; r < Sq; r++)
         for (int64_t d = 0; d < D; d++)
           bf.Q[r * D + d] = lp_load_f32(q->data, q->dtype, lp_off4(q, s, hq, r, d));
@@ -122,7 +154,7 @@ lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
         const int64_t i = (len - Sq + ra) / T;
         int64_t rb = ra;
         while (rb < Sq && (len - Sq + rb) / T == i) rb++;
-        st = decode_tile(c, pr, &cfg, &bf, s, hq, i, ra, rb, k);
+        st = decode_tile(&sq, pr, &cfg, &bf, s, hq, i, ra, rb, k);
         ra = rb;
       }
     }

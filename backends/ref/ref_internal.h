@@ -59,7 +59,7 @@ void ref_pasa_kprime(const ref_cfg *cfg, const float *k, const float *kshift, in
 void ref_pasa_shift(float beta, const float *src, int64_t D, float *kshift);
 
 lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
-lpattn_status ref_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                         const lpattn_tensor *out, const lpattn_attn_problem *pr);
+lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                               const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
 
 #endif

@@ -238,8 +238,8 @@ struct DecodeCase {
   float x0;
 };
 
-void Decode(const DecodeCase &dc, const char *target) {
-  const int S = 2, Hkv = 2, Hq = 4, D = 64, T = 32;
+void Decode(const DecodeCase &dc, const char *target, int T = 32, int Hq = 4) {
+  const int S = 2, Hkv = 2, D = 64;
   lpattn_ctx *ctxs[3] = {cpu, ref, ref};
   lpattn_kv_cache *cache[3] = {};
   for (int i = 0; i < 3; i++) {
@@ -286,7 +286,8 @@ void Decode(const DecodeCase &dc, const char *target) {
     CHECK(e < tol && el < 2e-3, "%s/decode %s %s: O %.3g (tol %.3g) LSE %.3g", target, dc.name,
           what, e, tol, el);
     if (getenv("LPATTN_TEST_VERBOSE"))
-      printf("%-8s decode %-14s %-10s O %.2e (tol %.2e) LSE %.2e\n", target, dc.name, what, e, tol, el);
+      printf("%-8s decode T=%d Hq=%d %-14s %-10s O %.2e (tol %.2e) LSE %.2e\n", target, T, Hq,
+             dc.name, what, e, tol, el);
   };
   step(3, "tile 0");  // the diagonal tile 0 has no full tile before it (PASA: first-key shift)
   for (int s = 0; s < S; s++)
@@ -455,8 +456,11 @@ int main() {
         {"thrift pasa", LPATTN_PREC_THRIFT, 1, LPATTN_FMT_NVFP4, 8.0f},
     };
     NonFinite(tn);
-    for (const DecodeCase &dc : dcs)
+    for (const DecodeCase &dc : dcs) {
       if (best || dc.prec == LPATTN_PREC_NVFP4) Decode(dc, tn);
+      // Tile 64 (the AVX2 kernel's integer FP4 path), and one row per kv head.
+      if (best) Decode(dc, tn, 64, 4), Decode(dc, tn, 64, 2);
+    }
     printf("target %s done\n", tn);
   }
   lpattn_cpu_force_target(0);

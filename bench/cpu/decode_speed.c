@@ -1,0 +1,162 @@
+/* decode_speed (issue 12): per-token decode time of the CPU backend through a
+ * paged pool, Hq = Hkv = 8, D = 128, Sq = 1, page 64, f16 high copies, for an
+ * f16 cache (HIGH) and NVFP4 / MXFP4 / FP8 caches, at several contexts; plus
+ * a plain memcpy measured in the same run. Reports the median wall time of
+ * several decode calls (and of the process CPU time of a call, all threads:
+ * a check on a loaded machine), the bytes the call streams (pages of the
+ * context and the slot) per second, NVFP4 / f16 time and f16 bandwidth /
+ * memcpy.
+ * Usage: decode_speed [--quick] [--threads N] [--reps N] [--only f16|nvfp4|mxfp4|fp8]
+ *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only) */
+#define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lpattn.h"
+
+enum { H = 8, D = 128, PAGE = 64, CHUNK = 1024 };
+
+static double clock_s(clockid_t id) {
+  struct timespec t;
+  clock_gettime(id, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+
+static int cmp(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n) {
+  qsort(x, (size_t)n, sizeof *x, cmp);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float u01(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((rng >> 40) * 0x1p-24);
+}
+
+/* Bytes copied per second by memcpy of a buffer far larger than the caches
+ * (counting the bytes read plus the bytes written, as STREAM's Copy does). */
+static double memcpy_gbs(size_t bytes, int reps) {
+  char *a = malloc(bytes), *b = malloc(bytes);
+  if (!a || !b) return 0;
+  memset(a, 1, bytes), memset(b, 2, bytes);
+  double t[32];
+  for (int r = 0; r < reps; r++) {
+    double t0 = now();
+    memcpy(b, a, bytes);
+    t[r] = now() - t0;
+    a[r] = b[bytes - 1 - r];
+  }
+  free(a), free(b);
+  return 2.0 * bytes / median(t, reps) / 1e9;
+}
+
+typedef struct {
+  double ms, cpu_ms, gbs;
+  size_t bytes;
+} result;
+
+static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps, result *res) {
+  lpattn_kv_pool_params pp;
+  lpattn_kv_pool_params_init(&pp);
+  pp.num_kv_heads = H, pp.num_q_heads = H, pp.head_dim = D, pp.page_size = PAGE;
+  pp.precision = prec, pp.num_slots = 1, pp.num_pages = (int32_t)(ctxlen / PAGE + 1);
+  size_t page_bytes, slot_bytes;
+  lpattn_kv_pool *pool = NULL;
+  if (lpattn_kv_pool_size(&pp, &page_bytes, &slot_bytes, NULL) != LPATTN_OK ||
+      lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool) != LPATTN_OK)
+    return 1;
+  int32_t *table = malloc(sizeof(int32_t) * (size_t)pp.num_pages), slot = 0, len = 0;
+  for (int32_t i = 0; i < pp.num_pages; i++) table[i] = pp.num_pages - 1 - i; /* any order */
+  lpattn_kv_batch b;
+  lpattn_kv_batch_init(&b);
+  b.num_seqs = 1;
+  b.slots = lpattn_tensor_4d(&slot, LPATTN_I32, 1, 1, 1, 1);
+  b.lengths = lpattn_tensor_4d(&len, LPATTN_I32, 1, 1, 1, 1);
+  b.page_table = lpattn_tensor_4d(table, LPATTN_I32, 1, 1, 1, pp.num_pages);
+  b.max_length = ctxlen;
+  uint16_t *k = malloc(2 * (size_t)(H * CHUNK * D)), *v = malloc(2 * (size_t)(H * CHUNK * D));
+  uint16_t q[H * D];
+  float o[H * D];
+  for (int64_t t0 = 0; t0 < ctxlen; t0 += CHUNK) {
+    const int64_t n = ctxlen - t0 < CHUNK ? ctxlen - t0 : CHUNK;
+    for (int64_t i = 0; i < H * n * D; i++)
+      k[i] = lpattn_f32_to_f16(2 * u01() - 1), v[i] = lpattn_f32_to_f16(2 * u01() - 1);
+    lpattn_tensor tk = lpattn_tensor_4d(k, LPATTN_F16, 1, H, n, D);
+    lpattn_tensor tv = lpattn_tensor_4d(v, LPATTN_F16, 1, H, n, D);
+    if (lpattn_kv_append(ctx, pool, &b, &tk, &tv, NULL) != LPATTN_OK) return 1;
+    len += (int32_t)n;
+  }
+  for (int i = 0; i < H * D; i++) q[i] = lpattn_f32_to_f16(2 * u01() - 1);
+  lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, 1, H, 1, D);
+  lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, 1, H, 1, D);
+  double t[64], tc[64];
+  for (int r = -2; r < reps; r++) {
+    const double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (lpattn_paged_decode(ctx, pool, &b, &tq, &to, NULL, NULL) != LPATTN_OK) return 1;
+    if (r >= 0) t[r] = now() - t0, tc[r] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  }
+  res->ms = 1e3 * median(t, reps);
+  res->cpu_ms = 1e3 * median(tc, reps);
+  res->bytes = (size_t)((ctxlen + PAGE - 1) / PAGE) * page_bytes + slot_bytes;
+  res->gbs = res->bytes / (res->ms * 1e-3) / 1e9;
+  free(table), free(k), free(v);
+  lpattn_kv_pool_free(pool);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int quick = 0, threads = 0, reps = 11;
+  const char *only = NULL;
+  int64_t ctxs[3] = {8192, 16384, 32768};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctxs[0] = atoll(argv[++i]), quick = 1;
+    else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P]\n"), 2;
+  }
+  if (reps < 1 || reps > 64) reps = 11;
+  (void)threads;
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.num_threads = threads;
+  lpattn_ctx *ctx = NULL;
+  if (lpattn_create(LPATTN_BACKEND_CPU, &cp, &ctx) != LPATTN_OK) {
+    printf("cpu backend not available\n");
+    return 77;
+  }
+  const double mc = memcpy_gbs((size_t)256 << 20, quick ? 3 : 7);
+  printf("decode_speed: Hq = Hkv = %d, D = %d, Sq = 1, page %d, f16 queries, threads %d (0 = all)\n",
+         H, D, PAGE, threads);
+  printf("memcpy 256 MiB: %.1f GB/s (read + write)\n\n", mc);
+  printf("| context | cache | ms/token (wall) | CPU ms/token | bytes streamed | GB/s | vs memcpy |\n");
+  printf("|---|---|---|---|---|---|---|\n");
+  const lpattn_precision precs[4] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4,
+                                     LPATTN_PREC_FP8};
+  const char *names[4] = {"f16", "nvfp4", "mxfp4", "fp8"};
+  for (int c = 0; c < (quick ? 1 : 3); c++) {
+    result r[4] = {{0}};
+    for (int p = 0; p < 4; p++) {
+      if (only && strcmp(only, names[p])) continue;
+      if (run(ctx, precs[p], ctxs[c], reps, &r[p])) return fprintf(stderr, "run failed\n"), 1;
+      printf("| %lld | %s | %.3f | %.3f | %zu | %.1f | %.0f%% |\n", (long long)ctxs[c], names[p],
+             r[p].ms, r[p].cpu_ms, r[p].bytes, r[p].gbs, 100.0 * r[p].gbs / mc);
+      fflush(stdout);
+    }
+    if (!only)
+      printf("| %lld | nvfp4 / f16 time | %.2f | %.2f | | | |\n", (long long)ctxs[c], r[1].ms / r[0].ms,
+             r[1].cpu_ms / r[0].cpu_ms);
+  }
+  lpattn_free(ctx);
+  return 0;
+}
