@@ -219,12 +219,10 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
   return st;
 }
 
-static lpattn_status take_batch(const lpattn_ctx *ctx, const lpattn_kv_pool *pool,
-                                const lpattn_kv_batch *in, lpattn_kv_batch *b) {
+static lpattn_status take_batch(const lpattn_kv_batch *in, lpattn_kv_batch *b) {
   if (!in) return LPATTN_ERR_NULL_POINTER;
   lpattn_kv_batch_init(b);
   TRY(lp_take_params(b, sizeof *b, in));
-  (void)ctx, (void)pool;
   if (b->num_seqs < 1) return LPATTN_ERR_BAD_SHAPE;
   TRY(check_ids(&b->slots, 1, 1, 1, b->num_seqs));
   TRY(check_ids(&b->lengths, 1, 1, 1, b->num_seqs));
@@ -247,7 +245,7 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   if (!ctx || !pool || !batch || !k || !v) return LPATTN_ERR_NULL_POINTER;
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
-  TRY(take_batch(ctx, pool, batch, &b));
+  TRY(take_batch(batch, &b));
   TRY(lp_check_view(k, 0));
   TRY(lp_check_view(v, 0));
   if (q) TRY(lp_check_view(q, 0));
@@ -288,7 +286,7 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   if (!ctx || !pool || !batch || !q || !out) return LPATTN_ERR_NULL_POINTER;
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
-  TRY(take_batch(ctx, pool, batch, &b));
+  TRY(take_batch(batch, &b));
   TRY(lp_check_view(q, 0));
   TRY(lp_check_view(out, 1));
   if (!is_float_io(q->dtype) || !is_float_io(out->dtype)) return LPATTN_ERR_BAD_DTYPE;

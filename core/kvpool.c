@@ -222,7 +222,7 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   w.tmp = malloc(sizeof(float) * (size_t)(L->T * L->D));
   if (!w.tmp) return LPATTN_ERR_OUT_OF_MEMORY;
   const lpattn_dtype dt = pool->p.high_dtype;
-  const int64_t T = L->T, D = L->D, td = T * D;
+  const int64_t T = L->T, D = L->D;
   for (int64_t i = 0; i < b->num_seqs; i++) {
     lp_kv_seq_of(pool, b, i, &s);
     if (s.len == 0) reset_slot(L, s.slot);
@@ -240,7 +240,6 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
           lp_store_f32(hv, dt, r * D + d, lp_load_f32(v->data, v->dtype, off4(v, i, h, t, d)));
           bad |= !isfinite(lp_load_f32(hk, dt, r * D + d)) | !isfinite(lp_load_f32(hv, dt, r * D + d));
         }
-        (void)td;
       }
       if (q) {
         if (L->has_qmean) {
