@@ -255,7 +255,7 @@ typedef struct {
                                   zero-or-negative, NaN, inf and larger values are
                                   INVALID_ARGUMENT. PASA keeps (k - shift) * sm_scale
                                   in f16: the bound keeps it finite for any
-                                  |k - shift| < 4096 (64x the default scale of D = 16) */
+                                  |k - shift| < 4094 (16 = 64x the default for D = 16) */
   int block_q, block_k;        /* tile sizes Bq, Bk; default 64, multiples of 32 */
   int leaky;                   /* research only: every tile low, scales span the tile */
   /* ThriftAttention */
@@ -263,9 +263,10 @@ typedef struct {
   float thrift_budget;         /* fraction f of tiles in high precision, default 0.05.
                                   k follows from the call's Skv, so a prefill row's
                                   result depends on how many tokens follow it */
-  int thrift_k;                /* > 0 overrides the budget. With causal selection this
-                                  gives prefix-stable results: a row's output does not
-                                  depend on later tokens (prefill of any length, decode) */
+  int thrift_k;                /* > 0 overrides the budget. Causal attention with
+                                  causal selection and thrift_k is prefix-stable: a
+                                  row's output does not depend on later tokens (prefill
+                                  of any length, decode) */
   lpattn_selection selection;  /* default CAUSAL */
   /* PASA */
   int pasa;                    /* shift K by beta * tile mean, f16 scores */

@@ -169,6 +169,34 @@ static void test_nonfinite_q(lpattn_backend be) {
   lpattn_free(ctx);
 }
 
+/* lpattn.h: causal THRIFT with thrift_k is prefix-stable, a prefill's rows
+ * equal those of a longer prefill (with a budget, k follows Skv). */
+static void test_prefix_stable(lpattn_backend be) {
+  static float q[FH * FS * FD], kv[FS * FD], o_long[FH * FS * FD], o_short[FH * FS * FD];
+  lpattn_ctx *ctx = NULL;
+  CHECK_STATUS(lpattn_create(be, NULL, &ctx), LPATTN_OK);
+  if (!ctx) return;
+  fill(q, sizeof q / 4, 21);
+  fill(kv, sizeof kv / 4, 22);
+  enum { SHORT = 160 };
+  for (int run = 0; run < 2; run++) {
+    const int64_t n = run ? SHORT : FS;
+    lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F32, 1, FH, n, FD);
+    lpattn_tensor tk = lpattn_tensor_4d(kv, LPATTN_F32, 1, 1, n, FD);
+    lpattn_tensor to = lpattn_tensor_4d(run ? o_short : o_long, LPATTN_F32, 1, FH, n, FD);
+    tq.stride[1] = to.stride[1] = FS * FD;
+    lpattn_attn_params p;
+    lpattn_attn_params_init(&p);
+    p.precision = LPATTN_PREC_THRIFT, p.causal = 1, p.thrift_k = 2;
+    CHECK_STATUS(lpattn_attention(ctx, &tq, &tk, &tk, &to, &p, NULL), LPATTN_OK);
+  }
+  int same = 1;
+  for (int h = 0; h < FH; h++)
+    same &= memcmp(o_long + h * FS * FD, o_short + h * FS * FD, SHORT * FD * 4) == 0;
+  CHECK(same, "%s: thrift_k prefill rows depend on later tokens", lpattn_backend_name(be));
+  lpattn_free(ctx);
+}
+
 /* ---- G ------------------------------------------------------------------ */
 
 enum { GH = 2, GD = 64, GT = 100 };
@@ -221,6 +249,7 @@ int main(void) {
   for (int b = 0; b < 2; b++)
     if (lpattn_backend_available(host_backends[b])) {
       test_nonfinite_q(host_backends[b]);
+      test_prefix_stable(host_backends[b]);
       test_free_order(host_backends[b]);
     }
   return test_finish();

@@ -337,6 +337,10 @@ static void fuzz_context(fz_in *r) {
   lpattn_ctx *c = (lpattn_ctx *)&p;
   const lpattn_status s = lpattn_create((lpattn_backend)(fz_pick(r, 3) + 1), &p, &c);
   FZ_ASSERT((s == LPATTN_OK) == (c != NULL), "create: status and context disagree");
+  if (c) {
+    FZ_ASSERT(lpattn_synchronize(c) == LPATTN_OK, "synchronize");
+    FZ_ASSERT(lpattn_backend_name(lpattn_context_backend(c)) != NULL, "backend name");
+  }
   lpattn_free(c);
 }
 
