@@ -42,6 +42,8 @@ def _gpu(backend, which):
     # split KV). The default set keeps CI's multi-arch builds short.
     dims = (64, 128) if which == "default" else HEAD_DIMS
     out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
+    # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
+    out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 

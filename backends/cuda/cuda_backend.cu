@@ -16,6 +16,7 @@
 #include "formats.h"
 #include "internal.h"
 #include "lp_gpu_args.h"
+#include "kv_pool.h" /* paged pool entries (backends/gpu/kv_pool.cu) */
 
 #if defined(LPATTN_HIP)
 #define LPG_NAME "hip"
@@ -49,6 +50,7 @@ typedef lpattn_status (*lpc_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
 #define LPC_DECL_MERGE(set, name)                                  \
   lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
   static lpattn_status (*const lpc_merge_k)(const lp_gpu_merge_args *, cudaStream_t) = name;
+#define LPC_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
 #define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPC_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -61,6 +63,7 @@ static const struct {
 #define LPC_ROW_QUANT(set, name, hd, dt)
 #define LPC_ROW_DEQUANT(set, name, hd, dt)
 #define LPC_ROW_MERGE(set, name, hd, dt)
+#define LPC_ROW_DECODE(set, name, hd, dt)
 #define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPC_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -672,5 +675,10 @@ extern "C" const lpattn_backend_vtable *LPG_VTABLE_FN(void) {
   lpc_vtable.decode = lpc_decode;
   lpc_vtable.host_memory = lpc_host_memory;
   lpc_vtable.synchronize = lpc_sync;
+  lpc_vtable.pool_init = lpg_pool_init;
+  lpc_vtable.pool_fini = lpg_pool_fini;
+  lpc_vtable.kv_append = lpg_kv_append;
+  lpc_vtable.slot_copy = lpg_slot_copy;
+  lpc_vtable.paged_decode = lpg_paged_decode;
   return &lpc_vtable;
 }
