@@ -72,6 +72,23 @@ __device__ __forceinline__ float lpd_qsum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+/* transpose of an 8x8 block of 16-bit values held in the mma fragment layout */
+__device__ __forceinline__ uint32_t lpd_trans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+/* max / sum over the 8 lanes of a quad position (the lanes that share t) */
+__device__ __forceinline__ float lpd_gmax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+}
+__device__ __forceinline__ float lpd_gsum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  x += __shfl_xor_sync(0xffffffffu, x, 8);
+  return x + __shfl_xor_sync(0xffffffffu, x, 16);
+}
 __device__ __forceinline__ void lpd_mma16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   lpc_mma<__half>::run(c[0], c[1], c[2], c[3], a, b0, b1);
 }
@@ -87,7 +104,7 @@ template <int D> struct lpd_smem {
     return (int)((s + 127) / 128 * 128);
   }
   static __host__ __device__ size_t bytes(int stg) {
-    return (size_t)8 * stg + 16 * LDH * 2 + 16 * D * 2 + 16 * 4 + 2 * 4 * 16 * 4;
+    return (size_t)8 * stg + 16 * LDH * 2 + 8 * D * 2 + 8 * 4 + 2 * 4 * 8 * 4;
   }
 };
 
@@ -104,46 +121,46 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   const lp_gpu_pool &P = a.pool;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int chunk = blockIdx.x, b = blockIdx.z;
-  const int G = P.Hq / P.Hkv, nrb = (G * a.Sq + 15) / 16;
+  const int G = P.Hq / P.Hkv, nrb = (G * a.Sq + 7) / 8; /* blocks of 8 query rows */
   const int h = blockIdx.y / nrb, rb = blockIdx.y % nrb;
   const int len = a.seqs.lens[b], Sq = a.Sq;
   const int stg = SM::stage(P.head_bytes, LOW);
   uint8_t *stages = lpd_sm;
   unsigned short *Qh = (unsigned short *)(lpd_sm + 8 * stg);
   unsigned short *Ql = Qh + 16 * LDH;
-  float *qf = (float *)(Ql + 16 * D), *xm = qf + 16;
+  float *qf = (float *)(Ql + 8 * D), *xm = qf + 8;
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
   const int j0 = chunk * a.chunk_tiles, j1 = min(j0 + a.chunk_tiles, ntile);
   const int32_t slot = a.seqs.slots[b];
   auto prow = [&](int r) -> int64_t { /* partial-state row of block row r */
-    const int rr = 16 * rb + r, qh = h * G + rr / Sq, s = rr % Sq;
+    const int rr = 8 * rb + r, qh = h * G + rr / Sq, s = rr % Sq;
     return (((int64_t)chunk * a.seqs.num_seqs + b) * P.Hq + qh) * Sq + s;
   };
-  auto live = [&](int r) { return 16 * rb + r < G * Sq; };
+  auto live = [&](int r) { return r < 8 && 8 * rb + r < G * Sq; };
   if (j0 >= j1 || slot < 0 || slot >= P.num_slots) {
-    if (threadIdx.x < 16 && live(threadIdx.x)) {
+    if (threadIdx.x < 8 && live(threadIdx.x)) {
       a.part_l[prow(threadIdx.x)] = lpc_ninf();
       a.part_h[prow(threadIdx.x)] = 0.0f;
     }
     return;
   }
-  lpd_rows R;
+  lpd_rows R, RL; /* rows g, g + 8 (high tiles: m16 rows) and 2t, 2t + 1 (low tiles: n8 rows) */
 #pragma unroll
   for (int i = 0; i < 2; i++) {
-    const int r = g + 8 * i;
-    R.live[i] = live(r);
-    R.p[i] = len - Sq + (16 * rb + r) % Sq;
+    const int r = g + 8 * i, rl = 2 * t + i;
+    R.live[i] = live(r), RL.live[i] = live(rl);
+    R.p[i] = len - Sq + (8 * rb + r) % Sq, RL.p[i] = len - Sq + (8 * rb + rl) % Sq;
   }
 
   /* ---- Q: high rows in smem; low: the inner values (codes x group scale,
    * MXFP4 relative to the row's largest scale) of the quantized rows */
   for (int e = threadIdx.x; e < 16 * D; e += blockDim.x) {
-    const int r = e / D, d = e % D, rr = 16 * rb + r;
+    const int r = e / D, d = e % D, rr = 8 * rb + r;
     const int qh = h * G + rr / Sq, s = rr % Sq;
     unsigned short v = 0;
     if (live(r)) v = ((const unsigned short *)a.q)[lpc_off(a.sq, b, qh, s, d)];
     Qh[r * LDH + d] = v;
-    if (LOW) {
+    if (LOW && r < 8) {
       float x = 0.0f, f = 0.0f;
       if (live(r)) {
         const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
@@ -168,11 +185,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   }
   __syncthreads();
 
-  lpc_row st[2];
-  lpc_row_init(&st[0]), lpc_row_init(&st[1]);
-  float acc[NB][4];
+  lpc_row st[2], stl[2]; /* high-tile and low-tile states of this warp's rows */
+  lpc_row_init(&st[0]), lpc_row_init(&st[1]), lpc_row_init(&stl[0]), lpc_row_init(&stl[1]);
+  float acc[NB][4];  /* high: O [rows g, g+8][channels 8nb + 2t, +1] */
+  float accl[NB / 2][4]; /* low: O^T [channels 16ct + g, +8][rows 2t, 2t+1] */
 #pragma unroll
   for (int nb = 0; nb < NB; nb++) acc[nb][0] = acc[nb][1] = acc[nb][2] = acc[nb][3] = 0.0f;
+#pragma unroll
+  for (int ct = 0; ct < NB / 2; ct++) accl[ct][0] = accl[ct][1] = accl[ct][2] = accl[ct][3] = 0.0f;
   uint8_t *mybuf = stages + (size_t)warp * 2 * stg;
   const int64_t pages0 = P.num_slots * P.slot_bytes;
   const int32_t *table = a.seqs.table + (int64_t)b * a.seqs.table_stride;
@@ -181,16 +201,18 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     return pg >= 0 && pg < P.num_pages ? P.mem + pages0 + (int64_t)pg * P.page_bytes : nullptr;
   };
 
-  /* ---- low tiles, in rounds of 4 (one per warp) ------------------------- */
+  /* ---- low tiles, in rounds of 4 (one per warp): S^T = K Q^T (m16 keys,
+   * n8 rows) and O^T += V^T P^T (m16 channels), so the 8 query rows fill n.
+   * Key order: lane (g, t) holds keys 16(g/2) + 4mt + (g&1) (+2) of m-tile
+   * mt, and after the transpose of P the keys 16t..16t+15: one 16-key group. */
   if (LOW) {
-    uint32_t qa[KS][4];
+    uint32_t qb[KS][2];
 #pragma unroll
     for (int s = 0; s < KS; s++) {
       const int d = CW * t + 4 * s;
-      qa[s][0] = *(const uint32_t *)&Ql[g * D + d], qa[s][1] = *(const uint32_t *)&Ql[(g + 8) * D + d];
-      qa[s][2] = *(const uint32_t *)&Ql[g * D + d + 2], qa[s][3] = *(const uint32_t *)&Ql[(g + 8) * D + d + 2];
+      qb[s][0] = *(const uint32_t *)&Ql[g * D + d], qb[s][1] = *(const uint32_t *)&Ql[g * D + d + 2];
     }
-    const float qs0 = qf[g] * a.sm_scale, qs1 = qf[g + 8] * a.sm_scale;
+    const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
     const int jl1 = min(j1, (len - 1) / T);
     const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
     float mrun[2] = {lpc_ninf(), lpc_ninf()};
@@ -216,95 +238,91 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       const uint8_t *sb = mybuf + (r & 1) * stg;
       bool vis[2];
 #pragma unroll
-      for (int i = 0; i < 2; i++) vis[i] = has && R.live[i] && j < R.p[i] / T;
-      float s[8][4];
+      for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T;
+      float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
       float tm[2] = {lpc_ninf(), lpc_ninf()};
       const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
       if (any) {
-        /* S = Q K^T: n-block bq, column n <-> key 16(n/2) + 2bq + n%2 */
 #pragma unroll
-        for (int bq = 0; bq < 8; bq++) {
-          const int key = 16 * (g >> 1) + 2 * bq + (g & 1);
-          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int mt = 0; mt < 4; mt++) {
+          const int kA = 16 * (g >> 1) + 4 * mt + (g & 1), kB = kA + 2;
+          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
           if (FMT == LPATTN_FMT_FP8) {
-            const uint8_t *kp = sb + P.kc + (size_t)key * D + CW * t;
+            const uint8_t *pa = sb + P.kc + (size_t)kA * D + CW * t, *pb = sb + P.kc + (size_t)kB * D + CW * t;
 #pragma unroll
             for (int u = 0; u < CW / 16; u++) {
-              const uint4 w = *(const uint4 *)(kp + 16 * u);
-              const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+              const uint4 wa = *(const uint4 *)(pa + 16 * u), wb = *(const uint4 *)(pb + 16 * u);
+              const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-              for (int k = 0; k < 4; k++) lpd_mma16(c, qa[4 * u + k], lpd_e4m3x2(ws[k]), lpd_e4m3x2(ws[k] >> 16));
+              for (int k = 0; k < 4; k++) {
+                const uint32_t af[4] = {lpd_e4m3x2(xa[k]), lpd_e4m3x2(xb[k]), lpd_e4m3x2(xa[k] >> 16), lpd_e4m3x2(xb[k] >> 16)};
+                lpd_mma16(c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
+              }
             }
+            kf[0] = ((const float *)(sb + P.ko))[kA], kf[1] = ((const float *)(sb + P.ko))[kB];
           } else {
-            const uint8_t *kp = sb + P.kc + (size_t)key * (D / 2) + (CW / 2) * t;
-            uint32_t ws[CW / 8];
-#pragma unroll
-            for (int u = 0; u < CW / 32; u++) {
-              const uint4 w = *(const uint4 *)(kp + 16 * u);
-              ws[4 * u] = w.x, ws[4 * u + 1] = w.y, ws[4 * u + 2] = w.z, ws[4 * u + 3] = w.w;
-            }
-            if (CW == 16) { /* D = 64: 8 bytes */
-              const uint2 w = *(const uint2 *)kp;
-              ws[0] = w.x, ws[1] = w.y;
-            }
             constexpr int GS = FMT == LPATTN_FMT_MXFP4 ? 32 : 16, NGL = CW / GS > 0 ? CW / GS : 1;
-            const uint8_t *ksr = sb + P.ks + (size_t)key * (D / GS);
-            const int g0 = CW * t / GS;
-            int kmax = 0;
-            if (FMT == LPATTN_FMT_MXFP4)
-              for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
-            uint32_t ksc[NGL]; /* this lane's group scales as f16 pairs */
+            uint32_t w[2][CW / 8], ksc[2][NGL];
 #pragma unroll
-            for (int k = 0; k < NGL; k++) {
-              const uint32_t sbyte = ksr[g0 + k];
-              ksc[k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
+            for (int e = 0; e < 2; e++) {
+              const int key = e ? kB : kA;
+              const uint8_t *kp = sb + P.kc + (size_t)key * (D / 2) + (CW / 2) * t;
+              if (CW == 16) {
+                const uint2 x = *(const uint2 *)kp;
+                w[e][0] = x.x, w[e][1] = x.y;
+              } else {
+#pragma unroll
+                for (int u = 0; u < CW / 32; u++) {
+                  const uint4 x = *(const uint4 *)(kp + 16 * u);
+                  w[e][4 * u] = x.x, w[e][4 * u + 1] = x.y, w[e][4 * u + 2] = x.z, w[e][4 * u + 3] = x.w;
+                }
+              }
+              const uint8_t *ksr = sb + P.ks + (size_t)key * (D / GS);
+              const int g0 = CW * t / GS;
+              int kmax = 0;
+              if (FMT == LPATTN_FMT_MXFP4)
+                for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
+#pragma unroll
+              for (int k = 0; k < NGL; k++) {
+                const uint32_t sbyte = ksr[g0 + k];
+                ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
+              }
+              kf[e] = FMT == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode((uint8_t)kmax) * 64.0f
+                                             : ((const float *)(sb + P.ko))[key] * 64.0f;
             }
+            const int g0 = CW * t / GS;
 #pragma unroll
             for (int u = 0; u < CW / 8; u++) {
-              uint32_t hv[4];
-              lpd_fp4x8(ws[u], hv);
+              uint32_t ha[4], hb[4];
+              lpd_fp4x8(w[0][u], ha), lpd_fp4x8(w[1][u], hb);
 #pragma unroll
               for (int k = 0; k < 2; k++) {
-                const int s2 = 2 * u + k;
-                const uint32_t scl = ksc[(CW * t + 4 * s2) / GS - g0];
-                lpd_mma16(c, qa[s2], lpd_hmul2(hv[2 * k], scl), lpd_hmul2(hv[2 * k + 1], scl));
+                const int s2 = 2 * u + k, gi = (CW * t + 4 * s2) / GS - g0;
+                const uint32_t af[4] = {lpd_hmul2(ha[2 * k], ksc[0][gi]), lpd_hmul2(hb[2 * k], ksc[1][gi]),
+                                        lpd_hmul2(ha[2 * k + 1], ksc[0][gi]), lpd_hmul2(hb[2 * k + 1], ksc[1][gi])};
+                lpd_mma16(c, af, qb[s2][0], qb[s2][1]);
               }
             }
           }
 #pragma unroll
-          for (int i = 0; i < 4; i++) s[bq][i] = c[i];
-        }
-        /* scale columns (keys 16t + 2bq + i), mask rows, row maxima */
-#pragma unroll
-        for (int bq = 0; bq < 8; bq++)
-#pragma unroll
-          for (int i = 0; i < 2; i++) {
-            const int key = 16 * t + 2 * bq + i;
-            float kf;
-            if (FMT == LPATTN_FMT_MXFP4) {
-              const uint8_t *ksr = sb + P.ks + (size_t)key * (D / 32);
-              int kmax = 0;
-              for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
-              kf = lpc_e8m0_decode((uint8_t)kmax) * 64.0f;
-            } else {
-              kf = ((const float *)(sb + P.ko))[key] * (FMT == LPATTN_FMT_FP8 ? 1.0f : 64.0f);
-            }
-            const float v0 = (s[bq][i] * kf) * qs0, v1 = (s[bq][2 + i] * kf) * qs1;
-            s[bq][i] = vis[0] ? v0 : lpc_ninf();
-            s[bq][2 + i] = vis[1] ? v1 : lpc_ninf();
-            tm[0] = fmaxf(tm[0], s[bq][i]), tm[1] = fmaxf(tm[1], s[bq][2 + i]);
+          for (int e = 0; e < 4; e++) {
+            const int i = e & 1;
+            const float v = (c[e] * kf[e >> 1]) * (i ? qs1 : qs0);
+            s[mt][e] = vis[i] ? v : lpc_ninf();
+            tm[i] = fmaxf(tm[i], s[mt][e]);
           }
+        }
       }
-      tm[0] = lpd_qmax(tm[0]), tm[1] = lpd_qmax(tm[1]);
-      float *x = xm + (r & 1) * 64;
-      if (t == 0) x[warp * 16 + g] = tm[0], x[warp * 16 + g + 8] = tm[1];
+      tm[0] = lpd_gmax(tm[0]), tm[1] = lpd_gmax(tm[1]);
+      float *x = xm + (r & 1) * 32;
+      if (g == 0) x[warp * 8 + 2 * t] = tm[0], x[warp * 8 + 2 * t + 1] = tm[1];
       __syncthreads();
       float pm[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) {
         float m = mrun[i], all = mrun[i];
         for (int w = 0; w < 4; w++) {
-          const float v = x[w * 16 + g + 8 * i];
+          const float v = x[w * 8 + 2 * t + i];
           all = fmaxf(all, v);
           if (w <= warp) m = fmaxf(m, v);
         }
@@ -316,105 +334,109 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f}, ga[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-          sp[i] = lpc_row_begin(&st[i], pm[i], 0.0f);
+          sp[i] = lpc_row_begin(&stl[i], pm[i], 0.0f);
           if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
         }
 #pragma unroll
-        for (int bq = 0; bq < 8; bq++)
+        for (int mt = 0; mt < 4; mt++)
 #pragma unroll
           for (int e = 0; e < 4; e++) {
-            const int i = e >> 1;
-            const float v = s[bq][e];
+            const int i = e & 1;
+            const float v = s[mt][e];
             const float p = v == lpc_ninf() ? 0.0f : __expf(v + sp[i].bias);
             ps[i] += p;
             if (p != 0.0f) pss[i] += p * v;
             ga[i] = fmaxf(ga[i], p);
-            s[bq][e] = p;
+            s[mt][e] = p;
           }
         float prw[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-          const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
-          if (vis[i]) lpc_row_end(&st[i], &sp[i], sum, sums);
+          const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
+          if (vis[i]) lpc_row_end(&stl[i], &sp[i], sum, sums);
           if (FMT == LPATTN_FMT_FP8) {
             prw[i] = 1.0f / 448.0f;
 #pragma unroll
-            for (int bq = 0; bq < 8; bq++)
+            for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-              for (int k = 0; k < 2; k++) s[bq][2 * i + k] = lpc_e4m3_round(__fmul_rn(s[bq][2 * i + k], 448.0f));
+              for (int k = 0; k < 2; k++) s[mt][2 * k + i] = lpc_e4m3_round(__fmul_rn(s[mt][2 * k + i], 448.0f));
             continue;
           }
           uint8_t sc;
           float sval, denom;
-          if (FMT == LPATTN_FMT_MXFP4) { /* groups of 32 keys: lanes t, t ^ 1 */
-            const float g32 = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 1));
-            sc = g32 > 0.0f ? lpc_mx_code(g32, P.mx_round_up) : 0;
+          /* a 16-key group is held by lanes g, g ^ 1; 32 keys by g ^ {1, 2} */
+          float gmax = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
+          if (FMT == LPATTN_FMT_MXFP4) {
+            gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 8));
+            sc = gmax > 0.0f ? lpc_mx_code(gmax, P.mx_round_up) : 0;
             sval = lpc_e8m0_decode(sc);
-            denom = g32 > 0.0f ? sval : 0.0f;
+            denom = gmax > 0.0f ? sval : 0.0f;
             prw[i] = 1.0f;
-          } else { /* groups of 16 keys: this lane's own */
-            const float outer = lpd_qmax(ga[i]) / 2688.0f;
-            sc = outer == 0.0f ? 0 : lpc_e4m3_encode((ga[i] / 6.0f) / outer);
+          } else {
+            const float outer = lpd_gmax(ga[i]) / 2688.0f;
+            sc = outer == 0.0f ? 0 : lpc_e4m3_encode((gmax / 6.0f) / outer);
             sval = lpc_e4m3_decode(sc);
             denom = sval * outer;
             prw[i] = outer;
           }
           const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
-          for (int bq = 0; bq < 8; bq++)
+          for (int mt = 0; mt < 4; mt++)
 #pragma unroll
             for (int k = 0; k < 2; k++) {
-              const float p = s[bq][2 * i + k];
-              s[bq][2 * i + k] = denom == 0.0f ? 0.0f : lpc_e2m1_round(p * rden) * sval;
+              const float p = s[mt][2 * k + i];
+              s[mt][2 * k + i] = denom == 0.0f ? 0.0f : lpc_e2m1_round(p * rden) * sval;
             }
         }
-        uint32_t pa[4][4];
+        uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
 #pragma unroll
-        for (int s2 = 0; s2 < 4; s2++) {
-          pa[s2][0] = lpc_mma<__half>::pack(s[2 * s2][0], s[2 * s2][1]);
-          pa[s2][1] = lpc_mma<__half>::pack(s[2 * s2][2], s[2 * s2][3]);
-          pa[s2][2] = lpc_mma<__half>::pack(s[2 * s2 + 1][0], s[2 * s2 + 1][1]);
-          pa[s2][3] = lpc_mma<__half>::pack(s[2 * s2 + 1][2], s[2 * s2 + 1][3]);
+        for (int mt = 0; mt < 4; mt++) {
+          pb[mt][0] = lpd_trans(lpc_mma<__half>::pack(s[mt][0], s[mt][1]));
+          pb[mt][1] = lpd_trans(lpc_mma<__half>::pack(s[mt][2], s[mt][3]));
         }
-        /* O = O alpha + (P^ V^) prow vcol, 8 channels at a time */
+        /* O^T = O^T alpha + (V^T P^T) vcol prow, 16 channels at a time */
 #pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
-          const int cb = 8 * nb + g; /* B-fragment channel of this lane */
-          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int ct = 0; ct < NB / 2; ct++) {
+          const int cA = 16 * ct + g, cB = cA + 8;
+          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, vcol[2];
           if (FMT == LPATTN_FMT_FP8) {
-            const uint4 w = *(const uint4 *)(sb + P.vc + (size_t)cb * T + 16 * t);
-            const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+            const uint4 wa = *(const uint4 *)(sb + P.vc + (size_t)cA * T + 16 * t);
+            const uint4 wb = *(const uint4 *)(sb + P.vc + (size_t)cB * T + 16 * t);
+            const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-            for (int s2 = 0; s2 < 4; s2++) lpd_mma16(c, pa[s2], lpd_e4m3x2(ws[s2]), lpd_e4m3x2(ws[s2] >> 16));
-          } else {
-            const uint2 w = *(const uint2 *)(sb + P.vc + (size_t)cb * (T / 2) + 8 * t);
-            uint32_t scl;
-            if (FMT == LPATTN_FMT_MXFP4) {
-              const uint8_t *vsr = sb + P.vs + (size_t)cb * 2;
-              scl = lpd_pow2h2((int)vsr[t >> 1] - max((int)vsr[0], (int)vsr[1]));
-            } else {
-              const uint32_t sbyte = sb[P.vs + (size_t)cb * 4 + t];
-              scl = lpd_e4m3x2(sbyte | sbyte << 8);
+            for (int mt = 0; mt < 4; mt++) {
+              const uint32_t af[4] = {lpd_e4m3x2(xa[mt]), lpd_e4m3x2(xb[mt]), lpd_e4m3x2(xa[mt] >> 16), lpd_e4m3x2(xb[mt] >> 16)};
+              lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
             }
-            uint32_t hv[8];
-            lpd_fp4x8(w.x, hv), lpd_fp4x8(w.y, hv + 4);
+            vcol[0] = ((const float *)(sb + P.vo))[cA], vcol[1] = ((const float *)(sb + P.vo))[cB];
+          } else {
+            uint32_t hv[2][8], scl[2];
 #pragma unroll
-            for (int s2 = 0; s2 < 4; s2++) lpd_mma16(c, pa[s2], lpd_hmul2(hv[2 * s2], scl), lpd_hmul2(hv[2 * s2 + 1], scl));
-          }
-          float vcol[2];
+            for (int e = 0; e < 2; e++) {
+              const int ch = e ? cB : cA;
+              const uint2 w = *(const uint2 *)(sb + P.vc + (size_t)ch * (T / 2) + 8 * t);
+              lpd_fp4x8(w.x, hv[e]), lpd_fp4x8(w.y, hv[e] + 4);
+              if (FMT == LPATTN_FMT_MXFP4) {
+                const uint8_t *vsr = sb + P.vs + (size_t)ch * 2;
+                const int vmax = max((int)vsr[0], (int)vsr[1]);
+                scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax);
+                vcol[e] = lpc_e8m0_decode((uint8_t)vmax) * 64.0f;
+              } else {
+                const uint32_t sbyte = sb[P.vs + (size_t)ch * 4 + t];
+                scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);
+                vcol[e] = ((const float *)(sb + P.vo))[ch] * 64.0f;
+              }
+            }
 #pragma unroll
-          for (int k = 0; k < 2; k++) {
-            const int ch = 8 * nb + 2 * t + k;
-            if (FMT == LPATTN_FMT_MXFP4) {
-              const uint8_t *vsr = sb + P.vs + (size_t)ch * 2;
-              vcol[k] = lpc_e8m0_decode((uint8_t)max((int)vsr[0], (int)vsr[1])) * 64.0f;
-            } else {
-              vcol[k] = ((const float *)(sb + P.vo))[ch] * (FMT == LPATTN_FMT_FP8 ? 1.0f : 64.0f);
+            for (int mt = 0; mt < 4; mt++) {
+              const uint32_t af[4] = {lpd_hmul2(hv[0][2 * mt], scl[0]), lpd_hmul2(hv[1][2 * mt], scl[1]),
+                                      lpd_hmul2(hv[0][2 * mt + 1], scl[0]), lpd_hmul2(hv[1][2 * mt + 1], scl[1])};
+              lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
             }
           }
 #pragma unroll
           for (int e = 0; e < 4; e++)
-            acc[nb][e] = acc[nb][e] * sp[e >> 1].alpha + (c[e] * prw[e >> 1]) * vcol[e & 1];
+            accl[ct][e] = accl[ct][e] * sp[e & 1].alpha + (c[e] * prw[e & 1]) * vcol[e >> 1];
         }
       }
       __syncwarp();
@@ -527,32 +549,40 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     lpc_cp_wait<0>();
   }
 
-  /* ---- merge the 4 warps' states into the chunk's partial state ---------- */
+  /* ---- merge the warps' low and high states into the chunk's partial ---- */
   __syncthreads();
-  float *mo = (float *)stages;       /* [4][16][D] */
-  float *mr = mo + 4 * 16 * D;       /* [4][16][4]: m, l, r, n */
+  float *mo = (float *)stages;  /* [8 states][8 rows][D] */
+  float *mr = mo + 8 * 8 * D;   /* [8 states][8 rows][4]: m, l, r, n */
+#pragma unroll
+  for (int ct = 0; ct < NB / 2; ct++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) mo[((2 * warp) * 8 + 2 * t + (e & 1)) * D + 16 * ct + g + 8 * (e >> 1)] = accl[ct][e];
 #pragma unroll
   for (int nb = 0; nb < NB; nb++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) mo[(warp * 16 + g + 8 * (e >> 1)) * D + 8 * nb + 2 * t + (e & 1)] = acc[nb][e];
-  if (t == 0)
+    for (int e = 0; e < 2; e++) mo[((2 * warp + 1) * 8 + g) * D + 8 * nb + 2 * t + e] = acc[nb][e];
+  if (g == 0)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      float *x = mr + (warp * 16 + g + 8 * i) * 4;
-      x[0] = st[i].m, x[1] = st[i].l, x[2] = st[i].r, x[3] = (float)st[i].n;
+      float *x = mr + ((2 * warp) * 8 + 2 * t + i) * 4;
+      x[0] = stl[i].m, x[1] = stl[i].l, x[2] = stl[i].r, x[3] = (float)stl[i].n;
     }
+  if (t == 0) {
+    float *x = mr + ((2 * warp + 1) * 8 + g) * 4;
+    x[0] = st[0].m, x[1] = st[0].l, x[2] = st[0].r, x[3] = (float)st[0].n;
+  }
   __syncthreads();
   {
-    const int r = threadIdx.x >> 3, part = threadIdx.x & 7;
+    const int r = threadIdx.x >> 4, part = threadIdx.x & 15;
     if (live(r)) {
-      float M = lpc_ninf(), f[4];
+      float M = lpc_ninf(), f[8];
       int n = 0;
-      for (int w = 0; w < 4; w++) M = fmaxf(M, mr[(w * 16 + r) * 4]);
+      for (int w = 0; w < 8; w++) M = fmaxf(M, mr[(w * 8 + r) * 4]);
       lpc_row m;
       lpc_row_init(&m);
       m.m = M;
-      for (int w = 0; w < 4; w++) {
-        const float *x = mr + (w * 16 + r) * 4;
+      for (int w = 0; w < 8; w++) {
+        const float *x = mr + (w * 8 + r) * 4;
         f[w] = x[0] == lpc_ninf() ? 0.0f : expf(x[0] - M);
         m.l += x[1] * f[w], m.r += x[2] * f[w];
         n += (int)x[3];
@@ -561,9 +591,10 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       float inv_l, lse, ent;
       lpc_row_finish(&m, &inv_l, &lse, &ent);
       const int64_t pr = prow(r);
-      for (int d = part; d < D; d += 8) {
+      for (int d = part; d < D; d += 16) {
         float y = 0.0f;
-        for (int w = 0; w < 4; w++) y += mo[(w * 16 + r) * D + d] * f[w];
+        for (int w = 0; w < 8; w++)
+          if (f[w] != 0.0f) y += mo[(w * 8 + r) * D + d] * f[w];
         a.part_o[pr * D + d] = y * inv_l;
       }
       if (part == 0) a.part_l[pr] = lse, a.part_h[pr] = ent;
@@ -578,7 +609,7 @@ static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
   if (smem > LPC_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
-  const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 15) / 16;
+  const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 7) / 8;
   dim3 grid((unsigned)a->nchunk, (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
   K<<<grid, 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
