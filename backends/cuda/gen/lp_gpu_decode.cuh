@@ -99,12 +99,23 @@ __device__ __forceinline__ void lpd_mma16(float c[4], const uint32_t a[4], uint3
 template <int D> struct lpd_smem {
   static constexpr int LDH = D + 8; /* 16-bit elements per padded high row */
   static constexpr int HSUB = 2 * 16 * LDH * 2;
-  static __host__ __device__ int stage(int64_t head_bytes, bool low) {
-    int64_t s = low && head_bytes > HSUB ? head_bytes : HSUB;
-    return (int)((s + 127) / 128 * 128);
+  /* bytes of one warp's region: low pools, a ring of 3 half-tiles (K part
+   * [0, vc) or V part [vc, head_bytes) of a page's head section), at least
+   * one high sub-block; high pools, two high sub-blocks. The final merge
+   * reuses the 4 regions. */
+  static __host__ __device__ int region(int64_t head_bytes, int64_t vc, bool low) {
+    int64_t r = 2 * HSUB;
+    if (low) {
+      const int64_t half = vc > head_bytes - vc ? vc : head_bytes - vc;
+      r = 3 * ((half + 127) / 128 * 128);
+      if (r < HSUB) r = HSUB;
+    }
+    const int64_t merge = (int64_t)8 * 8 * (D + 4) * 4 / 4;
+    if (r < merge) r = merge;
+    return (int)((r + 127) / 128 * 128);
   }
-  static __host__ __device__ size_t bytes(int stg) {
-    return (size_t)8 * stg + 16 * LDH * 2 + 8 * D * 2 + 8 * 4 + 2 * 4 * 8 * 4;
+  static __host__ __device__ size_t bytes(int wr) {
+    return (size_t)4 * wr + 16 * LDH * 2 + 8 * D * 2 + 8 * 4 + 2 * 4 * 8 * 4;
   }
 };
 
@@ -124,9 +135,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   const int G = P.Hq / P.Hkv, nrb = (G * a.Sq + 7) / 8; /* blocks of 8 query rows */
   const int h = blockIdx.y / nrb, rb = blockIdx.y % nrb;
   const int len = a.seqs.lens[b], Sq = a.Sq;
-  const int stg = SM::stage(P.head_bytes, LOW);
+  const int wr = SM::region(P.head_bytes, P.vc, LOW);
   uint8_t *stages = lpd_sm;
-  unsigned short *Qh = (unsigned short *)(lpd_sm + 8 * stg);
+  unsigned short *Qh = (unsigned short *)(lpd_sm + 4 * wr);
   unsigned short *Ql = Qh + 16 * LDH;
   float *qf = (float *)(Ql + 8 * D), *xm = qf + 8;
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
@@ -193,7 +204,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   for (int nb = 0; nb < NB; nb++) acc[nb][0] = acc[nb][1] = acc[nb][2] = acc[nb][3] = 0.0f;
 #pragma unroll
   for (int ct = 0; ct < NB / 2; ct++) accl[ct][0] = accl[ct][1] = accl[ct][2] = accl[ct][3] = 0.0f;
-  uint8_t *mybuf = stages + (size_t)warp * 2 * stg;
+  uint8_t *mybuf = stages + (size_t)warp * wr;
   const int64_t pages0 = P.num_slots * P.slot_bytes;
   const int32_t *table = a.seqs.table + (int64_t)b * a.seqs.table_stride;
   auto page_ptr = [&](int j) -> const uint8_t * {
@@ -216,26 +227,28 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     const int jl1 = min(j1, (len - 1) / T);
     const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
     float mrun[2] = {lpc_ninf(), lpc_ninf()};
-    auto issue = [&](int r) {
-      const int j = j0 + 4 * r + warp;
-      if (j < jl1) {
+    const int sl = wr / 3 / 16 * 16; /* ring slot of a half tile */
+    auto slot = [&](int q) { return mybuf + (q % 3) * sl; };
+    /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile */
+    auto issue = [&](int q) {
+      const int r = q >> 1, j = j0 + 4 * r + warp;
+      if (r < rounds && j < jl1) {
         const uint8_t *src = page_ptr(j);
-        uint8_t *dst = mybuf + (r & 1) * stg;
-        const int n16 = (int)(P.head_bytes / 16);
+        uint8_t *dst = slot(q);
+        const int64_t o0 = (q & 1) ? P.vc : 0, o1 = (q & 1) ? P.head_bytes : P.vc;
+        const int n16 = (int)((o1 - o0) / 16);
         for (int c = lane; c < n16; c += 32)
-          lpc_cp16(dst + 16 * c, src ? src + P.head_bytes * h + 16 * c : (const void *)P.mem, src ? 16 : 0);
+          lpc_cp16(dst + 16 * c, src ? src + P.head_bytes * h + o0 + 16 * c : (const void *)P.mem, src ? 16 : 0);
       }
       lpc_cp_commit();
     };
-    if (rounds) issue(0);
+    if (rounds) issue(0), issue(1), issue(2);
     for (int r = 0; r < rounds; r++) {
       const int j = j0 + 4 * r + warp;
       const bool has = j < jl1;
-      if (r + 1 < rounds) issue(r + 1);
-      else lpc_cp_commit();
-      lpc_cp_wait<1>();
+      lpc_cp_wait<2>(); /* K part of this round's tile */
       __syncwarp();
-      const uint8_t *sb = mybuf + (r & 1) * stg;
+      const uint8_t *sb = slot(2 * r);
       bool vis[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T;
@@ -328,6 +341,10 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         }
         pm[i] = m, mrun[i] = all;
       }
+      issue(2 * r + 3); /* the K slot is free (every warp passed the exchange) */
+      lpc_cp_wait<2>(); /* V part of this round's tile */
+      __syncwarp();
+      sb = slot(2 * r + 1) - P.vc; /* V offsets are from the head section's start */
       if (any) {
         /* online softmax against the chunk's running max, then P^ */
         lpc_step sp[2];
@@ -440,6 +457,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         }
       }
       __syncwarp();
+      issue(2 * r + 4);
     }
     lpc_cp_wait<0>();
   }
@@ -449,6 +467,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     const int jh0 = LOW ? max(j0, max(len - Sq, 0) / T) : j0;
     const int nh = j1 - jh0;
     const int64_t hoff = (int64_t)h * T * D * 2;
+    const bool dbl = wr >= 2 * SM::HSUB;
     auto hsrc = [&](int j, bool v) -> const uint8_t * {
       if (LOW) {
         const uint8_t *sl = P.mem + (int64_t)slot * P.slot_bytes + (v ? P.rv : P.rk);
@@ -460,7 +479,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     auto issue = [&](int k) {
       if (k < nh) {
         const int j = jh0 + k;
-        uint8_t *dst = mybuf + (k & 1) * stg;
+        uint8_t *dst = mybuf + (dbl ? (k & 1) * SM::HSUB : 0);
         const uint8_t *ks = hsrc(j, false), *vs = hsrc(j, true);
         for (int c = lane; c < 16 * D / 8; c += 32) {
           const int kk = c / (D / 8), part = c % (D / 8), key = j * T + 16 * warp + kk;
@@ -472,15 +491,20 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       }
       lpc_cp_commit();
     };
-    if (nh > 0) issue(0);
+    if (dbl && nh > 0) issue(0);
     for (int k = 0; k < nh; k++) {
       const int j = jh0 + k, key0 = j * T + 16 * warp;
-      if (k + 1 < nh) issue(k + 1);
-      else lpc_cp_commit();
-      lpc_cp_wait<1>();
+      if (!dbl) { /* one buffer (low pools: at most two high tiles) */
+        issue(k);
+        lpc_cp_wait<0>();
+      } else {
+        if (k + 1 < nh) issue(k + 1);
+        else lpc_cp_commit();
+        lpc_cp_wait<1>();
+      }
       __syncwarp();
       if (key0 >= len) continue;
-      const unsigned short *Ks = (const unsigned short *)(mybuf + (k & 1) * stg), *Vs = Ks + 16 * LDH;
+      const unsigned short *Ks = (const unsigned short *)(mybuf + (dbl ? (k & 1) * SM::HSUB : 0)), *Vs = Ks + 16 * LDH;
       bool vis[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) vis[i] = R.live[i] && key0 <= R.p[i] && (!LOW || j == R.p[i] / T);
@@ -604,8 +628,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW>
 static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
-  const int stg = lpd_smem<D>::stage(a->pool.head_bytes, LOW);
-  const size_t smem = lpd_smem<D>::bytes(stg);
+  const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW);
+  const size_t smem = lpd_smem<D>::bytes(wr);
   if (smem > LPC_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
