@@ -259,7 +259,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
         for (int mt = 0; mt < 4; mt++) {
           const int kA = 16 * (g >> 1) + 4 * mt + (g & 1), kB = kA + 2;
-          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
+          /* two accumulators (even / odd k-steps): shorter mma dependency chains */
+          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
           if (FMT == LPATTN_FMT_FP8) {
             const uint8_t *pa = sb + P.kc + (size_t)kA * D + CW * t, *pb = sb + P.kc + (size_t)kB * D + CW * t;
 #pragma unroll
@@ -269,7 +270,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
               for (int k = 0; k < 4; k++) {
                 const uint32_t af[4] = {lpd_e4m3x2(xa[k]), lpd_e4m3x2(xb[k]), lpd_e4m3x2(xa[k] >> 16), lpd_e4m3x2(xb[k] >> 16)};
-                lpd_mma16(c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
+                lpd_mma16(k & 1 ? c2 : c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
               }
             }
             kf[0] = ((const float *)(sb + P.ko))[kA], kf[1] = ((const float *)(sb + P.ko))[kB];
@@ -303,24 +304,24 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
               kf[e] = FMT == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode((uint8_t)kmax) * 64.0f
                                              : ((const float *)(sb + P.ko))[key] * 64.0f;
             }
-            const int g0 = CW * t / GS;
 #pragma unroll
             for (int u = 0; u < CW / 8; u++) {
               uint32_t ha[4], hb[4];
               lpd_fp4x8(w[0][u], ha), lpd_fp4x8(w[1][u], hb);
 #pragma unroll
               for (int k = 0; k < 2; k++) {
-                const int s2 = 2 * u + k, gi = (CW * t + 4 * s2) / GS - g0;
+                /* group of step s2 among this lane's: a constant (CW t is a multiple of GS, or one group) */
+                const int s2 = 2 * u + k, gi = CW >= GS ? 4 * s2 / GS : 0;
                 const uint32_t af[4] = {lpd_hmul2(ha[2 * k], ksc[0][gi]), lpd_hmul2(hb[2 * k], ksc[1][gi]),
                                         lpd_hmul2(ha[2 * k + 1], ksc[0][gi]), lpd_hmul2(hb[2 * k + 1], ksc[1][gi])};
-                lpd_mma16(c, af, qb[s2][0], qb[s2][1]);
+                lpd_mma16(k & 1 ? c2 : c, af, qb[s2][0], qb[s2][1]);
               }
             }
           }
 #pragma unroll
           for (int e = 0; e < 4; e++) {
             const int i = e & 1;
-            const float v = (c[e] * kf[e >> 1]) * (i ? qs1 : qs0);
+            const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
             s[mt][e] = vis[i] ? v : lpc_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
@@ -601,10 +602,12 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     if (live(r)) {
       float M = lpc_ninf(), f[8];
       int n = 0;
+#pragma unroll
       for (int w = 0; w < 8; w++) M = fmaxf(M, mr[(w * 8 + r) * 4]);
       lpc_row m;
       lpc_row_init(&m);
       m.m = M;
+#pragma unroll
       for (int w = 0; w < 8; w++) {
         const float *x = mr + (w * 8 + r) * 4;
         f[w] = x[0] == lpc_ninf() ? 0.0f : expf(x[0] - M);
@@ -617,6 +620,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       const int64_t pr = prow(r);
       for (int d = part; d < D; d += 16) {
         float y = 0.0f;
+#pragma unroll
         for (int w = 0; w < 8; w++)
           if (f[w] != 0.0f) y += mo[(w * 8 + r) * D + d] * f[w];
         a.part_o[pr * D + d] = y * inv_l;
