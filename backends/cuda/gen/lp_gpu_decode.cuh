@@ -217,6 +217,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
    * Key order: lane (g, t) holds keys 16(g/2) + 4mt + (g&1) (+2) of m-tile
    * mt, and after the transpose of P the keys 16t..16t+15: one 16-key group. */
   if (LOW) {
+    /* layout offsets within a head section, as 32-bit ints (cheap address math) */
+    const int kc_ = (int)P.kc, ks_ = (int)P.ks, ko_ = (int)P.ko, vc_ = (int)P.vc, vs_ = (int)P.vs,
+              vo_ = (int)P.vo, hb_ = (int)P.head_bytes;
     uint32_t qb[KS][2];
 #pragma unroll
     for (int s = 0; s < KS; s++) {
@@ -235,10 +238,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       if (r < rounds && j < jl1) {
         const uint8_t *src = page_ptr(j);
         uint8_t *dst = slot(q);
-        const int64_t o0 = (q & 1) ? P.vc : 0, o1 = (q & 1) ? P.head_bytes : P.vc;
-        const int n16 = (int)((o1 - o0) / 16);
-        for (int c = lane; c < n16; c += 32)
-          lpc_cp16(dst + 16 * c, src ? src + P.head_bytes * h + o0 + 16 * c : (const void *)P.mem, src ? 16 : 0);
+        const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_, n16 = (o1 - o0) / 16;
+        const uint8_t *from = src ? src + (int64_t)hb_ * h + o0 : P.mem;
+        for (int c = lane; c < n16; c += 32) lpc_cp16(dst + 16 * c, from + (src ? 16 * c : 0), src ? 16 : 0);
       }
       lpc_cp_commit();
     };
@@ -262,7 +264,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           /* two accumulators (even / odd k-steps): shorter mma dependency chains */
           float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
           if (FMT == LPATTN_FMT_FP8) {
-            const uint8_t *pa = sb + P.kc + (size_t)kA * D + CW * t, *pb = sb + P.kc + (size_t)kB * D + CW * t;
+            const uint8_t *pa = sb + kc_ + kA * D + CW * t, *pb = sb + kc_ + kB * D + CW * t;
 #pragma unroll
             for (int u = 0; u < CW / 16; u++) {
               const uint4 wa = *(const uint4 *)(pa + 16 * u), wb = *(const uint4 *)(pb + 16 * u);
@@ -273,14 +275,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
                 lpd_mma16(k & 1 ? c2 : c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
               }
             }
-            kf[0] = ((const float *)(sb + P.ko))[kA], kf[1] = ((const float *)(sb + P.ko))[kB];
+            kf[0] = ((const float *)(sb + ko_))[kA], kf[1] = ((const float *)(sb + ko_))[kB];
           } else {
             constexpr int GS = FMT == LPATTN_FMT_MXFP4 ? 32 : 16, NGL = CW / GS > 0 ? CW / GS : 1;
             uint32_t w[2][CW / 8], ksc[2][NGL];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
               const int key = e ? kB : kA;
-              const uint8_t *kp = sb + P.kc + (size_t)key * (D / 2) + (CW / 2) * t;
+              const uint8_t *kp = sb + kc_ + key * (D / 2) + (CW / 2) * t;
               if (CW == 16) {
                 const uint2 x = *(const uint2 *)kp;
                 w[e][0] = x.x, w[e][1] = x.y;
@@ -291,7 +293,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
                   w[e][4 * u] = x.x, w[e][4 * u + 1] = x.y, w[e][4 * u + 2] = x.z, w[e][4 * u + 3] = x.w;
                 }
               }
-              const uint8_t *ksr = sb + P.ks + (size_t)key * (D / GS);
+              const uint8_t *ksr = sb + ks_ + key * (D / GS);
               const int g0 = CW * t / GS;
               int kmax = 0;
               if (FMT == LPATTN_FMT_MXFP4)
@@ -302,7 +304,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
                 ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
               }
               kf[e] = FMT == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode((uint8_t)kmax) * 64.0f
-                                             : ((const float *)(sb + P.ko))[key] * 64.0f;
+                                             : ((const float *)(sb + ko_))[key] * 64.0f;
             }
 #pragma unroll
             for (int u = 0; u < CW / 8; u++) {
@@ -345,7 +347,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       issue(2 * r + 3); /* the K slot is free (every warp passed the exchange) */
       lpc_cp_wait<2>(); /* V part of this round's tile */
       __syncwarp();
-      sb = slot(2 * r + 1) - P.vc; /* V offsets are from the head section's start */
+      sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
       if (any) {
         /* online softmax against the chunk's running max, then P^ */
         lpc_step sp[2];
@@ -418,31 +420,31 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           const int cA = 16 * ct + g, cB = cA + 8;
           float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, vcol[2];
           if (FMT == LPATTN_FMT_FP8) {
-            const uint4 wa = *(const uint4 *)(sb + P.vc + (size_t)cA * T + 16 * t);
-            const uint4 wb = *(const uint4 *)(sb + P.vc + (size_t)cB * T + 16 * t);
+            const uint4 wa = *(const uint4 *)(sb + vc_ + cA * T + 16 * t);
+            const uint4 wb = *(const uint4 *)(sb + vc_ + cB * T + 16 * t);
             const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
             for (int mt = 0; mt < 4; mt++) {
               const uint32_t af[4] = {lpd_e4m3x2(xa[mt]), lpd_e4m3x2(xb[mt]), lpd_e4m3x2(xa[mt] >> 16), lpd_e4m3x2(xb[mt] >> 16)};
               lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
             }
-            vcol[0] = ((const float *)(sb + P.vo))[cA], vcol[1] = ((const float *)(sb + P.vo))[cB];
+            vcol[0] = ((const float *)(sb + vo_))[cA], vcol[1] = ((const float *)(sb + vo_))[cB];
           } else {
             uint32_t hv[2][8], scl[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
               const int ch = e ? cB : cA;
-              const uint2 w = *(const uint2 *)(sb + P.vc + (size_t)ch * (T / 2) + 8 * t);
+              const uint2 w = *(const uint2 *)(sb + vc_ + ch * (T / 2) + 8 * t);
               lpd_fp4x8(w.x, hv[e]), lpd_fp4x8(w.y, hv[e] + 4);
               if (FMT == LPATTN_FMT_MXFP4) {
-                const uint8_t *vsr = sb + P.vs + (size_t)ch * 2;
+                const uint8_t *vsr = sb + vs_ + ch * 2;
                 const int vmax = max((int)vsr[0], (int)vsr[1]);
                 scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax);
                 vcol[e] = lpc_e8m0_decode((uint8_t)vmax) * 64.0f;
               } else {
-                const uint32_t sbyte = sb[P.vs + (size_t)ch * 4 + t];
+                const uint32_t sbyte = sb[vs_ + ch * 4 + t];
                 scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);
-                vcol[e] = ((const float *)(sb + P.vo))[ch] * 64.0f;
+                vcol[e] = ((const float *)(sb + vo_))[ch] * 64.0f;
               }
             }
 #pragma unroll
