@@ -4,7 +4,9 @@
  * attention over its keys, the last a causal prefill of its rows, merged by
  * SPEC 7 in chunk order); shuffled pages give bitwise the same outputs; a
  * batch of mixed lengths equals each sequence decoded alone (bitwise);
- * appending one token at a time equals appending many; a CUDA graph of
+ * appending one token at a time equals appending many; a sequence forked
+ * from another (shared completed pages, slot copied) equals the same tokens
+ * appended to a pool of their own (bitwise); a CUDA graph of
  * append + decode replays to the same bits. Exit 77 without a GPU, or when
  * the backend has no paged decode (HIP for now). */
 #include "cudatest.h"
@@ -14,7 +16,7 @@
 #endif
 
 enum { HQ = 8, HKV = 2, D = 128, T = 64, NS = 3, MAXP = 48 };
-static const int LEN[NS] = {2200, 450, 70};
+static int LEN[NS] = {2200, 450, 70}; /* the prefix case changes them for a while */
 
 typedef struct { /* one sequence's tokens: host + device, [1, H, L, D] f16 */
   ct_pair k, v, q;
@@ -222,6 +224,54 @@ static int run_prec(lpattn_ctx *cu, lpattn_ctx *ref, seqdata *sd, lpattn_precisi
   return 1;
 }
 
+
+/* Prefix sharing: Y shares X's completed pages up to `fork` tokens (its slot
+ * copied from X's; HIGH forks at a page boundary: no page to copy), then
+ * appends its own tokens; decoding Y (and X) equals the same tokens in a
+ * pool of their own, bitwise. */
+static void prefix_case(lpattn_ctx *cu, seqdata *sd, lpattn_precision prec) {
+  const int fork = prec == LPATTN_PREC_HIGH ? 1024 : 1000, total = 1300;
+  seqdata mix; /* sd[0]'s first `fork` tokens, then tokens of its positions 1300.. */
+  mix.L = total;
+  mix.k = ct_make(LPATTN_F16, 1, HKV, total, D), mix.v = ct_make(LPATTN_F16, 1, HKV, total, D);
+  mix.q = ct_make(LPATTN_F16, 1, HQ, total, D);
+  ct_pair *dst[3] = {&mix.k, &mix.v, &mix.q}, *src[3] = {&sd[0].k, &sd[0].v, &sd[0].q};
+  for (int x = 0; x < 3; x++) {
+    const int H = x == 2 ? HQ : HKV;
+    for (int h = 0; h < H; h++) {
+      uint16_t *o = (uint16_t *)dst[x]->h.data + (size_t)h * total * D, *i = (uint16_t *)src[x]->h.data + (size_t)h * sd[0].L * D;
+      memcpy(o, i, (size_t)fork * D * 2);
+      memcpy(o + (size_t)fork * D, i + (size_t)1300 * D, (size_t)(total - fork) * D * 2);
+    }
+    ct_up(dst[x]);
+  }
+  seqdata tmp[NS] = {sd[0], sd[1], mix};
+  pooled P, R;
+  if (!pool_make(cu, &P, prec, 0)) return;
+  CHECK(pool_make(cu, &R, prec, 3), "pool");
+  const int save0 = LEN[0], save2 = LEN[2];
+  fill(cu, &P, tmp, 0, 0, fork, 100);
+  for (int i = 0; i < fork / T; i++) P.table[2][i] = P.table[0][i]; /* shared completed pages */
+  ht_up(P.d_table, P.table, sizeof P.table);
+  CHECK_STATUS(lpattn_kv_slot_copy(cu, P.pool, NS - 0, NS - 2), LPATTN_OK);
+  fill(cu, &P, tmp, 2, fork, total, 7);
+  fill(cu, &R, tmp, 2, 0, total, 128), fill(cu, &R, tmp, 0, 0, fork, 128);
+  LEN[0] = fork, LEN[2] = total;
+  for (int sq = 1; sq <= 3; sq += 2) {
+    const int both[2] = {0, 2};
+    outs a = outs_make(2, sq), b = outs_make(2, sq);
+    CHECK_STATUS(decode(cu, &P, tmp, both, 2, sq, &a), LPATTN_OK);
+    CHECK_STATUS(decode(cu, &R, tmp, both, 2, sq, &b), LPATTN_OK);
+    CHECK(same_bits(&a.o, 0, &b.o, 0) && same_bits(&a.l, 0, &b.l, 0), "prec %d sq %d: prefix owner differs", prec, sq);
+    CHECK(same_bits(&a.o, 1, &b.o, 1) && same_bits(&a.l, 1, &b.l, 1), "prec %d sq %d: forked sequence differs", prec, sq);
+    outs_free(&a), outs_free(&b);
+  }
+  printf("prefix sharing (prec %d, fork at %d): forked and owner sequences match own pools\n", prec, fork);
+  LEN[0] = save0, LEN[2] = save2;
+  pool_drop(&P), pool_drop(&R);
+  ct_free(&mix.k), ct_free(&mix.v), ct_free(&mix.q);
+}
+
 #if !defined(LPATTN_TEST_HIP)
 /* append one token + decode captured in a graph, replayed step by step,
  * equals the same calls made directly on a second pool */
@@ -303,6 +353,8 @@ int main(void) {
   const lpattn_precision precs[4] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4, LPATTN_PREC_FP8};
   int ran = 0;
   for (int i = 0; i < 4; i++) ran += run_prec(cu, ref, sd, precs[i]);
+  if (ran)
+    for (int i = 0; i < 4; i++) prefix_case(cu, sd, precs[i]);
 #if !defined(LPATTN_TEST_HIP)
   if (ran) graph_case(cu, sd, LPATTN_PREC_NVFP4);
 #endif
