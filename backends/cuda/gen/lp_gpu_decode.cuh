@@ -114,8 +114,8 @@ template <int D> struct lpd_smem {
     if (r < merge) r = merge;
     return (int)((r + 127) / 128 * 128);
   }
-  static __host__ __device__ size_t bytes(int wr) {
-    return (size_t)4 * wr + 16 * LDH * 2 + 8 * D * 2 + 8 * 4 + 2 * 4 * 8 * 4;
+  static __host__ __device__ size_t bytes(int wr, bool low) { /* low: Q's inner values too */
+    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4;
   }
 };
 
@@ -139,7 +139,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   uint8_t *stages = lpd_sm;
   unsigned short *Qh = (unsigned short *)(lpd_sm + 4 * wr);
   unsigned short *Ql = Qh + 16 * LDH;
-  float *qf = (float *)(Ql + 8 * D), *xm = qf + 8;
+  float *qf = (float *)(Ql + (LOW ? 8 * D : 0)), *xm = qf + 8;
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
   const int j0 = chunk * a.chunk_tiles, j1 = min(j0 + a.chunk_tiles, ntile);
   const int32_t slot = a.seqs.slots[b];
@@ -635,7 +635,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW>
 static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
   const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW);
-  const size_t smem = lpd_smem<D>::bytes(wr);
+  const size_t smem = lpd_smem<D>::bytes(wr, LOW);
   if (smem > LPC_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;

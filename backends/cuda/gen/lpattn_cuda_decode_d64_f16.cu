@@ -4,7 +4,7 @@
  * NVFP4, MXFP4, FP8); the host entry of the variant's name picks one. */
 #include "lp_gpu_decode.cuh"
 
-extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_high(const lp_gpu_pdecode_args a) {
+extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d64_f16_high(const lp_gpu_pdecode_args a) {
   lpattn_cuda::lpd_body<lpattn_cuda::lpc_f16, 64, -1>(a);
 }
 
