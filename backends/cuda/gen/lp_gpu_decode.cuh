@@ -103,11 +103,11 @@ template <int D> struct lpd_smem {
    * [0, vc) or V part [vc, head_bytes) of a page's head section), at least
    * one high sub-block; high pools, two high sub-blocks. The final merge
    * reuses the 4 regions. */
-  static __host__ __device__ int region(int64_t head_bytes, int64_t vc, bool low) {
+  static __host__ __device__ int region(int64_t head_bytes, int64_t vc, bool low, int ring) {
     int64_t r = 2 * HSUB;
     if (low) {
       const int64_t half = vc > head_bytes - vc ? vc : head_bytes - vc;
-      r = 3 * ((half + 127) / 128 * 128);
+      r = ring * ((half + 127) / 128 * 128);
       if (r < HSUB) r = HSUB;
     }
     const int64_t merge = (int64_t)8 * 8 * (D + 4) * 4 / 4;
@@ -123,7 +123,7 @@ struct lpd_rows { /* the two rows of a lane (g, g + 8) */
   int live[2], p[2];
 };
 
-template <typename HT, int D, int FMT>
+template <typename HT, int D, int FMT, int RING>
 __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   typedef lpd_smem<D> SM;
   constexpr int T = LPD_T, LDH = SM::LDH, NB = D / 8, KS = D / 16, CW = D / 4;
@@ -135,7 +135,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   const int G = P.Hq / P.Hkv, nrb = (G * a.Sq + 7) / 8; /* blocks of 8 query rows */
   const int h = blockIdx.y / nrb, rb = blockIdx.y % nrb;
   const int len = a.seqs.lens[b], Sq = a.Sq;
-  const int wr = SM::region(P.head_bytes, P.vc, LOW);
+  const int wr = SM::region(P.head_bytes, P.vc, LOW, RING);
   uint8_t *stages = lpd_sm;
   unsigned short *Qh = (unsigned short *)(lpd_sm + 4 * wr);
   unsigned short *Ql = Qh + 16 * LDH;
@@ -230,8 +230,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     const int jl1 = min(j1, (len - 1) / T);
     const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
     float mrun[2] = {lpc_ninf(), lpc_ninf()};
-    const int sl = wr / 3 / 16 * 16; /* ring slot of a half tile */
-    auto slot = [&](int q) { return mybuf + (q % 3) * sl; };
+    const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */
+    auto slot = [&](int q) { return mybuf + (q % RING) * sl; };
     /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile */
     auto issue = [&](int q) {
       const int r = q >> 1, j = j0 + 4 * r + warp;
@@ -244,11 +244,12 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       }
       lpc_cp_commit();
     };
-    if (rounds) issue(0), issue(1), issue(2);
+    if (rounds)
+      for (int q = 0; q < RING; q++) issue(q);
     for (int r = 0; r < rounds; r++) {
       const int j = j0 + 4 * r + warp;
       const bool has = j < jl1;
-      lpc_cp_wait<2>(); /* K part of this round's tile */
+      lpc_cp_wait<RING - 1>(); /* K part of this round's tile */
       __syncwarp();
       const uint8_t *sb = slot(2 * r);
       bool vis[2];
@@ -344,8 +345,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         }
         pm[i] = m, mrun[i] = all;
       }
-      issue(2 * r + 3); /* the K slot is free (every warp passed the exchange) */
-      lpc_cp_wait<2>(); /* V part of this round's tile */
+      issue(2 * r + RING); /* the K slot is free (every warp passed the exchange) */
+      lpc_cp_wait<RING - 1>(); /* V part of this round's tile */
       __syncwarp();
       sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
       if (any) {
@@ -460,7 +461,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         }
       }
       __syncwarp();
-      issue(2 * r + 4);
+      issue(2 * r + RING + 1);
     }
     lpc_cp_wait<0>();
   }
@@ -632,9 +633,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   }
 }
 
-template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW>
+template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
 static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
-  const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW);
+  const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW, RING);
   const size_t smem = lpd_smem<D>::bytes(wr, LOW);
   if (smem > LPC_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)

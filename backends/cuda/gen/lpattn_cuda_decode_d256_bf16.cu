@@ -5,28 +5,28 @@
 #include "lp_gpu_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d256_bf16_high(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, -1>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, -1, 3>(a);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d256_bf16_nvfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 0>(a);
+extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_bf16_nvfp4(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 0, 2>(a);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d256_bf16_mxfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 1>(a);
+extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_bf16_mxfp4(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 1, 2>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d256_bf16_fp8(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 256, 2, 3>(a);
 }
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_decode_d256_bf16(const lp_gpu_pdecode_args *a, cudaStream_t s) {
-  if (!a->pool.has_low) return lpd_launch<::lpattn_cuda_decode_d256_bf16_high, 256, false>(a, s);
+  if (!a->pool.has_low) return lpd_launch<::lpattn_cuda_decode_d256_bf16_high, 256, false, 3>(a, s);
   switch (a->pool.fmt) {
-  case LPATTN_FMT_NVFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_nvfp4, 256, true>(a, s);
-  case LPATTN_FMT_MXFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_mxfp4, 256, true>(a, s);
-  default: return lpd_launch<::lpattn_cuda_decode_d256_bf16_fp8, 256, true>(a, s);
+  case LPATTN_FMT_NVFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_nvfp4, 256, true, 2>(a, s);
+  case LPATTN_FMT_MXFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_mxfp4, 256, true, 2>(a, s);
+  default: return lpd_launch<::lpattn_cuda_decode_d256_bf16_fp8, 256, true, 3>(a, s);
   }
 }
 } // namespace lpattn_cuda
