@@ -14,7 +14,7 @@ from collections import namedtuple
 Variant = namedtuple("Variant", "backend op head_dim dtype")
 Variant.__new__.__defaults__ = (None,) * 2  # head_dim, dtype default to run time
 
-OPS = ("attn", "quant", "dequant", "merge")  # decode runs the attn kernels
+OPS = ("attn", "quant", "dequant", "merge", "decode")  # decode: the paged decode kernels
 DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
 
@@ -41,10 +41,12 @@ def _gpu(backend, which):
     # CUDA and HIP render the same templates (templates/gpu). Register tiles
     # (mma.sync fragments, MFMA operands) need the head dim and the 16-bit
     # input type at compile time; precision, mask, PASA and entropy are
-    # run-time branches. Decode runs the attn kernels (absolute query tiles,
-    # split KV). The default set keeps CI's multi-arch builds short.
+    # run-time branches. Prefill runs the attn kernels, paged decode its own
+    # (split KV over page chunks). The default set keeps CI's multi-arch builds short.
     dims = (64, 128) if which == "default" else HEAD_DIMS
     out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
+    # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
+    out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 

@@ -15,7 +15,7 @@ fails += v != want or names.name(v) != example
 for vv in manifest.variants("all") + [v, v._replace(head_dim=None), v._replace(dtype=None)]:
     fails += names.parse(names.name(vv)) != vv
 for bad in ("lpattn_cpu_attn_f16_d128", "lpattn_cpu_attn_zz", "foo_cpu_attn", "lpattn_cpu_attn_f16_bf16",
-            "lpattn_cpu_decode", "lpattn_cpu_attn_d128_f16_nvfp4_causal"):
+            "lpattn_cpu_paged", "lpattn_cpu_attn_d128_f16_nvfp4_causal"):
     try:
         names.parse(bad)
         fails += 1

@@ -2,6 +2,7 @@
  * workspace it owns (grown on demand: the only allocation a call may make),
  * and the backend's vtable. */
 #include "gpu_backend.h"
+#include "kv_pool.h" /* paged pool entries (kv_pool.cu) */
 
 namespace LPG_NS {
 
@@ -89,5 +90,10 @@ extern "C" const lpattn_backend_vtable *LPG_VTABLE_FN(void) {
   lpc_vtable.decode = lpc_decode;
   lpc_vtable.host_memory = lpc_host_memory;
   lpc_vtable.synchronize = lpc_sync;
+  lpc_vtable.pool_init = lpg_pool_init;
+  lpc_vtable.pool_fini = lpg_pool_fini;
+  lpc_vtable.kv_append = lpg_kv_append;
+  lpc_vtable.slot_copy = lpg_slot_copy;
+  lpc_vtable.paged_decode = lpg_paged_decode;
   return &lpc_vtable;
 }

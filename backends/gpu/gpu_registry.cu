@@ -23,6 +23,7 @@ namespace LPG_NS {
 #define LPC_DECL_MERGE(set, name)                              \
   lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
   lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s) { return name(a, s); }
+#define LPC_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
 #define LPATTN_KERNEL(set, name, op, hd, dt) LPC_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -35,6 +36,7 @@ static const struct {
 #define LPC_ROW_QUANT(set, name, hd, dt)
 #define LPC_ROW_DEQUANT(set, name, hd, dt)
 #define LPC_ROW_MERGE(set, name, hd, dt)
+#define LPC_ROW_DECODE(set, name, hd, dt)
 #define LPATTN_KERNEL(set, name, op, hd, dt) LPC_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL

@@ -1,0 +1,242 @@
+/* Host glue of the paged KV pool on the GPU backends (SPEC 9, lpattn.h
+ * "paged KV storage"): CUDA, and HIP when built with LPATTN_HIP (runtime
+ * names through backends/hip/vendor.h). Pool memory in device memory
+ * (cudaMalloc when the caller gives none), laid out by core/kvpage.h.
+ * Append and decode only enqueue kernels on the context's stream: lengths,
+ * slots and page tables are read on the device, so a decode step can be
+ * captured in a graph. The one exception is the decode's partial-state
+ * buffer, owned by the pool and grown (with a stream synchronization) when
+ * a call needs more than any call before it. */
+#include "kv_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvpage.h"
+#include "lp_gpu_args.h"
+#include "lp_gpu_kv_args.h"
+
+namespace LPG_NS {
+
+/* ---- kernels: decode variants and the quantizer (gen/registry.inc) -------- */
+typedef lpattn_status (*lpk_dec_fn)(const lp_gpu_pdecode_args *, cudaStream_t);
+#define LPK_SET_DEFAULT(...) __VA_ARGS__
+#if defined(LPATTN_CUDA_ALL_VARIANTS) || defined(LPATTN_HIP_ALL)
+#define LPK_SET_ALL(...) __VA_ARGS__
+#else
+#define LPK_SET_ALL(...)
+#endif
+#define LPK_DECL_ATTN(set, name)
+#define LPK_DECL_QUANT(set, name)                              \
+  lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
+  static lpattn_status (*const lpk_quant_k)(const lp_gpu_quant_args *, cudaStream_t) = name;
+#define LPK_DECL_DEQUANT(set, name)
+#define LPK_DECL_DECODE(set, name) LPK_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, cudaStream_t);)
+#define LPK_DECL_MERGE(set, name)
+#define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPK_DECL_##op(set, name)
+#include "registry.inc"
+#undef LPATTN_KERNEL
+
+static const struct {
+  int head_dim, dtype;
+  lpk_dec_fn fn;
+} lpk_dec_table[] = {
+#define LPK_ROW_DECODE(set, name, hd, dt) LPK_SET_##set({hd, dt, name}, )
+#define LPK_ROW_ATTN(set, name, hd, dt)
+#define LPK_ROW_QUANT(set, name, hd, dt)
+#define LPK_ROW_DEQUANT(set, name, hd, dt)
+#define LPK_ROW_MERGE(set, name, hd, dt)
+#define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPK_ROW_##op(set, name, hd, dt)
+#include "registry.inc"
+#undef LPATTN_KERNEL
+    {0, 0, NULL}};
+
+static lpk_dec_fn find_decode(int D, lpattn_dtype dt) {
+  for (size_t i = 0; lpk_dec_table[i].fn; i++)
+    if (lpk_dec_table[i].head_dim == D && lpk_dec_table[i].dtype == (int)dt) return lpk_dec_table[i].fn;
+  return NULL;
+}
+
+/* gen/lp_gpu_decode_append */
+lpattn_status lpk_append(const lp_gpu_append_args *a, cudaStream_t st);
+lpattn_status lpk_merge(const lp_gpu_merge_args *a, cudaStream_t st);
+
+/* ---- pool ------------------------------------------------------------------ */
+typedef struct {
+  lp_kv_layout L;
+  int device;
+  cudaStream_t stream;
+  float *part; /* decode partial states */
+  size_t part_bytes;
+} lpk_pool;
+
+#define CK(call) \
+  do { if ((call) != cudaSuccess) return LPATTN_ERR_BACKEND; } while (0)
+#define TRY(call) \
+  do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
+
+static lpk_pool *pool_of(lpattn_kv_pool *p) { return (lpk_pool *)p->impl; }
+
+lpattn_status lpg_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
+  const lpattn_kv_pool_params *p = &pool->p;
+  if (p->page_size != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
+    return LPATTN_ERR_UNSUPPORTED;
+  if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED; /* not yet on GPU */
+  if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;
+  lpk_pool *k = (lpk_pool *)calloc(1, sizeof *k);
+  if (!k) return LPATTN_ERR_OUT_OF_MEMORY;
+  lpattn_status st = lp_kv_layout_init(&k->L, p);
+  if (st != LPATTN_OK) {
+    free(k);
+    return st;
+  }
+  k->device = ctx->params.device;
+  k->stream = (cudaStream_t)ctx->params.stream;
+  if (cudaSetDevice(k->device) != cudaSuccess) {
+    free(k);
+    return LPATTN_ERR_BACKEND;
+  }
+  if (!pool->mem) {
+    void *m = NULL;
+    if (cudaMalloc(&m, pool->bytes ? pool->bytes : 1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      free(k);
+      return LPATTN_ERR_OUT_OF_MEMORY;
+    }
+    pool->mem = (uint8_t *)m;
+    pool->owned = 1;
+  }
+  /* slot headers (lengths) start at zero; pages are written before read */
+  if (cudaMemsetAsync(pool->mem, 0, (size_t)p->num_slots * k->L.slot_bytes, k->stream) != cudaSuccess) {
+    if (pool->owned) (void)cudaFree(pool->mem), pool->mem = NULL, pool->owned = 0;
+    free(k);
+    return LPATTN_ERR_BACKEND;
+  }
+  pool->impl = k;
+  return LPATTN_OK;
+}
+
+void lpg_pool_fini(lpattn_kv_pool *pool) {
+  lpk_pool *k = pool_of(pool);
+  if (!k) return;
+  (void)cudaSetDevice(k->device);
+  (void)cudaStreamSynchronize(k->stream);
+  if (pool->owned) (void)cudaFree(pool->mem), pool->mem = NULL, pool->owned = 0;
+  (void)cudaFree(k->part);
+  free(k);
+  pool->impl = NULL;
+}
+
+static lp_gpu_pool gpu_pool(lpattn_kv_pool *pool) {
+  const lp_kv_layout *L = &pool_of(pool)->L;
+  lp_gpu_pool g;
+  memset(&g, 0, sizeof g);
+  g.mem = pool->mem;
+  g.num_slots = pool->p.num_slots, g.num_pages = pool->p.num_pages;
+  g.slot_bytes = (int64_t)L->slot_bytes, g.page_bytes = (int64_t)L->page_bytes;
+  g.kc = L->kc, g.ks = L->ks, g.ko = L->ko, g.vc = L->vc, g.vs = L->vs, g.vo = L->vo;
+  g.head_bytes = L->head_bytes, g.kmean = L->kmean, g.qmean = L->qmean, g.hk = L->hk, g.hv = L->hv;
+  g.rk = L->rk, g.rv = L->rv, g.qrows = L->qrows;
+  g.T = L->T, g.D = L->D, g.Hkv = L->Hkv, g.Hq = L->Hq;
+  g.prec = L->prec, g.fmt = L->fmt, g.hdt = pool->p.high_dtype;
+  g.has_low = L->has_low, g.has_high_pages = L->has_high_pages, g.has_ring = L->has_ring;
+  g.mx_round_up = pool->p.mx_scale_round_up;
+  return g;
+}
+
+static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
+  lp_gpu_seqs s;
+  s.num_seqs = b->num_seqs;
+  s.slots = (const int32_t *)b->slots.data, s.lens = (const int32_t *)b->lengths.data;
+  s.table = (const int32_t *)b->page_table.data;
+  s.table_stride = b->page_table.stride[2], s.max_pages = b->page_table.shape[3];
+  return s;
+}
+
+lpattn_status lpg_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call) {
+  (void)ctx;
+  lpk_pool *k = pool_of(pool);
+  if (call->n > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  CK(cudaSetDevice(k->device));
+  lp_gpu_append_args a;
+  memset(&a, 0, sizeof a);
+  a.pool = gpu_pool(pool), a.seqs = gpu_seqs(call->batch);
+  a.k = call->k->data, a.v = call->v->data, a.kdt = call->k->dtype, a.vdt = call->v->dtype;
+  memcpy(a.sk, call->k->stride, sizeof a.sk), memcpy(a.sv, call->v->stride, sizeof a.sv);
+  a.n = (int)call->n;
+  return lpk_append(&a, k->stream);
+}
+
+lpattn_status lpg_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst) {
+  (void)ctx;
+  lpk_pool *k = pool_of(pool);
+  if (src == dst) return LPATTN_OK;
+  CK(cudaSetDevice(k->device));
+  const size_t sb = k->L.slot_bytes;
+  CK(cudaMemcpyAsync(pool->mem + (size_t)dst * sb, pool->mem + (size_t)src * sb, sb,
+                     cudaMemcpyDeviceToDevice, k->stream));
+  return LPATTN_OK;
+}
+
+lpattn_status lpg_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                               const lpattn_attn_problem *pr) {
+  (void)ctx;
+  lpk_pool *k = pool_of(pool);
+  const lp_kv_layout *L = &k->L;
+  if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
+  lpk_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
+  if (!fn) return LPATTN_ERR_UNSUPPORTED;
+  const int ns = batch->num_seqs, Hq = L->Hq, D = L->D, Sq = (int)pr->q->shape[2];
+  if (ns <= 0) return LPATTN_OK;
+  if (Sq < 1 || Sq > L->T) return LPATTN_ERR_INVALID_ARGUMENT;
+  CK(cudaSetDevice(k->device));
+  const int64_t span = (int64_t)L->T * LP_DECODE_CHUNK_TILES;
+  const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1);
+  const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
+  const size_t qbytes = L->has_low ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
+  const size_t need = rows * ((size_t)D + 2) * 4 + qbytes;
+  if (need > k->part_bytes) { /* grows only; warm it up before graph capture */
+    CK(cudaStreamSynchronize(k->stream));
+    (void)cudaFree(k->part);
+    k->part = NULL, k->part_bytes = 0;
+    if (cudaMalloc(&k->part, need + need / 4) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return LPATTN_ERR_OUT_OF_MEMORY;
+    }
+    k->part_bytes = need + need / 4;
+  }
+  lp_gpu_pdecode_args a;
+  memset(&a, 0, sizeof a);
+  a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
+  a.q = pr->q->data;
+  memcpy(a.sq, pr->q->stride, sizeof a.sq);
+  a.Sq = Sq, a.nchunk = nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
+  a.part_o = k->part, a.part_l = k->part + rows * D, a.part_h = a.part_l + rows;
+  if (L->has_low) { /* the queries quantized once per token, by the backend's quantizer */
+    uint8_t *qb = (uint8_t *)(a.part_h + rows);
+    const int G = L->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
+    lp_gpu_quant_args qa;
+    memset(&qa, 0, sizeof qa);
+    qa.x = pr->q->data, qa.dtype = pr->q->dtype;
+    memcpy(qa.sx, pr->q->stride, sizeof qa.sx);
+    qa.B = ns, qa.H = Hq, qa.S = Sq, qa.D = D;
+    qa.format = L->fmt, qa.axis = LPATTN_AXIS_D, qa.tile = 64, qa.mx_round_up = pool->p.mx_scale_round_up;
+    const size_t oo = (qrows * (D + D / G) + 15) / 16 * 16;
+    qa.codes = qb, qa.scales = qb + qrows * D, qa.outer = (float *)(qb + oo);
+    qa.rows = Sq;
+    TRY(lpk_quant_k(&qa, k->stream));
+    a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
+  }
+  TRY(fn(&a, k->stream));
+  lp_gpu_merge_args m;
+  memset(&m, 0, sizeof m);
+  m.n = nchunk, m.part_o = a.part_o, m.part_l = a.part_l, m.part_h = a.part_h;
+  m.B = ns, m.H = Hq, m.S = Sq, m.D = D;
+  m.out = pr->out->data, m.out_dtype = pr->out->dtype;
+  memcpy(m.sout, pr->out->stride, sizeof m.sout);
+  if (pr->lse) m.lse = (float *)pr->lse->data, memcpy(m.slse, pr->lse->stride, sizeof m.slse);
+  if (pr->entropy) m.ent = (float *)pr->entropy->data, memcpy(m.sent, pr->entropy->stride, sizeof m.sent);
+  return lpk_merge(&m, k->stream);
+}
+
+} // namespace LPG_NS

@@ -1,0 +1,66 @@
+/* Arguments of the paged-pool kernels (templates/gpu/lp_gpu_decode*.j2),
+ * shared by their host glue (backends/gpu/kv_pool.cu) and the generated
+ * kernels. Plain C, passed by value. Byte offsets are those of
+ * core/kvpage.h's lp_kv_layout. */
+#ifndef LP_GPU_KV_ARGS_H
+#define LP_GPU_KV_ARGS_H
+
+#include <stdint.h>
+#include "lpattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where things are in the pool: slots then pages (kvpage.h). */
+typedef struct {
+  uint8_t *mem;
+  int64_t num_slots, num_pages;
+  int64_t slot_bytes, page_bytes;
+  /* page sections; head h adds h * head_bytes to the low ones */
+  int64_t kc, ks, ko, vc, vs, vo, head_bytes, kmean, qmean, hk, hv;
+  /* slot sections */
+  int64_t rk, rv, qrows;
+  int T, D, Hkv, Hq;
+  int prec, fmt, hdt; /* lpattn_precision, low lpattn_format, high dtype */
+  int has_low, has_high_pages, has_ring, mx_round_up;
+} lp_gpu_pool;
+
+/* The sequences of a call (device tensors). */
+typedef struct {
+  int num_seqs;
+  const int32_t *slots, *lens, *table;
+  int64_t table_stride; /* elements between two sequences' rows */
+  int64_t max_pages;    /* columns of the table */
+} lp_gpu_seqs;
+
+/* Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]. */
+typedef struct {
+  lp_gpu_pool pool;
+  lp_gpu_seqs seqs;
+  const void *k, *v;
+  int kdt, vdt;
+  int64_t sk[4], sv[4];
+  int n;
+  int phase; /* put kernel: 1 = the first tile's tokens (to the ring), 2 = the rest */
+} lp_gpu_append_args;
+
+/* Paged decode: q [num_seqs, Hq, Sq, D]; partial states per chunk of
+ * LP_DECODE_CHUNK_TILES tiles, merged afterwards (SPEC 7, chunk order). */
+typedef struct {
+  lp_gpu_pool pool;
+  lp_gpu_seqs seqs;
+  const void *q;
+  int64_t sq[4];
+  int Sq, nchunk, chunk_tiles;
+  float sm_scale;
+  /* low pools: q quantized per token (lpattn_qtensor AXIS_D layout, [num_seqs][Hq][Sq]) */
+  const uint8_t *qcodes, *qscales;
+  const float *qouter;
+  float *part_o, *part_l, *part_h; /* [nchunk][num_seqs][Hq][Sq](.D) */
+} lp_gpu_pdecode_args;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
