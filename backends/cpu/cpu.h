@@ -81,14 +81,15 @@ struct DecJob {
   int low;                 // some tile may be low
   int qfmt, pfmt, fp4;     // QP_* formats of Q/K/V and of P; FP4 codes
   int gshift;              // log2 of the FP4 group size
-  int thrift;
+  int thrift, pasa;
+  float beta;                  // PASA: the pool's resolved beta
   float e4m3[256], e8m0[256];  // decoded scale codes
   std::vector<DecSeq> seqs;
   std::vector<DecItem> items;
   float *part;             // [items][R][D + 2]: O, LSE, H of each row
 };
 struct DecScratch {
-  std::vector<float> q, ql, s, p, pp, acc, kd, vd, qbar, score, alpha;
+  std::vector<float> q, ql, s, p, pp, acc, kd, vd, qbar, score, alpha, sh;
   std::vector<int64_t> nvis, pos;
   std::vector<int32_t> list;
   std::vector<uint8_t> kind, mode;  // [G][2][tiles]

@@ -1,7 +1,7 @@
 // Batched decode through a paged pool (SEMANTICS "Decode"): work items are
 // (sequence, kv head, chunk of LP_DECODE_CHUNK_TILES tiles) over the thread
 // pool (decode-inl.h reads the pool in place), then each row's chunks are
-// merged by SPEC 7 in chunk order. PASA decode is the ref backend's.
+// merged by SPEC 7 in chunk order.
 #include <new>
 #include <vector>
 
@@ -9,17 +9,13 @@
 #include "formats.h"
 #include "tiles.h"
 
-extern "C" lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
-                                          const lpattn_kv_batch *batch,
-                                          const lpattn_attn_problem *pr);
-
 namespace lpattn_cpu {
 
 void DecScratch::Size(const DecJob &job, int64_t ntile) {
   const size_t R = job.R, D = job.D, T = job.T, w = D > T ? D : T;
   q.resize(R * D), ql.resize(R * D), s.resize(R * T), p.resize(R * T), pp.resize(R * T);
   acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
-  alpha.resize(R), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
+  alpha.resize(R), sh.resize(R * D), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
   kind.resize(ntile), mode.resize(job.G * 2 * ntile);
   ib.resize(R * 2 * 160);  // 2R rows of IntRow (580 bytes)
   sc.codes.resize(w), sc.scales.resize(w), sc.tmp.resize(w), sc.tmp2.resize(w);
@@ -43,7 +39,6 @@ void RunDecItem(void *arg, int64_t i, int tid) {
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr) {
   const lpattn_kv_pool_params &pp = pool->p;
-  if (pp.pasa) return ref_paged_decode(ctx, pool, batch, pr);
   lp_host_record_q(pool, batch, pr->q);
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;
@@ -52,6 +47,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   job.G = pp.num_q_heads / pp.num_kv_heads, job.R = job.G * job.Sq;
   job.low = pp.precision != LPATTN_PREC_HIGH;
   job.thrift = pp.precision == LPATTN_PREC_THRIFT;
+  job.pasa = pp.pasa != 0, job.beta = pp.pasa_beta;
   job.qfmt = QpFormat(pr->low);
   job.pfmt = job.qfmt == QP_FP8 ? QP_FP8_P : job.qfmt;
   job.fp4 = pr->low != LPATTN_FMT_FP8;

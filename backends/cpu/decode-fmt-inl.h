@@ -200,6 +200,47 @@ HWY_INLINE void AccumHigh1(const float *p, const uint8_t *v, int64_t D, int64_t 
   }
 }
 
+// f32 lanes rounded to the nearest f16 value (RNE, overflow to inf): the
+// hardware conversion where there is one (F16C, NEON, SVE), else the scalar
+// rule of gen/common.h lane by lane (Highway's emulation may differ).
+HWY_INLINE hn::Vec<DF> RoundF16(hn::Vec<DF> v) {
+  const DF df;
+#if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2) || HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  float x[16];
+  hn::StoreU(v, df, x);
+  for (size_t i = 0; i < hn::Lanes(df); i++) x[i] = lpk_round_f16(x[i]);
+  return hn::LoadU(df, x);
+#else
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::DemoteTo(dh, v));
+#endif
+}
+
+// PASA (SEMANTICS "PASA"), one row: S'[c] = fl16(x . fl16((k_c - shift) * ss)).
+template <int kDt>
+HWY_INLINE void ScoresPasa1(const float *x, const uint8_t *k, const float *shift, float ss,
+                            int64_t D, int64_t nk, float *S) {
+  const DF df;
+  const int64_t N = hn::Lanes(df), rb = D * (kDt ? 2 : 4);
+  const auto vs = hn::Set(df, ss);
+  for (int64_t c = 0; c < nk; c++) {
+    const uint8_t *row = k + c * rb;
+    auto s0 = hn::Zero(df);
+    for (int64_t d = 0; d < D; d += N) {
+      const auto kp = hn::Mul(hn::Sub(LoadHigh<kDt>(row, d), hn::LoadU(df, shift + d)), vs);
+      s0 = hn::MulAdd(hn::LoadU(df, x + d), RoundF16(kp), s0);
+    }
+    S[c] = lpk_round_f16(hn::GetLane(hn::SumOfLanes(df, s0)));
+  }
+}
+
+HWY_INLINE void ScoresPasa(lpattn_dtype dt, const float *x, const uint8_t *k, const float *shift,
+                           float ss, int64_t D, int64_t nk, float *S) {
+  if (dt == LPATTN_F16) ScoresPasa1<1>(x, k, shift, ss, D, nk, S);
+  else if (dt == LPATTN_BF16) ScoresPasa1<2>(x, k, shift, ss, D, nk, S);
+  else ScoresPasa1<0>(x, k, shift, ss, D, nk, S);
+}
+
 HWY_INLINE void ScoresHigh(lpattn_dtype dt, const float *x, const uint8_t *k, int64_t D, int64_t nk,
                            float *S) {
   if (dt == LPATTN_F16) ScoresHigh1<1>(x, k, D, nk, S);

@@ -102,7 +102,26 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         hv = lp_kv_high_ptr(&sq.s, 1, (int)h, j, &nk);
       }
       const size_t row_bytes = (size_t)(D * L.esz);
+      if (job.pasa) {  // shift of tile j for each row (SEMANTICS "PASA", as prefill)
+        for (int64_t l = 0; l < n; l++) {
+          const int64_t r = list[l], i = pos[r] / T;
+          const float *src = nullptr;
+          if (j < i || i > 0) {
+            src = lp_kv_seq_kmean(&sq.s, (int)h, j < i ? j : i - 1);
+          } else {  // tile 0, diagonal: its own first key
+            int64_t n0;
+            ConvertHigh(lp_kv_high_ptr(&sq.s, 0, (int)h, 0, &n0), hdt, D, vd);
+            src = vd;
+          }
+          for (int64_t d = 0; d < D; d++) w->sh[r * D + d] = job.beta * src[d];
+        }
+      }
       // Scores: each key decoded once for every row of the list.
+      if (job.pasa && !low) {
+        for (int64_t l = 0; l < n; l++)
+          ScoresPasa(hdt, q + list[l] * D, hk, w->sh.data() + list[l] * D, ss, D, maxvis,
+                     S + list[l] * T);
+      } else
 #if HWY_TARGET == HWY_AVX2
       if (low && use_int8) {
         for (int64_t l = 0; l < n; l++)
@@ -128,8 +147,15 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       for (int64_t l = 0; l < n; l++) {
         const int64_t r = list[l];
         float *s = S + r * T, *p = P + r * T;
-        ScaleMask(s, T, nvis[r], ss);
-        const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, T), 0.0f);
+        float corr = 0.0f;
+        if (job.pasa) {  // f16 scores of the shifted keys; c undoes the shift
+          for (int64_t c = 0; c < T; c++)
+            s[c] = c >= nvis[r] ? -INFINITY : low ? lpk_round_f16(s[c] * ss) : s[c];
+          corr = ss * lp_dot_f32(q + r * D, w->sh.data() + r * D, D);
+        } else {
+          ScaleMask(s, T, nvis[r], ss);
+        }
+        const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, T), corr);
         float sum_p, sum_ps;
         ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
         lpk_row_end(&rows[r], &st, sum_p, sum_ps);
