@@ -351,7 +351,7 @@ static inline void DiagKTile(const lpattn_attn_problem &pr, const KvPrep &kv, in
     for (int64_t d = 0; d < D; d++) row[d] = k[d] - shift[d];
     if (low) QuantRow(pr, row, D, sc, row);
     for (int64_t d = 0; d < D; d++)
-      kt[d * Bk + c] = low ? row[d] : lpk_round_f16(row[d] * pr.sm_scale);
+      kt[d * Bk + c] = low ? row[d] : cpu_round_f16(row[d] * pr.sm_scale);
   }
 }
 
@@ -385,9 +385,9 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
 
   float *acc = sc->acc.data(), *S = sc->s.data(), *P = sc->p.data(), *alpha = sc->alpha.data();
   int64_t *nv = sc->nv.data();
-  lpk_row *rows = sc->rows.data();
+  cpu_row *rows = sc->rows.data();
   for (int64_t i = 0; i < nr * D; i++) acc[i] = 0.0f;
-  for (int64_t r = 0; r < nr; r++) lpk_row_init(&rows[r]);
+  for (int64_t r = 0; r < nr; r++) cpu_row_init(&rows[r]);
 
   for (int64_t j = 0; j < nkt; j++) {
     if (sc->mode[j] == LP_MODE_SKIP) continue;
@@ -417,16 +417,16 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       float *s = S + r * Bk, *p = P + r * Bk;
       if (pr.pasa || (pr.score_f16 && !low)) {  // f16 score rounding (scalar)
         for (int64_t c = 0; c < nvis; c++)
-          s[c] = pr.pasa ? lpk_round_f16(low ? s[c] * ss : s[c]) : lpk_round_f16(s[c]) * ss;
+          s[c] = pr.pasa ? cpu_round_f16(low ? s[c] * ss : s[c]) : cpu_round_f16(s[c]) * ss;
         for (int64_t c = nvis; c < Bk; c++) s[c] = -INFINITY;
       } else {
         ScaleMask(s, Bk, nvis, ss);
       }
       const float corr = pr.pasa ? ss * lp_dot_f32(q + r * D, shift, D) : 0.0f;
-      const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, Bk), corr);
+      const cpu_step st = cpu_row_begin(&rows[r], RowMax(s, Bk), corr);
       float sum_p, sum_ps;
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
-      lpk_row_end(&rows[r], &st, sum_p, sum_ps);
+      cpu_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
       nv[r] = low ? nk : nvis;
       if (low) {
@@ -439,7 +439,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
 
   for (int64_t r = 0; r < nr; r++) {
     float inv_l, lse, ent;
-    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
+    cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++)
       lp_store_f32(pr.out->data, pr.out->dtype, lp_off4(pr.out, b, hq, r0 + r, d),
                    acc[r * D + d] * inv_l);

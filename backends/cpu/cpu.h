@@ -39,7 +39,7 @@ struct Scratch {
   std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, shift0, alpha;
   std::vector<int64_t> nv;
   std::vector<uint8_t> kind, mode, codes, scales;
-  std::vector<lpk_row> rows;
+  std::vector<cpu_row> rows;
   void Size(const AttnJob &job);
 };
 
@@ -53,10 +53,10 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
   }
   const uint16_t *p = static_cast<const uint16_t *>(t->data) + off;
   if (t->dtype == LPATTN_BF16) {
-    for (int64_t i = 0; i < n; i++) out[i] = lpk_bf16_decode(p[i * step]);
+    for (int64_t i = 0; i < n; i++) out[i] = cpu_bf16_decode(p[i * step]);
     return;
   }
-  for (int64_t i = 0; i < n; i++) out[i] = lpk_f16_decode(p[i * step]);
+  for (int64_t i = 0; i < n; i++) out[i] = cpu_f16_decode(p[i * step]);
 }
 
 // Work item: (b, hq, query tile) in that nesting.
@@ -94,7 +94,7 @@ struct DecScratch {
   std::vector<int32_t> list;
   std::vector<uint8_t> kind, mode;  // [G][2][tiles]
   std::vector<uint32_t> ib;         // AVX2 int rows of Q and P (decode-inl.h IntRow)
-  std::vector<lpk_row> rows;
+  std::vector<cpu_row> rows;
   Scratch sc;                       // QuantizePRow's non-finite path
   void Size(const DecJob &job, int64_t ntile);
 };
@@ -114,7 +114,7 @@ lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *arg, int64_t i, in
                      void *arg);
 
 // Formats of the SIMD domain quantizer (quantp-inl.h). The first three match
-// the scalar lpk_quantize_domain codes; QP_FP8_P is P's fixed-scale FP8.
+// the scalar cpu_quantize_domain codes; QP_FP8_P is P's fixed-scale FP8.
 enum { QP_NVFP4 = 0, QP_MXFP4 = 1, QP_FP8 = 2, QP_FP8_P = 3 };
 inline int QpFormat(lpattn_format f) {
   return f == LPATTN_FMT_FP8 ? QP_FP8 : f == LPATTN_FMT_MXFP4 ? QP_MXFP4 : QP_NVFP4;

@@ -208,7 +208,7 @@ HWY_INLINE hn::Vec<DF> RoundF16(hn::Vec<DF> v) {
 #if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2) || HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
   float x[16];
   hn::StoreU(v, df, x);
-  for (size_t i = 0; i < hn::Lanes(df); i++) x[i] = lpk_round_f16(x[i]);
+  for (size_t i = 0; i < hn::Lanes(df); i++) x[i] = cpu_round_f16(x[i]);
   return hn::LoadU(df, x);
 #else
   const hn::Rebind<hwy::float16_t, DF> dh;
@@ -230,7 +230,7 @@ HWY_INLINE void ScoresPasa1(const float *x, const uint8_t *k, const float *shift
       const auto kp = hn::Mul(hn::Sub(LoadHigh<kDt>(row, d), hn::LoadU(df, shift + d)), vs);
       s0 = hn::MulAdd(hn::LoadU(df, x + d), RoundF16(kp), s0);
     }
-    S[c] = lpk_round_f16(hn::GetLane(hn::SumOfLanes(df, s0)));
+    S[c] = cpu_round_f16(hn::GetLane(hn::SumOfLanes(df, s0)));
   }
 }
 

@@ -50,7 +50,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   float *Pp = w->pp.data(), *acc = w->acc.data(), *kd = w->kd.data(), *vd = w->vd.data();
   int64_t *pos = w->pos.data(), *nvis = w->nvis.data();
   int32_t *list = w->list.data();
-  lpk_row *rows = w->rows.data();
+  cpu_row *rows = w->rows.data();
   uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
   const int64_t nt = i1 + 1;
   for (int64_t g = 0; g < G; g++) {
@@ -74,7 +74,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       if (job.fp4) Fp4Order(kd, D, ql + r * D);
       else memcpy(ql + r * D, kd, sizeof(float) * (size_t)D);
     }
-    lpk_row_init(&rows[r]);
+    cpu_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
   const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
@@ -150,15 +150,15 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         float corr = 0.0f;
         if (job.pasa) {  // f16 scores of the shifted keys; c undoes the shift
           for (int64_t c = 0; c < T; c++)
-            s[c] = c >= nvis[r] ? -INFINITY : low ? lpk_round_f16(s[c] * ss) : s[c];
+            s[c] = c >= nvis[r] ? -INFINITY : low ? cpu_round_f16(s[c] * ss) : s[c];
           corr = ss * lp_dot_f32(q + r * D, w->sh.data() + r * D, D);
         } else {
           ScaleMask(s, T, nvis[r], ss);
         }
-        const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, T), corr);
+        const cpu_step st = cpu_row_begin(&rows[r], RowMax(s, T), corr);
         float sum_p, sum_ps;
         ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
-        lpk_row_end(&rows[r], &st, sum_p, sum_ps);
+        cpu_row_end(&rows[r], &st, sum_p, sum_ps);
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
 #if HWY_TARGET == HWY_AVX2
         if (low && use_int) {
@@ -208,7 +208,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   float *out = job.part + item * R * (D + 2);
   for (int64_t r = 0; r < R; r++) {
     float inv_l, lse, ent;
-    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
+    cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++) out[r * (D + 2) + d] = acc[r * D + d] * inv_l;
     out[r * (D + 2) + D] = lse, out[r * (D + 2) + D + 1] = ent;
   }

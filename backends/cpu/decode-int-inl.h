@@ -14,7 +14,7 @@ namespace lpattn_cpu {
 namespace HWY_NAMESPACE {
 
 // AVX2: FP4 x FP4 dot products in exact int16 arithmetic. Q (and P) are
-// FP4-quantized by the shared quantizer (lpk_quantize_domain, the same codes
+// FP4-quantized by the shared quantizer (cpu_quantize_domain, the same codes
 // as the f32 path), both operands' codes become 2 * E2M1 (integers in
 // [-12, 12]) by a byte shuffle, _mm256_madd_epi16 sums pairs exactly, and the
 // group scales and outers are applied in f32 per group. Elements of a block
@@ -41,7 +41,7 @@ HWY_INLINE void Fp4Int16(const uint8_t *codes, V16 *v) {
   v[2] = hn::PromoteTo(d16, hn::LowerHalf(vh)), v[3] = hn::PromoteTo(d16, hn::UpperHalf(h8, vh));
 }
 
-// Unpacked codes (one a byte, as lpk_quantize_domain writes them) -> 2 * E2M1
+// Unpacked codes (one a byte, as cpu_quantize_domain writes them) -> 2 * E2M1
 // as int16 in int order.
 HWY_INLINE void CodesToInt16(const uint8_t *c, int64_t n, int16_t *out) {
   static constexpr int16_t kX2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -92,7 +92,7 @@ struct IntRow {
 
 HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *sc, IntRow *out) {
   float outer;
-  lpk_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
+  cpu_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
                       sc->scales.data(), &outer);
   CodesToInt16(sc->codes.data(), n, out->x);
   const float *tab = job.qfmt == QP_MXFP4 ? job.e8m0 : job.e4m3;

@@ -23,14 +23,14 @@
 #include "lp_gpu_args.h"
 
 #if defined(LPATTN_HIP)
-#define LPG_NAME "hip"
-#define LPG_VTABLE_FN lpattn_hip_backend
+#define GPU_NAME "hip"
+#define GPU_VTABLE_FN lpattn_hip_backend
 /* no cp.async on HIP: low tiles are decoded in-kernel from the codes */
-#define LPG_DEQUANT_KV 0
+#define GPU_DEQUANT_KV 0
 #else
-#define LPG_NAME "cuda"
-#define LPG_VTABLE_FN lpattn_cuda_backend
-#define LPG_DEQUANT_KV 1
+#define GPU_NAME "cuda"
+#define GPU_VTABLE_FN lpattn_cuda_backend
+#define GPU_DEQUANT_KV 1
 #endif
 
 #define CK(call) \
@@ -38,12 +38,12 @@
 #define TRY(call) \
   do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
 
-namespace LPG_NS {
+namespace GPU_NS {
 
 /* ---- kernel registry (gpu_registry.cu) ----------------------------------- */
-typedef lpattn_status (*lpc_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
+typedef lpattn_status (*gpu_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
 /* the attention kernel for head dim D and input dtype dt, or NULL */
-lpc_attn_fn find_attn(int64_t D, lpattn_dtype dt);
+gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt);
 lpattn_status run_quant(const lp_gpu_quant_args *a, cudaStream_t s);
 lpattn_status run_dequant(const lp_gpu_dequant_args *a, cudaStream_t s);
 lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s);
@@ -55,16 +55,16 @@ typedef struct {
   void *ws;
   size_t ws_size;
   int *flag; /* check_finite result */
-} lpc_impl;
+} gpu_impl;
 
-static inline lpc_impl *impl_of(lpattn_ctx *ctx) { return (lpc_impl *)ctx->impl; }
+static inline gpu_impl *impl_of(lpattn_ctx *ctx) { return (gpu_impl *)ctx->impl; }
 
 /* Carves 256-byte-aligned pieces out of a buffer laid out ahead of time. */
 typedef struct {
   size_t used;
-} lpc_carve;
+} gpu_carve;
 
-static inline size_t carve(lpc_carve *c, size_t bytes) {
+static inline size_t carve(gpu_carve *c, size_t bytes) {
   size_t at = c->used;
   c->used += (bytes + 255) / 256 * 256;
   return at;
@@ -73,7 +73,7 @@ static inline size_t carve(lpc_carve *c, size_t bytes) {
 /* Grows the context's workspace to hold `bytes` (synchronizes when it grows,
  * so a call captured into a graph must find it large enough: run it once
  * eagerly first). */
-lpattn_status ensure_ws(lpc_impl *im, size_t bytes);
+lpattn_status ensure_ws(gpu_impl *im, size_t bytes);
 
 static inline void strides(const lpattn_tensor *t, int64_t s[4]) { memcpy(s, t->stride, sizeof t->stride); }
 
@@ -85,31 +85,31 @@ static inline int vec_ok(const lpattn_tensor *t) {
 
 /* ---- ops (gpu_ops.cu) ------------------------------------------------------ */
 /* Lays out a quantized tensor of `shape` (codes, scales, outer) in c. */
-lpattn_status qview_alloc(lpc_carve *c, lpattn_format f, lpattn_axis ax, int tile,
+lpattn_status qview_alloc(gpu_carve *c, lpattn_format f, lpattn_axis ax, int tile,
                           const int64_t shape[4], size_t off[3]);
 lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows);
 /* Quantizes x (tile 64) into v; shift: PASA key means (or NULL). */
-lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
+lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                          lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
                          float beta, int shift_tiles);
 
 /* ---- vtable entries --------------------------------------------------------- */
-lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
+lpattn_status gpu_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
                            const lpattn_quant_params *p);
-lpattn_status lpc_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y);
-lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+lpattn_status gpu_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y);
+lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
                         const lpattn_tensor *h_a, const lpattn_tensor *o_b,
                         const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
                         const lpattn_tensor *o, const lpattn_tensor *lse, const lpattn_tensor *h);
-lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
-lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
+lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
+lpattn_status gpu_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                lpattn_kv_cache **out);
-void lpc_cache_free(lpattn_kv_cache *c);
-lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
+void gpu_cache_free(lpattn_kv_cache *c);
+lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
                                const lpattn_tensor *kt, const lpattn_tensor *vt,
                                const lpattn_tensor *qt);
-lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
+lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
                          const lpattn_tensor *out, const lpattn_attn_problem *pr);
 
-} // namespace LPG_NS
+} // namespace GPU_NS
 #endif

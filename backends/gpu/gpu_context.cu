@@ -4,11 +4,11 @@
 #include "gpu_backend.h"
 #include "kv_pool.h" /* paged pool entries (kv_pool.cu) */
 
-namespace LPG_NS {
+namespace GPU_NS {
 
-__global__ void lpc_probe_kernel(void) {}
+__global__ void gpu_probe_kernel(void) {}
 
-static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
+static lpattn_status gpu_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n <= p->device) {
     (void)cudaGetLastError(); /* clear the sticky "no device" error */
@@ -20,11 +20,11 @@ static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   /* Only arch-specific cubins are built (nvidia_archs), no PTX to JIT: the
    * device is usable iff it has an image of this file's probe kernel. */
   cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, lpc_probe_kernel) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&fa, gpu_probe_kernel) != cudaSuccess) {
     (void)cudaGetLastError();
     return LPATTN_ERR_UNSUPPORTED_HARDWARE;
   }
-  lpc_impl *im = (lpc_impl *)calloc(1, sizeof *im);
+  gpu_impl *im = (gpu_impl *)calloc(1, sizeof *im);
   if (!im) return LPATTN_ERR_OUT_OF_MEMORY;
   im->device = p->device;
   im->nsm = prop.multiProcessorCount;
@@ -38,8 +38,8 @@ static lpattn_status lpc_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   return LPATTN_OK;
 }
 
-static void lpc_fini(lpattn_ctx *ctx) {
-  lpc_impl *im = impl_of(ctx);
+static void gpu_fini(lpattn_ctx *ctx) {
+  gpu_impl *im = impl_of(ctx);
   if (!im) return;
   (void)cudaSetDevice(im->device);
   (void)cudaStreamSynchronize(im->stream);
@@ -49,13 +49,13 @@ static void lpc_fini(lpattn_ctx *ctx) {
   ctx->impl = NULL;
 }
 
-static lpattn_status lpc_sync(lpattn_ctx *ctx) {
+static lpattn_status gpu_sync(lpattn_ctx *ctx) {
   CK(cudaSetDevice(impl_of(ctx)->device));
   CK(cudaStreamSynchronize(impl_of(ctx)->stream));
   return LPATTN_OK;
 }
 
-lpattn_status ensure_ws(lpc_impl *im, size_t bytes) {
+lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
   if (bytes <= im->ws_size) return LPATTN_OK;
   CK(cudaStreamSynchronize(im->stream));
   (void)cudaFree(im->ws);
@@ -70,30 +70,30 @@ lpattn_status ensure_ws(lpc_impl *im, size_t bytes) {
   return LPATTN_OK;
 }
 
-static int lpc_host_memory(void) { return 0; }
+static int gpu_host_memory(void) { return 0; }
 
-static lpattn_backend_vtable lpc_vtable;
-} // namespace LPG_NS
+static lpattn_backend_vtable gpu_vtable;
+} // namespace GPU_NS
 
-extern "C" const lpattn_backend_vtable *LPG_VTABLE_FN(void) {
-  using namespace LPG_NS;
-  lpc_vtable.name = LPG_NAME;
-  lpc_vtable.init = lpc_init;
-  lpc_vtable.fini = lpc_fini;
-  lpc_vtable.quantize = lpc_quantize;
-  lpc_vtable.dequantize = lpc_dequantize;
-  lpc_vtable.attention = lpc_attention;
-  lpc_vtable.merge = lpc_merge;
-  lpc_vtable.cache_create = lpc_cache_create;
-  lpc_vtable.cache_free = lpc_cache_free;
-  lpc_vtable.cache_append = lpc_cache_append;
-  lpc_vtable.decode = lpc_decode;
-  lpc_vtable.host_memory = lpc_host_memory;
-  lpc_vtable.synchronize = lpc_sync;
-  lpc_vtable.pool_init = lpg_pool_init;
-  lpc_vtable.pool_fini = lpg_pool_fini;
-  lpc_vtable.kv_append = lpg_kv_append;
-  lpc_vtable.slot_copy = lpg_slot_copy;
-  lpc_vtable.paged_decode = lpg_paged_decode;
-  return &lpc_vtable;
+extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
+  using namespace GPU_NS;
+  gpu_vtable.name = GPU_NAME;
+  gpu_vtable.init = gpu_init;
+  gpu_vtable.fini = gpu_fini;
+  gpu_vtable.quantize = gpu_quantize;
+  gpu_vtable.dequantize = gpu_dequantize;
+  gpu_vtable.attention = gpu_attention;
+  gpu_vtable.merge = gpu_merge;
+  gpu_vtable.cache_create = gpu_cache_create;
+  gpu_vtable.cache_free = gpu_cache_free;
+  gpu_vtable.cache_append = gpu_cache_append;
+  gpu_vtable.decode = gpu_decode;
+  gpu_vtable.host_memory = gpu_host_memory;
+  gpu_vtable.synchronize = gpu_sync;
+  gpu_vtable.pool_init = gpu_pool_init;
+  gpu_vtable.pool_fini = gpu_pool_fini;
+  gpu_vtable.kv_append = gpu_kv_append;
+  gpu_vtable.slot_copy = gpu_slot_copy;
+  gpu_vtable.paged_decode = gpu_paged_decode;
+  return &gpu_vtable;
 }

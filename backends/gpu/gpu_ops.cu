@@ -2,21 +2,21 @@
  * workspace views of quantized tensors that prefill and decode carve. */
 #include "gpu_backend.h"
 
-namespace LPG_NS {
+namespace GPU_NS {
 
 /* ---- quantize / dequantize ----------------------------------------------- */
-static lpattn_status check_finite_dev(lpc_impl *im, const lpattn_tensor *t) {
+static lpattn_status check_finite_dev(gpu_impl *im, const lpattn_tensor *t) {
   CK(cudaMemsetAsync(im->flag, 0, sizeof(int), im->stream));
-  TRY(lpc_scan_finite(t, im->flag, im->stream));
+  TRY(gpu_scan_finite(t, im->flag, im->stream));
   int h = 0;
   CK(cudaMemcpyAsync(&h, im->flag, sizeof h, cudaMemcpyDeviceToHost, im->stream));
   CK(cudaStreamSynchronize(im->stream));
   return h ? LPATTN_ERR_NONFINITE : LPATTN_OK;
 }
 
-lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
+lpattn_status gpu_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
                                   const lpattn_quant_params *p) {
-  lpc_impl *im = impl_of(ctx);
+  gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   if (p->check_finite) TRY(check_finite_dev(im, x));
   lp_gpu_quant_args a;
@@ -31,8 +31,8 @@ lpattn_status lpc_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn
   return run_quant(&a, im->stream);
 }
 
-lpattn_status lpc_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
-  lpc_impl *im = impl_of(ctx);
+lpattn_status gpu_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
+  gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   lp_gpu_dequant_args a;
   memset(&a, 0, sizeof a);
@@ -45,12 +45,12 @@ lpattn_status lpc_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpa
 }
 
 /* ---- merge ------------------------------------------------------------------ */
-lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
+lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
                                const lpattn_tensor *h_a, const lpattn_tensor *o_b,
                                const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
                                const lpattn_tensor *o, const lpattn_tensor *lse,
                                const lpattn_tensor *h) {
-  lpc_impl *im = impl_of(ctx);
+  gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   lp_gpu_merge_args a;
   memset(&a, 0, sizeof a);
@@ -79,7 +79,7 @@ lpattn_status lpc_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_
 }
 
 /* ---- quantized views in the workspace ---------------------------------------- */
-lpattn_status qview_alloc(lpc_carve *c, lpattn_format f, lpattn_axis ax, int tile,
+lpattn_status qview_alloc(gpu_carve *c, lpattn_format f, lpattn_axis ax, int tile,
                                  const int64_t shape[4], size_t off[3]) {
   size_t cb, sb, oc;
   TRY(lpattn_qtensor_sizes(f, ax, tile, shape, &cb, &sb, &oc));
@@ -96,7 +96,7 @@ lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
   return v;
 }
 
-lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
+lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                                 lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
                                 float beta, int shift_tiles) {
   lp_gpu_quant_args a;
@@ -111,4 +111,4 @@ lpattn_status quant_into(lpc_impl *im, const lpattn_tensor *x, const lp_gpu_qvie
   return run_quant(&a, im->stream);
 }
 
-} // namespace LPG_NS
+} // namespace GPU_NS

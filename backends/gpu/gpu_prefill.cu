@@ -3,22 +3,22 @@
  * then one launch of the attention kernel of the call's head dim and dtype. */
 #include "gpu_backend.h"
 
-namespace LPG_NS {
+namespace GPU_NS {
 
-lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
-  lpc_impl *im = impl_of(ctx);
+lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  gpu_impl *im = impl_of(ctx);
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
   if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
   if (pr->pasa && dt != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* f16 scores need f16 Q */
-  lpc_attn_fn fn = find_attn(pr->D, dt);
+  gpu_attn_fn fn = find_attn(pr->D, dt);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
   CK(cudaSetDevice(im->device));
   const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
             Skv = (int)pr->Skv, D = (int)pr->D;
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
-  lpc_carve c = {0};
+  gpu_carve c = {0};
   /* workspace offsets: quantized Q/K/V, their bf16 copies, key means, selection */
   size_t q_low_at[3] = {0, 0, 0}, k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
   size_t k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
@@ -27,7 +27,7 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, k_low_at));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, v_low_at));
-    if (LPG_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
+    if (GPU_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
       k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
       v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
     }
@@ -39,13 +39,13 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   float *kmean = (thrift || pr->pasa) ? (float *)(ws + kmean_at) : NULL;
 
   if (kmean) {
-    lpc_mean_args m;
+    gpu_mean_args m;
     memset(&m, 0, sizeof m);
     m.k = pr->k->data, m.dtype = dt;
     strides(pr->k, m.sk);
     m.B = B, m.H = Hkv, m.D = D, m.T = 64, m.Skv = Skv, m.j0 = 0, m.j1 = nkt, m.tiles = nkt;
     m.mean = kmean;
-    TRY(lpc_tile_means(&m, im->stream));
+    TRY(gpu_tile_means(&m, im->stream));
   }
   lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
@@ -55,14 +55,14 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
                    pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
     TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
-    if (LPG_DEQUANT_KV) {
+    if (GPU_DEQUANT_KV) {
       a.kd = ws + k_bf16_at, a.vd = ws + v_bf16_at;
-      TRY(lpc_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
+      TRY(gpu_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
                          im->stream));
     }
   }
   if (thrift) {
-    lpc_select_args s;
+    gpu_select_args s;
     memset(&s, 0, sizeof s);
     s.q = pr->q->data, s.qdt = dt;
     strides(pr->q, s.sq);
@@ -75,7 +75,7 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
       strides(pr->selection, s.so);
       s.out_k = (int)pr->selection->shape[3];
     }
-    TRY(lpc_select(&s, nqt, im->stream));
+    TRY(gpu_select(&s, nqt, im->stream));
     a.sel = s.sel, a.sel_tiles = nqt, a.sel_k = pr->thrift_k;
   }
   a.q = pr->q->data, a.k = pr->k->data, a.v = pr->v->data, a.out = pr->out->data;
@@ -93,4 +93,4 @@ lpattn_status lpc_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   return fn(&a, im->stream);
 }
 
-} // namespace LPG_NS
+} // namespace GPU_NS

@@ -4,48 +4,48 @@
  * dequantize and merge kernel. */
 #include "gpu_backend.h"
 
-namespace LPG_NS {
+namespace GPU_NS {
 
-#define LPC_SET_DEFAULT(...) __VA_ARGS__
+#define GPU_SET_DEFAULT(...) __VA_ARGS__
 #if defined(LPATTN_CUDA_ALL_VARIANTS) || defined(LPATTN_HIP_ALL)
-#define LPC_SET_ALL(...) __VA_ARGS__
+#define GPU_SET_ALL(...) __VA_ARGS__
 #else
-#define LPC_SET_ALL(...)
+#define GPU_SET_ALL(...)
 #endif
-#define LPC_DECL_ATTN(set, name) LPC_SET_##set(lpattn_status name(const lp_gpu_attn_args *, cudaStream_t);)
+#define GPU_DECL_ATTN(set, name) GPU_SET_##set(lpattn_status name(const lp_gpu_attn_args *, cudaStream_t);)
 /* one quant/dequant/merge entry per backend, reached by op */
-#define LPC_DECL_QUANT(set, name)                              \
+#define GPU_DECL_QUANT(set, name)                              \
   lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
   lpattn_status run_quant(const lp_gpu_quant_args *a, cudaStream_t s) { return name(a, s); }
-#define LPC_DECL_DEQUANT(set, name)                                \
+#define GPU_DECL_DEQUANT(set, name)                                \
   lpattn_status name(const lp_gpu_dequant_args *, cudaStream_t); \
   lpattn_status run_dequant(const lp_gpu_dequant_args *a, cudaStream_t s) { return name(a, s); }
-#define LPC_DECL_MERGE(set, name)                              \
+#define GPU_DECL_MERGE(set, name)                              \
   lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
   lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s) { return name(a, s); }
-#define LPC_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
-#define LPATTN_KERNEL(set, name, op, hd, dt) LPC_DECL_##op(set, name)
+#define GPU_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
+#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
 
 static const struct {
   int head_dim, dtype;
-  lpc_attn_fn fn;
-} lpc_attn_table[] = {
-#define LPC_ROW_ATTN(set, name, hd, dt) LPC_SET_##set({hd, dt, name}, )
-#define LPC_ROW_QUANT(set, name, hd, dt)
-#define LPC_ROW_DEQUANT(set, name, hd, dt)
-#define LPC_ROW_MERGE(set, name, hd, dt)
-#define LPC_ROW_DECODE(set, name, hd, dt)
-#define LPATTN_KERNEL(set, name, op, hd, dt) LPC_ROW_##op(set, name, hd, dt)
+  gpu_attn_fn fn;
+} gpu_attn_table[] = {
+#define GPU_ROW_ATTN(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
+#define GPU_ROW_QUANT(set, name, hd, dt)
+#define GPU_ROW_DEQUANT(set, name, hd, dt)
+#define GPU_ROW_MERGE(set, name, hd, dt)
+#define GPU_ROW_DECODE(set, name, hd, dt)
+#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL
     {0, 0, NULL}};
 
-lpc_attn_fn find_attn(int64_t D, lpattn_dtype dt) {
-  for (size_t i = 0; lpc_attn_table[i].fn; i++)
-    if (lpc_attn_table[i].head_dim == D && lpc_attn_table[i].dtype == (int)dt) return lpc_attn_table[i].fn;
+gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt) {
+  for (size_t i = 0; gpu_attn_table[i].fn; i++)
+    if (gpu_attn_table[i].head_dim == D && gpu_attn_table[i].dtype == (int)dt) return gpu_attn_table[i].fn;
   return NULL;
 }
 
-} // namespace LPG_NS
+} // namespace GPU_NS

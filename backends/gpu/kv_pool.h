@@ -5,12 +5,12 @@
 #include "internal.h"
 #include "lp_gpu_ops.h"
 
-namespace LPG_NS {
-lpattn_status lpg_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool);
-void lpg_pool_fini(lpattn_kv_pool *pool);
-lpattn_status lpg_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call);
-lpattn_status lpg_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
-lpattn_status lpg_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+namespace GPU_NS {
+lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool);
+void gpu_pool_fini(lpattn_kv_pool *pool);
+lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call);
+lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
+lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr);
-} // namespace LPG_NS
+} // namespace GPU_NS
 #endif

@@ -3,7 +3,7 @@
  * backends/cuda/cuda_backend.cu. */
 #include "gpu_backend.h"
 
-namespace LPG_NS {
+namespace GPU_NS {
 
 /* ---- device KV cache ------------------------------------------------------ */
 typedef struct {
@@ -14,15 +14,15 @@ typedef struct {
   float *kmean, *qring;
   int *lens;
   int64_t *ring_top;
-} lpc_cache;
+} gpu_cache;
 
 static lpattn_format cache_low(const lpattn_kv_cache_params *p) {
   return lp_low_format(p->precision, p->thrift_low);
 }
 
-void lpc_cache_free(lpattn_kv_cache *c) {
+void gpu_cache_free(lpattn_kv_cache *c) {
   if (!c) return;
-  lpc_cache *k = (lpc_cache *)c->impl;
+  gpu_cache *k = (gpu_cache *)c->impl;
   if (k) {
     (void)cudaSetDevice(impl_of(c->ctx)->device);
     (void)cudaStreamSynchronize(impl_of(c->ctx)->stream);
@@ -34,9 +34,9 @@ void lpc_cache_free(lpattn_kv_cache *c) {
   free(c);
 }
 
-lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
+lpattn_status gpu_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
                                       lpattn_kv_cache **out) {
-  lpc_impl *im = impl_of(ctx);
+  gpu_impl *im = impl_of(ctx);
   if (p->tile != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
     return LPATTN_ERR_UNSUPPORTED;
   if (p->pasa && p->high_dtype != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED;
@@ -44,7 +44,7 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   if (p->max_tokens > INT32_MAX - 64) return LPATTN_ERR_SIZE_OVERFLOW;
   CK(cudaSetDevice(im->device));
   lpattn_kv_cache *c = (lpattn_kv_cache *)calloc(1, sizeof *c);
-  lpc_cache *k = (lpc_cache *)calloc(1, sizeof *k);
+  gpu_cache *k = (gpu_cache *)calloc(1, sizeof *k);
   if (c) c->lengths = (int64_t *)calloc((size_t)p->num_seqs, sizeof(int64_t));
   if (k) k->ring_top = (int64_t *)malloc(sizeof(int64_t) * (size_t)p->num_seqs);
   if (!c || !k || !c->lengths || !k->ring_top) {
@@ -58,7 +58,7 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   const int64_t S = p->num_seqs, Hkv = p->num_kv_heads, D = p->head_dim, T = p->tile;
   k->maxt = p->max_tokens, k->maxtiles = (p->max_tokens + T - 1) / T;
   const size_t hi = (size_t)S * Hkv * k->maxt * D * 2;
-  lpc_carve cv = {0};
+  gpu_carve cv = {0};
   size_t k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
   const int64_t shape[4] = {S, Hkv, k->maxt, D};
   lpattn_status st = LPATTN_OK;
@@ -77,7 +77,7 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   if (st == LPATTN_OK && cudaMemsetAsync(k->blob, 0, cv.used, im->stream) != cudaSuccess)
     st = LPATTN_ERR_BACKEND;
   if (st != LPATTN_OK) {
-    lpc_cache_free(c);
+    gpu_cache_free(c);
     return st;
   }
   k->kq = qview_at(k->blob, k_low_at, k->maxt), k->vq = qview_at(k->blob, v_low_at, k->maxt);
@@ -90,7 +90,7 @@ lpattn_status lpc_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
 
 /* A view of sequence `seq`'s high buffer: [1, Hkv, n, D] from position pos. */
 static lpattn_tensor hi_view(const lpattn_kv_cache *c, void *buf, int seq, int64_t pos, int64_t n) {
-  const lpc_cache *k = (const lpc_cache *)c->impl;
+  const gpu_cache *k = (const gpu_cache *)c->impl;
   const int64_t Hkv = c->p.num_kv_heads, D = c->p.head_dim;
   lpattn_tensor t;
   t.data = (char *)buf + (((int64_t)seq * Hkv * k->maxt + pos) * D) * 2;
@@ -100,23 +100,23 @@ static lpattn_tensor hi_view(const lpattn_kv_cache *c, void *buf, int seq, int64
   return t;
 }
 
-static void ring_advance(lpc_impl *im, lpattn_kv_cache *c, int seq, int64_t last_tile) {
-  lpc_cache *k = (lpc_cache *)c->impl;
+static void ring_advance(gpu_impl *im, lpattn_kv_cache *c, int seq, int64_t last_tile) {
+  gpu_cache *k = (gpu_cache *)c->impl;
   int64_t from = k->ring_top[seq] + 1 > last_tile - 2 ? k->ring_top[seq] + 1 : last_tile - 2;
   for (int64_t t = from; t <= last_tile; t++)
-    lpc_ring_zero(k->qring, seq, c->p.num_q_heads, c->p.tile, c->p.head_dim, t, im->stream);
+    gpu_ring_zero(k->qring, seq, c->p.num_q_heads, c->p.tile, c->p.head_dim, t, im->stream);
   if (last_tile > k->ring_top[seq]) k->ring_top[seq] = last_tile;
 }
 
-lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
+lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
                                       const lpattn_tensor *kt, const lpattn_tensor *vt,
                                       const lpattn_tensor *qt) {
-  lpc_impl *im = impl_of(ctx);
-  lpc_cache *k = (lpc_cache *)c->impl;
+  gpu_impl *im = impl_of(ctx);
+  gpu_cache *k = (gpu_cache *)c->impl;
   CK(cudaSetDevice(im->device));
   const int64_t len = c->lengths[seq], n = kt->shape[2], T = c->p.tile;
   ring_advance(im, c, seq, (len + n - 1) / T);
-  lpc_cache_put_args pa;
+  gpu_cache_put_args pa;
   memset(&pa, 0, sizeof pa);
   pa.k = kt->data, pa.v = vt->data, pa.q = qt ? qt->data : NULL;
   pa.kdt = kt->dtype, pa.vdt = vt->dtype, pa.qdt = qt ? qt->dtype : 0, pa.hdt = c->p.high_dtype;
@@ -125,18 +125,18 @@ lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
   pa.seq = seq, pa.Hkv = c->p.num_kv_heads, pa.Hq = c->p.num_q_heads, pa.D = c->p.head_dim;
   pa.T = (int)T, pa.n = (int)n, pa.pos = len, pa.max_tokens = k->maxt, pa.ring_lo = k->ring_top[seq] - 2;
   pa.khi = k->khi, pa.vhi = k->vhi, pa.qring = k->qring;
-  TRY(lpc_cache_put(&pa, im->stream));
+  TRY(gpu_cache_put(&pa, im->stream));
   /* tiles completed by this append: key means, then (low precisions) quantized once */
   const int64_t j0 = len / T, j1 = (len + n) / T;
   if (j1 > j0) {
     lpattn_tensor kv = hi_view(c, k->khi, seq, 0, j1 * T);
-    lpc_mean_args m;
+    gpu_mean_args m;
     memset(&m, 0, sizeof m);
     m.k = kv.data, m.dtype = kv.dtype;
     strides(&kv, m.sk);
     m.B = 1, m.H = c->p.num_kv_heads, m.D = c->p.head_dim, m.T = (int)T, m.Skv = (int)(j1 * T);
     m.j0 = (int)j0, m.j1 = (int)j1, m.tiles = (int)k->maxtiles, m.dst_b0 = seq, m.mean = k->kmean;
-    TRY(lpc_tile_means(&m, im->stream));
+    TRY(gpu_tile_means(&m, im->stream));
     if (c->p.precision != LPATTN_PREC_HIGH) {
       const lpattn_format f = cache_low(&c->p);
       for (int which = 0; which < 2; which++) {
@@ -159,18 +159,18 @@ lpattn_status lpc_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
       }
     }
   }
-  TRY(lpc_set_len(k->lens, seq, (int)(len + n), im->stream));
+  TRY(gpu_set_len(k->lens, seq, (int)(len + n), im->stream));
   c->lengths[seq] = len + n;
   return LPATTN_OK;
 }
 
-lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
+lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
                                 const lpattn_tensor *out, const lpattn_attn_problem *pr) {
-  lpc_impl *im = impl_of(ctx);
-  lpc_cache *k = (lpc_cache *)c->impl;
+  gpu_impl *im = impl_of(ctx);
+  gpu_cache *k = (gpu_cache *)c->impl;
   const lpattn_kv_cache_params *cp = &c->p;
   if (q->dtype != cp->high_dtype) return LPATTN_ERR_UNSUPPORTED;
-  lpc_attn_fn fn = find_attn(cp->head_dim, cp->high_dtype);
+  gpu_attn_fn fn = find_attn(cp->head_dim, cp->high_dtype);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
   CK(cudaSetDevice(im->device));
   const int B = cp->num_seqs, Hq = cp->num_q_heads, Hkv = cp->num_kv_heads, D = cp->head_dim;
@@ -179,13 +179,13 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   int nqx = 1, kmax = 1;
   for (int s = 0; s < B; s++) {
     const int64_t len = c->lengths[s];
-    lpc_cache_put_args pa;
+    gpu_cache_put_args pa;
     memset(&pa, 0, sizeof pa);
     pa.q = q->data, pa.qdt = q->dtype, pa.qb = s;
     strides(q, pa.sq);
     pa.seq = s, pa.Hkv = Hkv, pa.Hq = Hq, pa.D = D, pa.T = T, pa.n = Sq, pa.pos = len - Sq;
     pa.max_tokens = k->maxt, pa.ring_lo = k->ring_top[s] - 2, pa.qring = k->qring;
-    TRY(lpc_cache_put(&pa, im->stream));
+    TRY(gpu_cache_put(&pa, im->stream));
     int span = (int)((len - 1) / T - (len - Sq) / T + 1);
     if (span > nqx) nqx = span;
   }
@@ -203,7 +203,7 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   const int need_m = cp->precision != LPATTN_PREC_HIGH && lowf != LPATTN_FMT_NVFP4;
   if (need_m && cp->pasa) split = 1;
   if (split < 1) split = 1;
-  lpc_carve cv = {0};
+  gpu_carve cv = {0};
   size_t q_low_at[3] = {0, 0, 0};
   const int64_t qshape[4] = {B, Hq, Sq, D};
   if (cp->precision != LPATTN_PREC_HIGH)
@@ -242,7 +242,7 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
   if (thrift) {
-    lpc_select_args s;
+    gpu_select_args s;
     memset(&s, 0, sizeof s);
     s.qring = k->qring;
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = maxlen, s.D = D, s.T = T;
@@ -250,7 +250,7 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
     s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL, s.nkt = maxtiles;
     s.kmean = k->kmean, s.kmean_tiles = maxtiles, s.kseq = (const int *)(ws + kseq_at);
     s.sel = (int *)(ws + sel_at), s.sel_tiles = maxtiles, s.sel_k = kmax;
-    TRY(lpc_select(&s, nqx, im->stream));
+    TRY(gpu_select(&s, nqx, im->stream));
     a.sel = s.sel, a.sel_tiles = maxtiles, a.sel_k = kmax;
   }
   if (cp->precision != LPATTN_PREC_HIGH) {
@@ -294,4 +294,4 @@ lpattn_status lpc_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tenso
   return run_merge(&m, im->stream);
 }
 
-} // namespace LPG_NS
+} // namespace GPU_NS

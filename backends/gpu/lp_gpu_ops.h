@@ -5,14 +5,14 @@
 #define LP_GPU_OPS_H
 #if defined(LPATTN_HIP)
 #include "vendor.h"
-#define LPG_NS lpattn_hip
+#define GPU_NS lpattn_hip
 #else
 #include <cuda_runtime.h>
-#define LPG_NS lpattn_cuda
+#define GPU_NS lpattn_cuda
 #endif
 #include "lp_gpu_args.h"
 
-namespace LPG_NS {
+namespace GPU_NS {
 
 typedef struct {
   const void *k;
@@ -22,7 +22,7 @@ typedef struct {
   const int *lens; /* per-(b + dst_b0) length or NULL */
   int j0, j1, tiles, dst_b0;
   float *mean;
-} lpc_mean_args;
+} gpu_mean_args;
 
 typedef struct {
   const void *q; /* prefill: Q (dtype qdt, strides sq); decode: NULL, qring used */
@@ -42,7 +42,7 @@ typedef struct {
   int *out; /* user selection tensor (i32) or NULL */
   int64_t so[4];
   int out_k;
-} lpc_select_args;
+} gpu_select_args;
 
 typedef struct {
   const void *k, *v, *q;
@@ -53,16 +53,16 @@ typedef struct {
   int64_t pos, max_tokens, ring_lo;
   void *khi, *vhi;
   float *qring;
-} lpc_cache_put_args;
+} gpu_cache_put_args;
 
-lpattn_status lpc_tile_means(const lpc_mean_args *m, cudaStream_t st);
-lpattn_status lpc_select(const lpc_select_args *a, int nqx, cudaStream_t st);
-lpattn_status lpc_cache_put(const lpc_cache_put_args *a, cudaStream_t st);
-lpattn_status lpc_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
+lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st);
+lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st);
+lpattn_status gpu_cache_put(const gpu_cache_put_args *a, cudaStream_t st);
+lpattn_status gpu_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
                             cudaStream_t st);
-lpattn_status lpc_set_len(int *lens, int seq, int len, cudaStream_t st);
-lpattn_status lpc_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
+lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st);
+lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);
-lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
-} // namespace LPG_NS
+lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
+} // namespace GPU_NS
 #endif

@@ -9,88 +9,88 @@
 #include <string.h>
 
 
-static inline uint32_t lpk_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline float lpk_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static inline uint32_t cpu_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static inline float cpu_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 /* 2^e for e in [-149, 127], exact. */
-static inline float lpk_pow2(int e) {
-  return e >= -126 ? lpk_from_bits((uint32_t)(e + 127) << 23) : lpk_from_bits(1u << (e + 149));
+static inline float cpu_pow2(int e) {
+  return e >= -126 ? cpu_from_bits((uint32_t)(e + 127) << 23) : cpu_from_bits(1u << (e + 149));
 }
-static inline int lpk_finite(float x) { return (lpk_bits(x) & 0x7f800000u) != 0x7f800000u; }
+static inline int cpu_finite(float x) { return (cpu_bits(x) & 0x7f800000u) != 0x7f800000u; }
 
 /* E2M1: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code,
  * saturating at 6; the sign always goes to bit 3 (-0 too); NaN -> 0. */
-static inline uint8_t lpk_e2m1_encode(float x) {
+static inline uint8_t cpu_e2m1_encode(float x) {
   float a = fabsf(x);
   if (a != a) return 0;
   uint8_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
             : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-  return (uint8_t)(c | ((lpk_bits(x) >> 28) & 8));
+  return (uint8_t)(c | ((cpu_bits(x) >> 28) & 8));
 }
-static inline float lpk_e2m1_decode(uint8_t c) {
+static inline float cpu_e2m1_decode(uint8_t c) {
   float m = (c & 7) < 2 ? 0.5f * (float)(c & 7)
-          : lpk_pow2(((c & 7) >> 1) - 1) * (1.0f + 0.5f * (float)(c & 1));
+          : cpu_pow2(((c & 7) >> 1) - 1) * (1.0f + 0.5f * (float)(c & 1));
   return (c & 8) ? -m : m;
 }
 
 /* E4M3fn: RNE, saturating at 448, NaN -> 0x7F. */
-static inline uint8_t lpk_e4m3_encode(float x) {
-  uint8_t s = (uint8_t)((lpk_bits(x) >> 24) & 0x80);
+static inline uint8_t cpu_e4m3_encode(float x) {
+  uint8_t s = (uint8_t)((cpu_bits(x) >> 24) & 0x80);
   float a = fabsf(x);
   if (a != a) return 0x7f;
   if (a >= 448.0f) return (uint8_t)(s | 0x7e);
   if (a < 0.015625f) return (uint8_t)(s | (uint8_t)rintf(a * 512.0f)); /* subnormal, 2^-9 steps */
-  int e = (int)((lpk_bits(a) >> 23) & 0xff) - 127;
-  int m = (int)rintf(a * lpk_pow2(3 - e)); /* 8..16; 16 carries into the exponent */
+  int e = (int)((cpu_bits(a) >> 23) & 0xff) - 127;
+  int m = (int)rintf(a * cpu_pow2(3 - e)); /* 8..16; 16 carries into the exponent */
   return (uint8_t)(s | (((e + 7) << 3) + (m - 8)));
 }
-static inline float lpk_e4m3_decode(uint8_t c) {
+static inline float cpu_e4m3_decode(uint8_t c) {
   int e = (c >> 3) & 15, m = c & 7;
-  float v = (c & 0x7f) == 0x7f ? lpk_from_bits(0x7fc00000u)
-          : e == 0 ? (float)m * 0.001953125f : lpk_pow2(e - 7) * (1.0f + (float)m * 0.125f);
+  float v = (c & 0x7f) == 0x7f ? cpu_from_bits(0x7fc00000u)
+          : e == 0 ? (float)m * 0.001953125f : cpu_pow2(e - 7) * (1.0f + (float)m * 0.125f);
   return (c & 0x80) ? -v : v;
 }
-static inline float lpk_e8m0_decode(uint8_t c) {
-  return c == 0xff ? lpk_from_bits(0x7fc00000u) : lpk_pow2((int)c - 127);
+static inline float cpu_e8m0_decode(uint8_t c) {
+  return c == 0xff ? cpu_from_bits(0x7fc00000u) : cpu_pow2((int)c - 127);
 }
 
 /* f32 -> nearest f16 value (RNE, overflow to inf), kept in f32. */
-static inline float lpk_round_f16(float x) {
+static inline float cpu_round_f16(float x) {
   float a = fabsf(x);
   if (a != a) return x;
-  if (a >= 65520.0f) return x < 0 ? -lpk_from_bits(0x7f800000u) : lpk_from_bits(0x7f800000u);
-  int e = a < 6.103515625e-05f ? -14 : (int)((lpk_bits(a) >> 23) & 0xff) - 127;
-  float r = rintf(a * lpk_pow2(10 - e)) * lpk_pow2(e - 10);
+  if (a >= 65520.0f) return x < 0 ? -cpu_from_bits(0x7f800000u) : cpu_from_bits(0x7f800000u);
+  int e = a < 6.103515625e-05f ? -14 : (int)((cpu_bits(a) >> 23) & 0xff) - 127;
+  float r = rintf(a * cpu_pow2(10 - e)) * cpu_pow2(e - 10);
   return x < 0 ? -r : r;
 }
 
 /* Element value exactly as kernels form it: (code * scale) * outer. */
-static inline float lpk_dequant(int format, uint8_t code, uint8_t scale, float outer) {
-  if (format == 2) return lpk_e4m3_decode(code) * outer;            /* FP8 */
-  if (format == 1) return lpk_e2m1_decode(code) * lpk_e8m0_decode(scale); /* MXFP4 */
-  return (lpk_e2m1_decode(code) * lpk_e4m3_decode(scale)) * outer; /* NVFP4 */
+static inline float cpu_dequant(int format, uint8_t code, uint8_t scale, float outer) {
+  if (format == 2) return cpu_e4m3_decode(code) * outer;            /* FP8 */
+  if (format == 1) return cpu_e2m1_decode(code) * cpu_e8m0_decode(scale); /* MXFP4 */
+  return (cpu_e2m1_decode(code) * cpu_e4m3_decode(scale)) * outer; /* NVFP4 */
 }
 
 /* f16 / bf16 bits -> f32, exact (f16: normals rebiased, subnormals m * 2^-24). */
-static inline float lpk_f16_decode(uint16_t h) {
+static inline float cpu_f16_decode(uint16_t h) {
   uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3ffu;
-  if (e == 31) return lpk_from_bits(s | 0x7f800000u | (m << 13));
+  if (e == 31) return cpu_from_bits(s | 0x7f800000u | (m << 13));
   if (e == 0) {
     float v = (float)m * 5.9604644775390625e-08f;
     return s ? -v : v;
   }
-  return lpk_from_bits(s | ((e + 112) << 23) | (m << 13));
+  return cpu_from_bits(s | ((e + 112) << 23) | (m << 13));
 }
-static inline float lpk_bf16_decode(uint16_t h) { return lpk_from_bits((uint32_t)h << 16); }
+static inline float cpu_bf16_decode(uint16_t h) { return cpu_from_bits((uint32_t)h << 16); }
 
 /* Element offset of (a, b, c, e) in a 4-D tensor with element strides s. */
-static inline int64_t lpk_off(const int64_t *s, int64_t a, int64_t b, int64_t c, int64_t e) {
+static inline int64_t cpu_off(const int64_t *s, int64_t a, int64_t b, int64_t c, int64_t e) {
   return a * s[0] + b * s[1] + c * s[2] + e * s[3];
 }
 
 /* ---- scale steps ------------------------------------------------------------ */
 /* Outer scale of a domain whose finite values have amax (format 0 NVFP4,
  * 1 MXFP4, 2 FP8): amax / (6 * 448), 1, amax / 448. */
-static inline float lpk_outer_scale(int format, float amax) {
+static inline float cpu_outer_scale(int format, float amax) {
   return format == 2 ? amax / 448.0f : format == 1 ? 1.0f : amax / 2688.0f;
 }
 
@@ -98,13 +98,13 @@ static inline float lpk_outer_scale(int format, float amax) {
  * floor rule clamp(floor(log2 amax) - 2 + 127, 0, 254); round-up rule
  * ceil(log2(amax / 6)) + 127, where a subnormal quotient r = frac * 2^-149
  * reaches code 1 only above 2^-127. amax = 0 gives code 0. */
-static inline uint8_t lpk_mx_scale_code(float amax, int round_up) {
+static inline uint8_t cpu_mx_scale_code(float amax, int round_up) {
   uint32_t code;
   if (round_up) {
-    uint32_t b = lpk_bits(amax / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
+    uint32_t b = cpu_bits(amax / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
     code = e ? e + (frac != 0) : (frac > 0x400000u);
   } else {
-    uint32_t e = lpk_bits(amax) >> 23;
+    uint32_t e = cpu_bits(amax) >> 23;
     code = e > 2 ? e - 2 : 0;
   }
   return (uint8_t)(code > 254 ? 254 : code);
@@ -114,17 +114,17 @@ static inline uint8_t lpk_mx_scale_code(float amax, int round_up) {
  * whose finite values have amax ga (bad: one value is not) goes to *code; returns
  * the decoded scale and sets *denom, the divisor of the group's elements (0: the
  * group's codes are all 0; NaN scale codes 0x7F / 0xFF for a bad group). */
-static inline float lpk_group_scale(int format, float ga, int bad, float outer, int round_up,
+static inline float cpu_group_scale(int format, float ga, int bad, float outer, int round_up,
                                     uint8_t *code, float *denom) {
   uint8_t c;
   float s;
   if (format == 1) {
-    c = bad ? 0xff : lpk_mx_scale_code(ga, round_up);
-    s = lpk_e8m0_decode(c);
+    c = bad ? 0xff : cpu_mx_scale_code(ga, round_up);
+    s = cpu_e8m0_decode(c);
     *denom = bad || !(ga > 0.0f) ? 0.0f : s;
   } else {
-    c = bad ? 0x7f : outer == 0.0f ? 0 : lpk_e4m3_encode((ga / 6.0f) / outer);
-    s = lpk_e4m3_decode(c);
+    c = bad ? 0x7f : outer == 0.0f ? 0 : cpu_e4m3_encode((ga / 6.0f) / outer);
+    s = cpu_e4m3_decode(c);
     *denom = bad ? 0.0f : s * outer;
   }
   *code = c;
@@ -134,7 +134,7 @@ static inline float lpk_group_scale(int format, float ga, int bad, float outer, 
 /* ---- stochastic rounding ------------------------------------------------------ */
 /* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
  * as the uniform (word >> 8) * 2^-24. */
-static inline float lpk_sr_uniform(uint64_t seed, uint64_t n) {
+static inline float cpu_sr_uniform(uint64_t seed, uint64_t n) {
   uint64_t ctr = n >> 2;
   uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
@@ -150,60 +150,60 @@ static inline float lpk_sr_uniform(uint64_t seed, uint64_t n) {
 
 /* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
  * lo is the magnitude code below |x|. Returns the magnitude code. */
-static inline uint32_t lpk_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
+static inline uint32_t cpu_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
   float a = x < 0 ? -vhi : vlo, b = x < 0 ? -vlo : vhi;
   int to_b = u < (x - a) / (b - a);
   return (to_b == (x > 0)) ? lo + 1 : lo;
 }
 
-static inline uint8_t lpk_e2m1_encode_sr(float x, float u) {
+static inline uint8_t cpu_e2m1_encode_sr(float x, float u) {
   float a = fabsf(x);
   if (a != a) return 0;
-  uint32_t c = lpk_e2m1_encode(a) & 7u;
-  if (lpk_e2m1_decode((uint8_t)c) > a) c--;
-  if (c < 7u && lpk_e2m1_decode((uint8_t)c) != a)
-    c = lpk_sr_pick(x, u, c, lpk_e2m1_decode((uint8_t)c), lpk_e2m1_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((lpk_bits(x) >> 28) & 8u));
+  uint32_t c = cpu_e2m1_encode(a) & 7u;
+  if (cpu_e2m1_decode((uint8_t)c) > a) c--;
+  if (c < 7u && cpu_e2m1_decode((uint8_t)c) != a)
+    c = cpu_sr_pick(x, u, c, cpu_e2m1_decode((uint8_t)c), cpu_e2m1_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((cpu_bits(x) >> 28) & 8u));
 }
 
-static inline uint8_t lpk_e4m3_encode_sr(float x, float u) {
+static inline uint8_t cpu_e4m3_encode_sr(float x, float u) {
   float a = fabsf(x);
   if (a != a) return 0x7f;
-  uint32_t c = lpk_e4m3_encode(a) & 0x7fu;
-  if (lpk_e4m3_decode((uint8_t)c) > a) c--;
-  if (c < 0x7eu && lpk_e4m3_decode((uint8_t)c) != a)
-    c = lpk_sr_pick(x, u, c, lpk_e4m3_decode((uint8_t)c), lpk_e4m3_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((lpk_bits(x) >> 24) & 0x80u));
+  uint32_t c = cpu_e4m3_encode(a) & 0x7fu;
+  if (cpu_e4m3_decode((uint8_t)c) > a) c--;
+  if (c < 0x7eu && cpu_e4m3_decode((uint8_t)c) != a)
+    c = cpu_sr_pick(x, u, c, cpu_e4m3_decode((uint8_t)c), cpu_e4m3_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((cpu_bits(x) >> 24) & 0x80u));
 }
 
 /* ---- element step --------------------------------------------------------------- */
 /* Code of the element y = x / divisor: E4M3 (fp8) or E2M1, RNE, or with sr
  * stochastic with the uniform u. */
-static inline uint8_t lpk_elem_code(int fp8, float y, int sr, float u) {
-  if (fp8) return sr ? lpk_e4m3_encode_sr(y, u) : lpk_e4m3_encode(y);
-  return sr ? lpk_e2m1_encode_sr(y, u) : lpk_e2m1_encode(y);
+static inline uint8_t cpu_elem_code(int fp8, float y, int sr, float u) {
+  if (fp8) return sr ? cpu_e4m3_encode_sr(y, u) : cpu_e4m3_encode(y);
+  return sr ? cpu_e2m1_encode_sr(y, u) : cpu_e2m1_encode(y);
 }
 
 /* Values of the RNE element step, decode(encode(.)), for the quantizers that
  * keep values (P of a low tile): E2M1 for finite x >= 0 (ties to the even code,
  * saturating at 6); E4M3 for finite 0 <= y <= 448. The CPU SIMD forms
  * (backends/cpu/quantp-inl.h) are checked against these lane by lane. */
-static inline float lpk_e2m1_round(float x) {
+static inline float cpu_e2m1_round(float x) {
   return x < 2.0f ? rintf(x * 2.0f) * 0.5f : x < 4.0f ? rintf(x) : (x <= 5.0f ? 4.0f : 6.0f);
 }
-static inline float lpk_e4m3_round(float y) {
+static inline float cpu_e4m3_round(float y) {
   if (y < 0.015625f) return rintf(y * 512.0f) * 0.001953125f;
-  int e = (int)((lpk_bits(y) >> 23) & 0xff) - 127;
-  return rintf(y * lpk_pow2(3 - e)) * lpk_pow2(e - 3);
+  int e = (int)((cpu_bits(y) >> 23) & 0xff) - 127;
+  return rintf(y * cpu_pow2(3 - e)) * cpu_pow2(e - 3);
 }
 
 /* ---- one domain ------------------------------------------------------------------ */
 /* Amax of the finite values of x[i*stride], i in [0, n); *bad = 1 if one is not. */
-static inline float lpk_finite_amax(const float *x, long stride, int n, int *bad) {
+static inline float cpu_finite_amax(const float *x, long stride, int n, int *bad) {
   float m = 0.0f;
   for (int i = 0; i < n; i++) {
     float v = x[i * stride];
-    if (!lpk_finite(v)) *bad = 1;
+    if (!cpu_finite(v)) *bad = 1;
     else if (fabsf(v) > m) m = fabsf(v);
   }
   return m;
@@ -213,25 +213,25 @@ static inline float lpk_finite_amax(const float *x, long stride, int n, int *bad
  * 2 FP8; n a multiple of the group size). E2M1 codes one per byte. With sr,
  * element i draws u = sr_uniform(seed, sr_index[i]) (sr_index NULL: i).
  * Returns 1 when a non-finite value was seen. */
-static inline int lpk_quantize_domain(int format, int mx_round_up, int sr, uint64_t seed,
+static inline int cpu_quantize_domain(int format, int mx_round_up, int sr, uint64_t seed,
                                       const int64_t *sr_index, const float *x, long stride, int n,
                                       uint8_t *codes, uint8_t *scales, float *outer) {
   int bad = 0;
-  const float amax = lpk_finite_amax(x, stride, n, &bad);
+  const float amax = cpu_finite_amax(x, stride, n, &bad);
   const int fp8 = format == 2, G = fp8 ? n : format == 1 ? 32 : 16;
-  const float out = lpk_outer_scale(format, amax);
-  *outer = fp8 && bad ? lpk_from_bits(0x7fc00000u) : out;
+  const float out = cpu_outer_scale(format, amax);
+  *outer = fp8 && bad ? cpu_from_bits(0x7fc00000u) : out;
   for (int g = 0; G > 0 && g < n / G; g++) {
     int gbad = 0;
     float denom = out;
     if (fp8) gbad = bad;
     else {
-      const float ga = lpk_finite_amax(x + (long)g * G * stride, stride, G, &gbad);
-      lpk_group_scale(format, ga, gbad, out, mx_round_up, &scales[g], &denom);
+      const float ga = cpu_finite_amax(x + (long)g * G * stride, stride, G, &gbad);
+      cpu_group_scale(format, ga, gbad, out, mx_round_up, &scales[g], &denom);
     }
     for (int i = g * G; i < g * G + G; i++) {
-      const float u = sr ? lpk_sr_uniform(seed, (uint64_t)(sr_index ? sr_index[i] : i)) : 0.0f;
-      codes[i] = gbad || denom == 0.0f ? 0 : lpk_elem_code(fp8, x[i * stride] / denom, sr, u);
+      const float u = sr ? cpu_sr_uniform(seed, (uint64_t)(sr_index ? sr_index[i] : i)) : 0.0f;
+      codes[i] = gbad || denom == 0.0f ? 0 : cpu_elem_code(fp8, x[i * stride] / denom, sr, u);
     }
   }
   return bad;
@@ -239,27 +239,27 @@ static inline int lpk_quantize_domain(int format, int mx_round_up, int sr, uint6
 
 /* m: running max in frame G; l: sum of exp; r: sum of P * (score - G);
  * G: PASA pseudo-average; n: tiles folded in so far. */
-typedef struct { float m, l, r, G; int n; } lpk_row;
+typedef struct { float m, l, r, G; int n; } cpu_row;
 
-static inline void lpk_row_init(lpk_row *st) {
-  st->m = -lpk_from_bits(0x7f800000u);
+static inline void cpu_row_init(cpu_row *st) {
+  st->m = -cpu_from_bits(0x7f800000u);
   st->l = 0.0f, st->r = 0.0f, st->G = 0.0f, st->n = 0;
 }
 
 /* Step of one tile, between the max pass and the exp pass. */
-typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } lpk_step;
+typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } cpu_step;
 
 /* smax: rowmax of this tile's (shifted) scores, -inf if the row sees none;
  * c: the tile's PASA correction (0 without PASA). P = exp(S' + bias). */
-static inline lpk_step lpk_row_begin(const lpk_row *st, float smax, float c) {
-  lpk_step s;
+static inline cpu_step cpu_row_begin(const cpu_row *st, float smax, float c) {
+  cpu_step s;
   int n = st->n + 1;
   s.G_new = ((float)(n - 1) * st->G + c) / (float)n;
   s.dm_prev = st->G - s.G_new;
   s.dm_cur = c - s.G_new;
   float old = st->m + s.dm_prev, cur = smax + s.dm_cur;
   s.m_new = old > cur ? old : cur;
-  if (s.m_new == -lpk_from_bits(0x7f800000u)) { /* nothing visible yet */
+  if (s.m_new == -cpu_from_bits(0x7f800000u)) { /* nothing visible yet */
     s.alpha = 1.0f, s.bias = 0.0f;
   } else {
     s.alpha = expf(old - s.m_new);
@@ -270,7 +270,7 @@ static inline lpk_step lpk_row_begin(const lpk_row *st, float smax, float c) {
 
 /* sum_p = sum P, sum_ps = sum P * S' (both over the tile's row). The caller
  * scales acc by s.alpha and adds P V. */
-static inline void lpk_row_end(lpk_row *st, const lpk_step *s, float sum_p, float sum_ps) {
+static inline void cpu_row_end(cpu_row *st, const cpu_step *s, float sum_p, float sum_ps) {
   st->r = s->alpha * (st->r + st->l * s->dm_prev) + (sum_ps + sum_p * s->dm_cur);
   st->l = s->alpha * st->l + sum_p;
   st->m = s->m_new, st->G = s->G_new, st->n += 1;
@@ -278,9 +278,9 @@ static inline void lpk_row_end(lpk_row *st, const lpk_step *s, float sum_p, floa
 
 /* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0.
  * (Not !(l > 0): a NaN l from a non-finite input must stay NaN.) */
-static inline void lpk_row_finish(const lpk_row *st, float *inv_l, float *lse, float *ent) {
+static inline void cpu_row_finish(const cpu_row *st, float *inv_l, float *lse, float *ent) {
   if (st->n == 0 || st->l == 0.0f) {
-    *inv_l = 0.0f, *lse = -lpk_from_bits(0x7f800000u), *ent = 0.0f;
+    *inv_l = 0.0f, *lse = -cpu_from_bits(0x7f800000u), *ent = 0.0f;
     return;
   }
   float logl = logf(st->l);
@@ -291,10 +291,10 @@ static inline void lpk_row_finish(const lpk_row *st, float *inv_l, float *lse, f
 
 /* SPEC 7 for one row: weights of the two partials and the merged LSE/H.
  * An empty partial (LSE = -inf) is the identity; 0 log 0 = 0. */
-static inline float lpk_xlogx(float w) { return w > 0.0f ? w * logf(w) : 0.0f; }
-static inline void lpk_merge(float la, float ha, float lb, float hb, float *wa, float *wb,
+static inline float cpu_xlogx(float w) { return w > 0.0f ? w * logf(w) : 0.0f; }
+static inline void cpu_merge(float la, float ha, float lb, float hb, float *wa, float *wb,
                           float *lse, float *ent) {
-  float ninf = -lpk_from_bits(0x7f800000u);
+  float ninf = -cpu_from_bits(0x7f800000u);
   if (la == ninf && lb == ninf) {
     *wa = *wb = 0.0f, *lse = ninf, *ent = 0.0f;
     return;
@@ -303,8 +303,8 @@ static inline void lpk_merge(float la, float ha, float lb, float hb, float *wa, 
   float l = m + logf(expf(la - m) + expf(lb - m));
   *wa = expf(la - l), *wb = expf(lb - l);
   *lse = l;
-  *ent = (*wa > 0.0f ? *wa * ha : 0.0f) + (*wb > 0.0f ? *wb * hb : 0.0f) - lpk_xlogx(*wa) -
-         lpk_xlogx(*wb);
+  *ent = (*wa > 0.0f ? *wa * ha : 0.0f) + (*wb > 0.0f ? *wb * hb : 0.0f) - cpu_xlogx(*wa) -
+         cpu_xlogx(*wb);
 }
 
 #endif

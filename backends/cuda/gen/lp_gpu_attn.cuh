@@ -9,7 +9,7 @@
  * low tile is quantized per row in registers. Everything but the two
  * matrix products and where Q lives (the dl.* calls: the dialect's half,
  * templates/gpu/inc/attn_<dialect>.j2) is written against the lane layout
- * lpc_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
+ * gpu_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
  * the masks, the online-softmax/entropy/PASA state (templates/common), the
  * P quantizer and the split/decode logic are the same code on every GPU. */
 #ifndef LP_GPU_ATTN_CUH
@@ -17,8 +17,8 @@
 #include "lp_gpu.cuh"
 
 namespace lpattn_cuda {
-#define LPC_BQ 64
-#define LPC_BK 64
+#define GPU_BQ 64
+#define GPU_BK 64
 
 
 /* sm_120a: S = Q K^T of an NVFP4/MXFP4 low tile on the native block-scaled
@@ -29,7 +29,7 @@ namespace lpattn_cuda {
  * Compiled only where the arch-specific feature macro says the
  * instruction exists; other targets never reference it. */
 #if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
-__device__ __forceinline__ void lpc_omma_nvfp4(float &c0, float &c1, float &c2, float &c3,
+__device__ __forceinline__ void gpu_omma_nvfp4(float &c0, float &c1, float &c2, float &c3,
                                                const uint32_t a[4], uint32_t b0, uint32_t b1,
                                                uint32_t sfa, uint32_t sfb) {
   asm volatile(
@@ -38,7 +38,7 @@ __device__ __forceinline__ void lpc_omma_nvfp4(float &c0, float &c1, float &c2, 
       : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sfa), "r"(sfb));
 }
-__device__ __forceinline__ void lpc_omma_mxfp4(float &c0, float &c1, float &c2, float &c3,
+__device__ __forceinline__ void gpu_omma_mxfp4(float &c0, float &c1, float &c2, float &c3,
                                                const uint32_t a[4], uint32_t b0, uint32_t b1,
                                                uint32_t sfa, uint32_t sfb) {
   asm volatile(
@@ -49,13 +49,13 @@ __device__ __forceinline__ void lpc_omma_mxfp4(float &c0, float &c1, float &c2, 
 }
 
 /* 8 codes (4 bytes) of row `row` from element k, or 0 outside the tile. */
-__device__ __forceinline__ uint32_t lpc_codes8(const uint8_t *codes, int64_t row, int D, int k,
+__device__ __forceinline__ uint32_t gpu_codes8(const uint8_t *codes, int64_t row, int D, int k,
                                                bool ok) {
   return ok ? *(const uint32_t *)(codes + ((row * D + k) >> 1)) : 0u;
 }
 
 /* Scale bytes of one k64 step: 4 E4M3 (groups of 16) or 2 E8M0 (of 32). */
-__device__ __forceinline__ uint32_t lpc_scales_k64(const uint8_t *scales, int64_t row, int D,
+__device__ __forceinline__ uint32_t gpu_scales_k64(const uint8_t *scales, int64_t row, int D,
                                                    int kd, bool mx, bool ok) {
   if (!ok) return 0u;
   if (mx) {
@@ -68,7 +68,7 @@ __device__ __forceinline__ uint32_t lpc_scales_k64(const uint8_t *scales, int64_
 /* Scale selectors (thread-id 0): A row m comes from lane 4*(m%8) + m/8, B
  * column n from lane 4n; the other lanes' scale registers are ignored. */
 template <int D>
-__device__ __forceinline__ void lpc_fp4_scores(const lp_gpu_attn_args &a, float (&s)[2][16],
+__device__ __forceinline__ void gpu_fp4_scores(const lp_gpu_attn_args &a, float (&s)[2][16],
                                                int64_t kvbh, int64_t qrow0, int base, int c0,
                                                int Skv, int r0, int r1) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
@@ -81,40 +81,40 @@ __device__ __forceinline__ void lpc_fp4_scores(const lp_gpu_attn_args &a, float 
 #pragma unroll
   for (int kd = 0; kd < D / 64; kd++) {
     const int k = kd * 64 + 8 * t4;
-    uint32_t qa[4] = {lpc_codes8(a.qq.codes, qrow0 + ra, D, k, oka),
-                      lpc_codes8(a.qq.codes, qrow0 + rb, D, k, okb),
-                      lpc_codes8(a.qq.codes, qrow0 + ra, D, k + 32, oka),
-                      lpc_codes8(a.qq.codes, qrow0 + rb, D, k + 32, okb)};
-    const uint32_t sfa = lpc_scales_k64(a.qq.scales, qrow0 + rs, D, kd, mx, oks);
+    uint32_t qa[4] = {gpu_codes8(a.qq.codes, qrow0 + ra, D, k, oka),
+                      gpu_codes8(a.qq.codes, qrow0 + rb, D, k, okb),
+                      gpu_codes8(a.qq.codes, qrow0 + ra, D, k + 32, oka),
+                      gpu_codes8(a.qq.codes, qrow0 + rb, D, k + 32, okb)};
+    const uint32_t sfa = gpu_scales_k64(a.qq.scales, qrow0 + rs, D, kd, mx, oks);
 #pragma unroll
     for (int n = 0; n < 8; n++) { /* 8-key block n: slots 2n, 2n+1 of both rows */
       const int key = c0 + n * 8 + g;
       const bool okk = key < Skv;
       const int64_t krow = kvbh * a.kq.rows + key;
-      const uint32_t b0 = lpc_codes8(a.kq.codes, krow, D, k, okk);
-      const uint32_t b1 = lpc_codes8(a.kq.codes, krow, D, k + 32, okk);
-      const uint32_t sfb = lpc_scales_k64(a.kq.scales, krow, D, kd, mx, okk && t4 == 0);
-      if (mx) lpc_omma_mxfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
-      else lpc_omma_nvfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
+      const uint32_t b0 = gpu_codes8(a.kq.codes, krow, D, k, okk);
+      const uint32_t b1 = gpu_codes8(a.kq.codes, krow, D, k + 32, okk);
+      const uint32_t sfb = gpu_scales_k64(a.kq.scales, krow, D, kd, mx, okk && t4 == 0);
+      if (mx) gpu_omma_mxfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
+      else gpu_omma_nvfp4(s[0][2 * n], s[0][2 * n + 1], s[1][2 * n], s[1][2 * n + 1], qa, b0, b1, sfa, sfb);
     }
   }
 }
 #endif
 
-__device__ __forceinline__ int lpc_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+__device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
-template <int D> struct lpc_smem {
+template <int D> struct gpu_smem {
   static constexpr int LD = D + 8;       /* padded rows: conflict-free ldmatrix */
-  static constexpr int LDV = LPC_BK + 8; /* low V decoded in-kernel is stored transposed, [d][key] */
-  static constexpr int KSZ = LPC_BK * LD;
-  static constexpr int VSZ = LPC_BK * LD > D * LDV ? LPC_BK * LD : D * LDV;
-  static constexpr int QSZ = LPC_QSMEM ? 2 * LPC_BQ * LD : 0; /* Q and its low copy */
-  static constexpr int NBUF = LPC_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
-  static constexpr size_t SCAL = (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
-  static constexpr size_t KC = LPC_KCODES ? (size_t)LPC_BK * D : 0; /* FP8 K codes, bytes */
+  static constexpr int LDV = GPU_BK + 8; /* low V decoded in-kernel is stored transposed, [d][key] */
+  static constexpr int KSZ = GPU_BK * LD;
+  static constexpr int VSZ = GPU_BK * LD > D * LDV ? GPU_BK * LD : D * LDV;
+  static constexpr int QSZ = GPU_QSMEM ? 2 * GPU_BQ * LD : 0; /* Q and its low copy */
+  static constexpr int NBUF = GPU_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
+  static constexpr size_t SCAL = (size_t)(2 * GPU_BQ + GPU_BK + 2 * D) * 4;
+  static constexpr size_t KC = GPU_KCODES ? (size_t)GPU_BK * D : 0; /* FP8 K codes, bytes */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
-  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > LPC_SMEM_MAX;
+  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > GPU_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
   static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
@@ -124,19 +124,19 @@ template <int D> struct lpc_smem {
 /* ldmatrix fragments of Q (Qw: the warp's 16 rows) and K from shared memory
  * into m16n8k16; slots 4np.. of the lane layout are n-blocks 2np, 2np+1. */
 template <typename MM, int D>
-__device__ __forceinline__ void lpc_mm_scores(float (&s)[2][16], const unsigned short *Qw,
+__device__ __forceinline__ void gpu_mm_scores(float (&s)[2][16], const unsigned short *Qw,
                                               const unsigned short *Ks, int lane) {
-  constexpr int LD = lpc_smem<D>::LD;
+  constexpr int LD = gpu_smem<D>::LD;
   const int arow = (lane & 7) + 8 * ((lane >> 3) & 1), acol = 8 * (lane >> 4);
   const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);
 #pragma unroll
   for (int kd = 0; kd < D / 16; kd++) {
     uint32_t qa[4];
-    lpc_ldsm_x4(qa, &Qw[arow * LD + kd * 16 + acol]);
+    gpu_ldsm_x4(qa, &Qw[arow * LD + kd * 16 + acol]);
 #pragma unroll
-    for (int np = 0; np < LPC_BK / 16; np++) {
+    for (int np = 0; np < GPU_BK / 16; np++) {
       uint32_t kb[4];
-      lpc_ldsm_x4(kb, &Ks[(np * 16 + brow) * LD + kd * 16 + bcol]);
+      gpu_ldsm_x4(kb, &Ks[(np * 16 + brow) * LD + kd * 16 + bcol]);
       MM::run(s[0][4 * np], s[0][4 * np + 1], s[1][4 * np], s[1][4 * np + 1], qa, kb[0], kb[1]);
       MM::run(s[0][4 * np + 2], s[0][4 * np + 3], s[1][4 * np + 2], s[1][4 * np + 3], qa, kb[2], kb[3]);
     }
@@ -144,19 +144,19 @@ __device__ __forceinline__ void lpc_mm_scores(float (&s)[2][16], const unsigned 
 }
 /* acc += P V: P (rounded to MM's type) from registers, V [key][LD]. */
 template <typename MM, int D>
-__device__ __forceinline__ void lpc_mm_pv(float (&acc)[2][D / 4], const float (&s)[2][16],
+__device__ __forceinline__ void gpu_mm_pv(float (&acc)[2][D / 4], const float (&s)[2][16],
                                           const unsigned short *Vs, int lane) {
-  constexpr int LD = lpc_smem<D>::LD;
+  constexpr int LD = gpu_smem<D>::LD;
   const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 8 * (lane >> 4);
 #pragma unroll
-  for (int kk = 0; kk < LPC_BK / 16; kk++) {
+  for (int kk = 0; kk < GPU_BK / 16; kk++) {
     const uint32_t pa[4] = {MM::pack(s[0][4 * kk], s[0][4 * kk + 1]), MM::pack(s[1][4 * kk], s[1][4 * kk + 1]),
                             MM::pack(s[0][4 * kk + 2], s[0][4 * kk + 3]),
                             MM::pack(s[1][4 * kk + 2], s[1][4 * kk + 3])};
 #pragma unroll
     for (int np = 0; np < D / 16; np++) {
       uint32_t vb[4];
-      lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+      gpu_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
       MM::run(acc[0][4 * np], acc[0][4 * np + 1], acc[1][4 * np], acc[1][4 * np + 1], pa, vb[0], vb[1]);
       MM::run(acc[0][4 * np + 2], acc[0][4 * np + 3], acc[1][4 * np + 2], acc[1][4 * np + 3], pa, vb[2], vb[3]);
     }
@@ -165,16 +165,16 @@ __device__ __forceinline__ void lpc_mm_pv(float (&acc)[2][D / 4], const float (&
 /* Low tile: acc += (P^ . V^) * (pout[row] * vout[chan]), bf16 operands; V
  * [key][LD] (vt = 0) or transposed [d][LDV] (vt = 1). */
 template <int D>
-__device__ __forceinline__ void lpc_mm_pv_low(float (&acc)[2][D / 4], const float (&s)[2][16],
+__device__ __forceinline__ void gpu_mm_pv_low(float (&acc)[2][D / 4], const float (&s)[2][16],
                                               const unsigned short *Vs, bool vt, const float pout[2],
                                               const float *vout, int lane) {
-  typedef lpc_mma<lpc_bf16> LO;
-  constexpr int LD = lpc_smem<D>::LD, LDV = lpc_smem<D>::LDV;
+  typedef gpu_mma<gpu_bf16> LO;
+  constexpr int LD = gpu_smem<D>::LD, LDV = gpu_smem<D>::LDV;
   const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vcol = 8 * (lane >> 4);
   const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1), t4 = lane & 3;
-  uint32_t pa[LPC_BK / 16][4];
+  uint32_t pa[GPU_BK / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < LPC_BK / 16; kk++) {
+  for (int kk = 0; kk < GPU_BK / 16; kk++) {
     pa[kk][0] = LO::pack(s[0][4 * kk], s[0][4 * kk + 1]);
     pa[kk][1] = LO::pack(s[1][4 * kk], s[1][4 * kk + 1]);
     pa[kk][2] = LO::pack(s[0][4 * kk + 2], s[0][4 * kk + 3]);
@@ -184,10 +184,10 @@ __device__ __forceinline__ void lpc_mm_pv_low(float (&acc)[2][D / 4], const floa
   for (int np = 0; np < D / 16; np++) {
     float t0[4] = {0, 0, 0, 0}, t1[4] = {0, 0, 0, 0};
 #pragma unroll
-    for (int kk = 0; kk < LPC_BK / 16; kk++) {
+    for (int kk = 0; kk < GPU_BK / 16; kk++) {
       uint32_t vb[4];
-      if (!vt) lpc_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
-      else lpc_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
+      if (!vt) gpu_ldsm_x4_t(vb, &Vs[(kk * 16 + vrow) * LD + np * 16 + vcol]);
+      else gpu_ldsm_x4(vb, &Vs[(np * 16 + brow) * LDV + kk * 16 + bcol]);
       LO::run(t0[0], t0[1], t0[2], t0[3], pa[kk], vb[0], vb[1]);
       LO::run(t1[0], t1[1], t1[2], t1[3], pa[kk], vb[2], vb[3]);
     }
@@ -202,21 +202,21 @@ __device__ __forceinline__ void lpc_mm_pv_low(float (&acc)[2][D / 4], const floa
 
 
 template <typename T, int D>
-__device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
-  typedef lpc_smem<D> SM;
-  constexpr int BQ = LPC_BQ, BK = LPC_BK, LD = SM::LD, LDV = SM::LDV;
-  constexpr int W = lpc_warp_size(), NT = 4 * W; /* threads of the CTA */
-  typedef lpc_lay<W> L;
+__device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
+  typedef gpu_smem<D> SM;
+  constexpr int BQ = GPU_BQ, BK = GPU_BK, LD = SM::LD, LDV = SM::LDV;
+  constexpr int W = gpu_warp_size(), NT = 4 * W; /* threads of the CTA */
+  typedef gpu_lay<W> L;
   constexpr int FR = L::FR, NS = L::NS, NO = D / L::LPR, SPG = NS / 4; /* SPG: slots per 16 keys */
-  typedef lpc_mma<T> HI;
-  typedef lpc_mma<lpc_bf16> LO;
-  extern __shared__ __attribute__((aligned(16))) unsigned char lpc_smem_raw[];
-  unsigned short *Qs = (unsigned short *)lpc_smem_raw, *Ql = Qs + BQ * LD; /* LPC_QSMEM only */
+  typedef gpu_mma<T> HI;
+  typedef gpu_mma<gpu_bf16> LO;
+  extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
+  unsigned short *Qs = (unsigned short *)gpu_smem_raw, *Ql = Qs + BQ * LD; /* GPU_QSMEM only */
   unsigned short *Kb = Qs + SM::QSZ, *Vb = SM::SPLIT ? Kb : Kb + SM::NBUF * SM::KSZ;
   float *qout = (float *)(Kb + SM::KVSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
 #if defined(LPATTN_HIP_FP8_MFMA)
-  uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (LPC_KCODES) */
+  uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (GPU_KCODES) */
 #endif
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
@@ -247,10 +247,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     jmax = min(nkt - 1, qi);
     jfull = qi - 1;
   } else if (a.causal) {
-    jmax = min(nkt - 1, lpc_floordiv(r1 + off, BK));
+    jmax = min(nkt - 1, gpu_floordiv(r1 + off, BK));
     /* full iff the unclipped c1 = c0 + BK - 1 <= r0 + off: a partial last
      * tile is never full, as in decode (SEMANTICS) */
-    jfull = min(nkt - 1, lpc_floordiv(r0 + off + 1, BK) - 1);
+    jfull = min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1);
   }
   const int per = (jmax + 1 + a.split - 1) / a.split;
   const int js = split_i * per, je = min(jmax + 1, js + per);
@@ -267,7 +267,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     int lr = i / (D / 8), c = (i % (D / 8)) * 8, r = row_of(lr);
     uint4 w = make_uint4(0, 0, 0, 0);
     if (live(lr)) {
-      int64_t o = lpc_off(a.sq, b, head_of(lr), r, c);
+      int64_t o = gpu_off(a.sq, b, head_of(lr), r, c);
       if (a.vec16) {
         w = *(const uint4 *)((const unsigned short *)a.q + o);
       } else {
@@ -281,7 +281,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   if (any_low)
     for (int i = tid; i < BQ * (D / 8); i += blockDim.x) {
       int lr = i / (D / 8), c = (i % (D / 8)) * 8;
-      *(uint4 *)&Ql[lr * LD + c] = live(lr) ? lpc_low8(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + c)
+      *(uint4 *)&Ql[lr * LD + c] = live(lr) ? gpu_low8(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + c)
                                             : make_uint4(0, 0, 0, 0);
     }
   auto qval = [&](int lr, int d) { return HI::tof(Qs[lr * LD + d]); };
@@ -294,22 +294,22 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   for (int hh = 0; hh < FR; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) acc[hh][o] = 0.0f;
-  lpc_row st[FR];
+  gpu_row st[FR];
 #pragma unroll
-  for (int hh = 0; hh < FR; hh++) lpc_row_init(&st[hh]);
+  for (int hh = 0; hh < FR; hh++) gpu_row_init(&st[hh]);
   /* Split KV with a P quantization that depends on the running max (FP8,
    * MXFP4): a first launch (maxpass) records each split's score max, and
    * split i starts from the max of the splits before it, so every tile sees
    * the running max of the sequential order and quantizes P identically. */
   float runmax[FR];
 #pragma unroll
-  for (int hh = 0; hh < FR; hh++) runmax[hh] = lpc_ninf();
+  for (int hh = 0; hh < FR; hh++) runmax[hh] = gpu_ninf();
   if (a.part_m && !a.maxpass)
 #pragma unroll
     for (int hh = 0; hh < FR; hh++) {
       const int lr = warp * 16 + lay.row(hh);
       if (!live(lr)) continue;
-      float m0 = lpc_ninf();
+      float m0 = gpu_ninf();
       for (int si = 0; si < split_i; si++)
         m0 = fmaxf(m0, a.part_m[(((int64_t)si * a.B + b) * a.Hq + head_of(lr)) * Sq + row_of(lr)]);
       st[hh].m = m0;
@@ -330,9 +330,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   };
   /* Tiles copied as they are (high without PASA, or low from the dequantized
    * prefill workspace) are prefetched with cp.async one tile ahead. */
-  const bool lowdq = LPC_ASYNC && a.kd != nullptr;
+  const bool lowdq = GPU_ASYNC && a.kd != nullptr;
   const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
-  auto async_ok = [&](bool lw) { return LPC_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
+  auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
   auto issue = [&](int j, int buf, bool lw) {
     const int c0 = j * BK;
     const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
@@ -342,18 +342,18 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       bool ok = key < Skv;
       int64_t ko = 0, vo = 0;
       if (ok && lw) ko = vo = (kvbh * a.Skv + key) * D + c;
-      else if (ok) ko = lpc_off(a.sk, b, hk, key, c), vo = lpc_off(a.sv, b, hk, key, c);
-      lpc_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
-      lpc_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
+      else if (ok) ko = gpu_off(a.sk, b, hk, key, c), vo = gpu_off(a.sv, b, hk, key, c);
+      gpu_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
+      gpu_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
     }
-    lpc_cp_commit();
+    gpu_cp_commit();
   };
   /* PASA shift of tile j (SEMANTICS): beta * Kbar of source tile sj, or for
    * a diagonal tile with no full tile before it (sj < 0) beta * its first key
    * c0, which every row that sees the tile sees (decode: the cache's copy). */
   auto kshift = [&](int sj, int c0, int d) -> float {
     const float src = sj >= 0 ? a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]
-                              : HI::tof(((const unsigned short *)a.k)[lpc_off(a.sk, b, hk, c0, d)]);
+                              : HI::tof(((const unsigned short *)a.k)[gpu_off(a.sk, b, hk, c0, d)]);
     return __fmul_rn(a.pasa_beta, src);
   };
   /* K (or V) of tile j into shared memory in step: high from the tensor
@@ -366,7 +366,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wk = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = lpc_off(a.sk, b, hk, key, c);
+          int64_t o = gpu_off(a.sk, b, hk, key, c);
           unsigned short ek[8];
           if (a.vec16) memcpy(ek, (const unsigned short *)a.k + o, 16);
           else
@@ -374,7 +374,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
           if (a.pasa)
             for (int u = 0; u < 8; u++) {
               float kv = __fmul_rn(__fsub_rn(HI::tof(ek[u]), kshift(sj, c0, c + u)), a.sm_scale);
-              ek[u] = lpc_mma<lpc_f16>::bits(lpc_round_f16(kv));
+              ek[u] = gpu_mma<gpu_f16>::bits(gpu_round_f16(kv));
             }
           memcpy(&wk, ek, 16);
         }
@@ -390,14 +390,14 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       int64_t e = (kvbh * a.kq.rows + (key < Skv ? key : 0)) * D + c;
-      raw[it] = lpc_raw8(a.kq.codes, fmt, e);
+      raw[it] = gpu_raw8(a.kq.codes, fmt, e);
       rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.kq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
     }
 #pragma unroll
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       bool ok = key < Skv;
-      *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
+      *(uint4 *)&Ks[cr * LD + c] = ok ? gpu_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
 #if defined(LPATTN_HIP_FP8_MFMA)
       if (fmt == LPATTN_FMT_FP8) *(uint2 *)&Kc[cr * D + c] = ok ? raw[it] : make_uint2(0, 0);
 #endif
@@ -412,7 +412,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wv = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = lpc_off(a.sv, b, hk, key, c);
+          int64_t o = gpu_off(a.sv, b, hk, key, c);
           if (a.vec16) {
             wv = *(const uint4 *)((const unsigned short *)a.v + o);
           } else {
@@ -434,13 +434,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
       int64_t e = (kvbh * D + d) * Sp + key;
-      raw[it] = lpc_raw8(a.vq.codes, fmt, e);
+      raw[it] = gpu_raw8(a.vq.codes, fmt, e);
       rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.vq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
     }
 #pragma unroll
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
-      uint4 w = lpc_dec8(fmt, raw[it], rsc[it]);
+      uint4 w = gpu_dec8(fmt, raw[it], rsc[it]);
       if (key + 8 > Skv) { /* keys past the sequence hold padding or stale data: zero */
         unsigned short e[8];
         memcpy(e, &w, 16);
@@ -485,8 +485,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         for (int d = tid; d < D; d += blockDim.x)
           vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
       }
-      if (next) lpc_cp_wait<1>();
-      else lpc_cp_wait<0>();
+      if (next) gpu_cp_wait<1>();
+      else gpu_cp_wait<0>();
     } else {
       load_k(j, sj, Ks, low);
       if (!SM::SPLIT) load_v(j, Vs, low);
@@ -516,13 +516,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       bool native = false;
 #if defined(__CUDA_ARCH_FEAT_SM120_ALL)
       if (low && fmt != LPATTN_FMT_FP8 && !a.gqa_pack) {
-        lpc_fp4_scores<D>(a, s, kvbh, ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
+        gpu_fp4_scores<D>(a, s, kvbh, ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
         native = true;
       }
 #endif
       if (!native) {
-        if (low) lpc_mm_scores<LO, D>(s, Ql + warp * 16 * LD, Ks, lane);
-        else lpc_mm_scores<HI, D>(s, Qs + warp * 16 * LD, Ks, lane);
+        if (low) gpu_mm_scores<LO, D>(s, Ql + warp * 16 * LD, Ks, lane);
+        else gpu_mm_scores<HI, D>(s, Qs + warp * 16 * LD, Ks, lane);
       }
 
 
@@ -531,7 +531,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       bool vis[FR]; /* a row that sees none of the tile's keys does not visit it */
 #pragma unroll
       for (int hh = 0; hh < FR; hh++) {
-        smax[hh] = lpc_ninf();
+        smax[hh] = gpu_ninf();
         vis[hh] = !(a.causal && c0 > row_of(warp * 16 + lay.row(hh)) + off);
       }
       const bool masked_tile = c0 + BK > Skv || (a.causal && c1 > r0 + off);
@@ -550,7 +550,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
           for (int sl = 0; sl < NS; sl++) {
             float v = __fmul_rn(__fmul_rn(s[hh][sl], __fmul_rn(qo, kout[lay.key(sl)])), a.sm_scale);
-            if (a.pasa) v = lpc_round_f16(v);
+            if (a.pasa) v = gpu_round_f16(v);
             s[hh][sl] = v;
             smax[hh] = fmaxf(smax[hh], v);
           }
@@ -565,15 +565,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
             float v = s[hh][sl];
             if (low) {
               v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
-              if (a.pasa) v = lpc_round_f16(v);
+              if (a.pasa) v = gpu_round_f16(v);
             } else if (a.pasa) {
-              v = lpc_round_f16(v);
+              v = gpu_round_f16(v);
             } else if (a.score_f16) {
-              v = __fmul_rn(lpc_round_f16(v), a.sm_scale);
+              v = __fmul_rn(gpu_round_f16(v), a.sm_scale);
             } else {
               v = __fmul_rn(v, a.sm_scale);
             }
-            if (key >= Skv || (a.causal && key > r + off)) v = lpc_ninf();
+            if (key >= Skv || (a.causal && key > r + off)) v = gpu_ninf();
             s[hh][sl] = v;
             smax[hh] = fmaxf(smax[hh], v);
           }
@@ -581,15 +581,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       }
       if (a.maxpass) {
 #pragma unroll
-        for (int hh = 0; hh < FR; hh++) runmax[hh] = fmaxf(runmax[hh], lpc_rmax<W>(smax[hh]));
+        for (int hh = 0; hh < FR; hh++) runmax[hh] = fmaxf(runmax[hh], gpu_rmax<W>(smax[hh]));
       } else {
-        lpc_step stp[FR];
+        gpu_step stp[FR];
         float psum[FR], pssum[FR];
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
-          const float m = lpc_rmax<W>(smax[hh]);
+          const float m = gpu_rmax<W>(smax[hh]);
           const float c = a.pasa ? crow[warp * 16 + lay.row(hh)] : 0.0f;
-          stp[hh] = lpc_row_begin(&st[hh], m, c);
+          stp[hh] = gpu_row_begin(&st[hh], m, c);
           if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
           psum[hh] = pssum[hh] = 0.0f;
         }
@@ -598,15 +598,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
           for (int sl = 0; sl < NS; sl++) {
             const float v = s[hh][sl];
-            const float p = v == lpc_ninf() ? 0.0f : __expf(v + stp[hh].bias);
+            const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
             psum[hh] += p;
             if (p != 0.0f) pssum[hh] += p * v;
             s[hh][sl] = p;
           }
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
-          const float sp = lpc_rsum<W>(psum[hh]), sps = lpc_rsum<W>(pssum[hh]);
-          if (vis[hh]) lpc_row_end(&st[hh], &stp[hh], sp, sps);
+          const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
+          if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
 #pragma unroll
           for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
         }
@@ -618,7 +618,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
           for (int hh = 0; hh < FR; hh++) {
             if (fmt == LPATTN_FMT_FP8) {
 #pragma unroll
-              for (int sl = 0; sl < NS; sl++) s[hh][sl] = lpc_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
+              for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
               pout[hh] = 1.0f / 448.0f;
               continue;
             }
@@ -629,15 +629,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
               for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
                 const float x = s[hh][sl];
-                if (lpc_finite(x)) ga = fmaxf(ga, fabsf(x));
+                if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
                 else bad = 1.0f;
               }
-              ga16[m] = lpc_rmax<W>(ga);
-              bd16[m] = lpc_rmax<W>(bad);
+              ga16[m] = gpu_rmax<W>(ga);
+              bd16[m] = gpu_rmax<W>(bad);
               rmax = fmaxf(rmax, ga16[m]);
             }
             const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
-            const float outer = lpc_outer_scale(fmt, rmax);
+            const float outer = gpu_outer_scale(fmt, rmax);
             pout[hh] = outer;
 #pragma unroll
             for (int m = 0; m < BK / 16; m++) {
@@ -646,13 +646,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
               const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
               uint8_t sc;
               float denom;
-              const float sval = lpc_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
+              const float sval = gpu_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
               /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
               const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
               for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-                const float q = denom == 0.0f ? 0.0f : lpc_e2m1_round(s[hh][sl] * rden);
-                s[hh][sl] = bad != 0.0f ? lpc_from_bits(0x7fc00000u) : q * sval;
+                const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
+                s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
               }
             }
           }
@@ -668,8 +668,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 
     /* ---- O += P V --------------------------------------------------------- */
 
-    if (!low) lpc_mm_pv<HI, D>(acc, s, Vs, lane);
-    else lpc_mm_pv_low<D>(acc, s, Vs, vt, pout, vout, lane);
+    if (!low) gpu_mm_pv<HI, D>(acc, s, Vs, lane);
+    else gpu_mm_pv_low<D>(acc, s, Vs, vt, pout, vout, lane);
 
   }
 
@@ -683,7 +683,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       if (lay.lead()) a.part_m[(((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r] = runmax[hh];
       continue;
     }
-    lpc_row_finish(&st[hh], &inv_l, &lse, &ent);
+    gpu_row_finish(&st[hh], &inv_l, &lse, &ent);
     if (a.split > 1) {
       int64_t row = (((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r;
 #pragma unroll
@@ -693,10 +693,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     }
 #pragma unroll
     for (int o = 0; o < NO; o++)
-      lpc_store(a.out, a.out_dtype, lpc_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
+      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
     if (lay.lead()) {
-      if (a.lse) a.lse[lpc_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[lpc_off(a.se, b, h, r, 0)] = ent;
+      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
+      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = ent;
     }
   }
 }
@@ -704,8 +704,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 /* Launch of kernel K (the variant's extern "C" entry) for a->nqx query
  * tiles x split of every (b, head), with 4 warps of a->warp lanes. */
 template <void (*K)(lp_gpu_attn_args), int D>
-static lpattn_status lpc_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
-  const size_t smem = lpc_smem<D>::bytes;
+static lpattn_status gpu_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
+  const size_t smem = gpu_smem<D>::bytes;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   dim3 grid((unsigned)(a->nqx * a->split), (unsigned)(a->gqa_pack ? a->Hkv : a->Hq), (unsigned)a->B);

@@ -90,7 +90,7 @@ __device__ __forceinline__ float lpd_gsum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 16);
 }
 __device__ __forceinline__ void lpd_mma16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  lpc_mma<__half>::run(c[0], c[1], c[2], c[3], a, b0, b1);
+  gpu_mma<__half>::run(c[0], c[1], c[2], c[3], a, b0, b1);
 }
 
 /* Shared memory: per warp two stages (a low tile's head section of its page,
@@ -150,7 +150,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   auto live = [&](int r) { return r < 8 && 8 * rb + r < G * Sq; };
   if (j0 >= j1 || slot < 0 || slot >= P.num_slots) {
     if (threadIdx.x < 8 && live(threadIdx.x)) {
-      a.part_l[prow(threadIdx.x)] = lpc_ninf();
+      a.part_l[prow(threadIdx.x)] = gpu_ninf();
       a.part_h[prow(threadIdx.x)] = 0.0f;
     }
     return;
@@ -169,24 +169,24 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     const int r = e / D, d = e % D, rr = 8 * rb + r;
     const int qh = h * G + rr / Sq, s = rr % Sq;
     unsigned short v = 0;
-    if (live(r)) v = ((const unsigned short *)a.q)[lpc_off(a.sq, b, qh, s, d)];
+    if (live(r)) v = ((const unsigned short *)a.q)[gpu_off(a.sq, b, qh, s, d)];
     Qh[r * LDH + d] = v;
     if (LOW && r < 8) {
       float x = 0.0f, f = 0.0f;
       if (live(r)) {
         const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
         if (FMT == LPATTN_FMT_FP8) {
-          x = lpc_e4m3_decode(a.qcodes[row * D + d]), f = a.qouter[row];
+          x = gpu_e4m3_decode(a.qcodes[row * D + d]), f = a.qouter[row];
         } else {
           const uint8_t c = (a.qcodes[row * (D / 2) + d / 2] >> (4 * (d & 1))) & 15;
           if (FMT == LPATTN_FMT_NVFP4) {
-            x = lpc_e2m1_decode(c) * lpc_e4m3_decode(a.qscales[row * (D / 16) + d / 16]), f = a.qouter[row];
+            x = gpu_e2m1_decode(c) * gpu_e4m3_decode(a.qscales[row * (D / 16) + d / 16]), f = a.qouter[row];
           } else {
             const uint8_t *sr = a.qscales + row * (D / 32);
             int emax = 0;
             for (int k = 0; k < D / 32; k++) emax = max(emax, (int)sr[k]);
-            x = lpc_e2m1_decode(c) * lpc_pow2(max((int)sr[d / 32] - emax, -140));
-            f = lpc_e8m0_decode((uint8_t)emax);
+            x = gpu_e2m1_decode(c) * gpu_pow2(max((int)sr[d / 32] - emax, -140));
+            f = gpu_e8m0_decode((uint8_t)emax);
           }
         }
       }
@@ -196,8 +196,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   }
   __syncthreads();
 
-  lpc_row st[2], stl[2]; /* high-tile and low-tile states of this warp's rows */
-  lpc_row_init(&st[0]), lpc_row_init(&st[1]), lpc_row_init(&stl[0]), lpc_row_init(&stl[1]);
+  gpu_row st[2], stl[2]; /* high-tile and low-tile states of this warp's rows */
+  gpu_row_init(&st[0]), gpu_row_init(&st[1]), gpu_row_init(&stl[0]), gpu_row_init(&stl[1]);
   float acc[NB][4];  /* high: O [rows g, g+8][channels 8nb + 2t, +1] */
   float accl[NB / 2][4]; /* low: O^T [channels 16ct + g, +8][rows 2t, 2t+1] */
 #pragma unroll
@@ -229,7 +229,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
     const int jl1 = min(j1, (len - 1) / T);
     const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
-    float mrun[2] = {lpc_ninf(), lpc_ninf()};
+    float mrun[2] = {gpu_ninf(), gpu_ninf()};
     const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */
     auto slot = [&](int q) { return mybuf + (q % RING) * sl; };
     /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile */
@@ -240,23 +240,23 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         uint8_t *dst = slot(q);
         const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_, n16 = (o1 - o0) / 16;
         const uint8_t *from = src ? src + (int64_t)hb_ * h + o0 : P.mem;
-        for (int c = lane; c < n16; c += 32) lpc_cp16(dst + 16 * c, from + (src ? 16 * c : 0), src ? 16 : 0);
+        for (int c = lane; c < n16; c += 32) gpu_cp16(dst + 16 * c, from + (src ? 16 * c : 0), src ? 16 : 0);
       }
-      lpc_cp_commit();
+      gpu_cp_commit();
     };
     if (rounds)
       for (int q = 0; q < RING; q++) issue(q);
     for (int r = 0; r < rounds; r++) {
       const int j = j0 + 4 * r + warp;
       const bool has = j < jl1;
-      lpc_cp_wait<RING - 1>(); /* K part of this round's tile */
+      gpu_cp_wait<RING - 1>(); /* K part of this round's tile */
       __syncwarp();
       const uint8_t *sb = slot(2 * r);
       bool vis[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T;
       float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
-      float tm[2] = {lpc_ninf(), lpc_ninf()};
+      float tm[2] = {gpu_ninf(), gpu_ninf()};
       const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
       if (any) {
 #pragma unroll
@@ -304,7 +304,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
                 const uint32_t sbyte = ksr[g0 + k];
                 ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
               }
-              kf[e] = FMT == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode((uint8_t)kmax) * 64.0f
+              kf[e] = FMT == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode((uint8_t)kmax) * 64.0f
                                              : ((const float *)(sb + ko_))[key] * 64.0f;
             }
 #pragma unroll
@@ -325,7 +325,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           for (int e = 0; e < 4; e++) {
             const int i = e & 1;
             const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
-            s[mt][e] = vis[i] ? v : lpc_ninf();
+            s[mt][e] = vis[i] ? v : gpu_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
         }
@@ -346,16 +346,16 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
         pm[i] = m, mrun[i] = all;
       }
       issue(2 * r + RING); /* the K slot is free (every warp passed the exchange) */
-      lpc_cp_wait<RING - 1>(); /* V part of this round's tile */
+      gpu_cp_wait<RING - 1>(); /* V part of this round's tile */
       __syncwarp();
       sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
       if (any) {
         /* online softmax against the chunk's running max, then P^ */
-        lpc_step sp[2];
+        gpu_step sp[2];
         float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f}, ga[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-          sp[i] = lpc_row_begin(&stl[i], pm[i], 0.0f);
+          sp[i] = gpu_row_begin(&stl[i], pm[i], 0.0f);
           if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
         }
 #pragma unroll
@@ -364,7 +364,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           for (int e = 0; e < 4; e++) {
             const int i = e & 1;
             const float v = s[mt][e];
-            const float p = v == lpc_ninf() ? 0.0f : __expf(v + sp[i].bias);
+            const float p = v == gpu_ninf() ? 0.0f : __expf(v + sp[i].bias);
             ps[i] += p;
             if (p != 0.0f) pss[i] += p * v;
             ga[i] = fmaxf(ga[i], p);
@@ -374,13 +374,13 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
           const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
-          if (vis[i]) lpc_row_end(&stl[i], &sp[i], sum, sums);
+          if (vis[i]) gpu_row_end(&stl[i], &sp[i], sum, sums);
           if (FMT == LPATTN_FMT_FP8) {
             prw[i] = 1.0f / 448.0f;
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-              for (int k = 0; k < 2; k++) s[mt][2 * k + i] = lpc_e4m3_round(__fmul_rn(s[mt][2 * k + i], 448.0f));
+              for (int k = 0; k < 2; k++) s[mt][2 * k + i] = gpu_e4m3_round(__fmul_rn(s[mt][2 * k + i], 448.0f));
             continue;
           }
           uint8_t sc;
@@ -389,14 +389,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           float gmax = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
           if (FMT == LPATTN_FMT_MXFP4) {
             gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 8));
-            sc = gmax > 0.0f ? lpc_mx_code(gmax, P.mx_round_up) : 0;
-            sval = lpc_e8m0_decode(sc);
+            sc = gmax > 0.0f ? gpu_mx_code(gmax, P.mx_round_up) : 0;
+            sval = gpu_e8m0_decode(sc);
             denom = gmax > 0.0f ? sval : 0.0f;
             prw[i] = 1.0f;
           } else {
             const float outer = lpd_gmax(ga[i]) / 2688.0f;
-            sc = outer == 0.0f ? 0 : lpc_e4m3_encode((gmax / 6.0f) / outer);
-            sval = lpc_e4m3_decode(sc);
+            sc = outer == 0.0f ? 0 : gpu_e4m3_encode((gmax / 6.0f) / outer);
+            sval = gpu_e4m3_decode(sc);
             denom = sval * outer;
             prw[i] = outer;
           }
@@ -406,14 +406,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
             for (int k = 0; k < 2; k++) {
               const float p = s[mt][2 * k + i];
-              s[mt][2 * k + i] = denom == 0.0f ? 0.0f : lpc_e2m1_round(p * rden) * sval;
+              s[mt][2 * k + i] = denom == 0.0f ? 0.0f : gpu_e2m1_round(p * rden) * sval;
             }
         }
         uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
 #pragma unroll
         for (int mt = 0; mt < 4; mt++) {
-          pb[mt][0] = lpd_trans(lpc_mma<__half>::pack(s[mt][0], s[mt][1]));
-          pb[mt][1] = lpd_trans(lpc_mma<__half>::pack(s[mt][2], s[mt][3]));
+          pb[mt][0] = lpd_trans(gpu_mma<__half>::pack(s[mt][0], s[mt][1]));
+          pb[mt][1] = lpd_trans(gpu_mma<__half>::pack(s[mt][2], s[mt][3]));
         }
         /* O^T = O^T alpha + (V^T P^T) vcol prow, 16 channels at a time */
 #pragma unroll
@@ -441,7 +441,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
                 const uint8_t *vsr = sb + vs_ + ch * 2;
                 const int vmax = max((int)vsr[0], (int)vsr[1]);
                 scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax);
-                vcol[e] = lpc_e8m0_decode((uint8_t)vmax) * 64.0f;
+                vcol[e] = gpu_e8m0_decode((uint8_t)vmax) * 64.0f;
               } else {
                 const uint32_t sbyte = sb[vs_ + ch * 4 + t];
                 scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);
@@ -463,7 +463,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       __syncwarp();
       issue(2 * r + RING + 1);
     }
-    lpc_cp_wait<0>();
+    gpu_cp_wait<0>();
   }
 
   /* ---- high tiles: warp w takes keys [16w, 16w + 16) of each ------------- */
@@ -489,22 +489,22 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           const int kk = c / (D / 8), part = c % (D / 8), key = j * T + 16 * warp + kk;
           const bool ok = ks && key < len;
           const int64_t so = ((int64_t)(16 * warp + kk) * D + 8 * part) * 2;
-          lpc_cp16(dst + (kk * LDH + 8 * part) * 2, ok ? ks + so : (const void *)P.mem, ok ? 16 : 0);
-          lpc_cp16(dst + ((16 + kk) * LDH + 8 * part) * 2, ok ? vs + so : (const void *)P.mem, ok ? 16 : 0);
+          gpu_cp16(dst + (kk * LDH + 8 * part) * 2, ok ? ks + so : (const void *)P.mem, ok ? 16 : 0);
+          gpu_cp16(dst + ((16 + kk) * LDH + 8 * part) * 2, ok ? vs + so : (const void *)P.mem, ok ? 16 : 0);
         }
       }
-      lpc_cp_commit();
+      gpu_cp_commit();
     };
     if (dbl && nh > 0) issue(0);
     for (int k = 0; k < nh; k++) {
       const int j = jh0 + k, key0 = j * T + 16 * warp;
       if (!dbl) { /* one buffer (low pools: at most two high tiles) */
         issue(k);
-        lpc_cp_wait<0>();
+        gpu_cp_wait<0>();
       } else {
         if (k + 1 < nh) issue(k + 1);
-        else lpc_cp_commit();
-        lpc_cp_wait<1>();
+        else gpu_cp_commit();
+        gpu_cp_wait<1>();
       }
       __syncwarp();
       if (key0 >= len) continue;
@@ -520,26 +520,26 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
       for (int s = 0; s < KS; s++) {
         uint32_t qa4[4], kb[4];
-        lpc_ldsm_x4(qa4, &Qh[(lane & 15) * LDH + 16 * s + (lane >> 4) * 8]);
-        lpc_ldsm_x4(kb, &Ks[((lane & 7) + ((lane >> 4) << 3)) * LDH + 16 * s + ((lane >> 3) & 1) * 8]);
-        lpc_mma<HT>::run(c[0][0], c[0][1], c[0][2], c[0][3], qa4, kb[0], kb[1]);
-        lpc_mma<HT>::run(c[1][0], c[1][1], c[1][2], c[1][3], qa4, kb[2], kb[3]);
+        gpu_ldsm_x4(qa4, &Qh[(lane & 15) * LDH + 16 * s + (lane >> 4) * 8]);
+        gpu_ldsm_x4(kb, &Ks[((lane & 7) + ((lane >> 4) << 3)) * LDH + 16 * s + ((lane >> 3) & 1) * 8]);
+        gpu_mma<HT>::run(c[0][0], c[0][1], c[0][2], c[0][3], qa4, kb[0], kb[1]);
+        gpu_mma<HT>::run(c[1][0], c[1][1], c[1][2], c[1][3], qa4, kb[2], kb[3]);
       }
-      float tm[2] = {lpc_ninf(), lpc_ninf()};
+      float tm[2] = {gpu_ninf(), gpu_ninf()};
 #pragma unroll
       for (int nb = 0; nb < 2; nb++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
-          const float v = vis[i] && key <= R.p[i] ? __fmul_rn(c[nb][e], a.sm_scale) : lpc_ninf();
+          const float v = vis[i] && key <= R.p[i] ? __fmul_rn(c[nb][e], a.sm_scale) : gpu_ninf();
           c[nb][e] = v;
           tm[i] = fmaxf(tm[i], v);
         }
-      lpc_step sp[2];
+      gpu_step sp[2];
       float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 2; i++) {
-        sp[i] = lpc_row_begin(&st[i], lpd_qmax(tm[i]), 0.0f);
+        sp[i] = gpu_row_begin(&st[i], lpd_qmax(tm[i]), 0.0f);
         if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
       }
 #pragma unroll
@@ -547,7 +547,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int i = e >> 1;
-          const float v = c[nb][e], p = v == lpc_ninf() ? 0.0f : __expf(v + sp[i].bias);
+          const float v = c[nb][e], p = v == gpu_ninf() ? 0.0f : __expf(v + sp[i].bias);
           ps[i] += p;
           if (p != 0.0f) pss[i] += p * v;
           c[nb][e] = p;
@@ -555,26 +555,26 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
       for (int i = 0; i < 2; i++) {
         const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
-        if (vis[i]) lpc_row_end(&st[i], &sp[i], sum, sums);
+        if (vis[i]) gpu_row_end(&st[i], &sp[i], sum, sums);
       }
       uint32_t pa[4];
-      pa[0] = lpc_mma<HT>::pack(c[0][0], c[0][1]), pa[1] = lpc_mma<HT>::pack(c[0][2], c[0][3]);
-      pa[2] = lpc_mma<HT>::pack(c[1][0], c[1][1]), pa[3] = lpc_mma<HT>::pack(c[1][2], c[1][3]);
+      pa[0] = gpu_mma<HT>::pack(c[0][0], c[0][1]), pa[1] = gpu_mma<HT>::pack(c[0][2], c[0][3]);
+      pa[2] = gpu_mma<HT>::pack(c[1][0], c[1][1]), pa[3] = gpu_mma<HT>::pack(c[1][2], c[1][3]);
 #pragma unroll
       for (int n2 = 0; n2 < NB / 2; n2++) {
         uint32_t vb[4];
         const int mi = lane >> 3;
-        lpc_ldsm_x4_t(vb, &Vs[((lane & 7) + (mi & 1) * 8) * LDH + 16 * n2 + (mi >> 1) * 8]);
+        gpu_ldsm_x4_t(vb, &Vs[((lane & 7) + (mi & 1) * 8) * LDH + 16 * n2 + (mi >> 1) * 8]);
 #pragma unroll
         for (int q = 0; q < 2; q++) {
           float *o = acc[2 * n2 + q];
           o[0] *= sp[0].alpha, o[1] *= sp[0].alpha, o[2] *= sp[1].alpha, o[3] *= sp[1].alpha;
-          lpc_mma<HT>::run(o[0], o[1], o[2], o[3], pa, vb[2 * q], vb[2 * q + 1]);
+          gpu_mma<HT>::run(o[0], o[1], o[2], o[3], pa, vb[2 * q], vb[2 * q + 1]);
         }
       }
       __syncwarp();
     }
-    lpc_cp_wait<0>();
+    gpu_cp_wait<0>();
   }
 
   /* ---- merge the warps' low and high states into the chunk's partial ---- */
@@ -603,23 +603,23 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   {
     const int r = threadIdx.x >> 4, part = threadIdx.x & 15;
     if (live(r)) {
-      float M = lpc_ninf(), f[8];
+      float M = gpu_ninf(), f[8];
       int n = 0;
 #pragma unroll
       for (int w = 0; w < 8; w++) M = fmaxf(M, mr[(w * 8 + r) * 4]);
-      lpc_row m;
-      lpc_row_init(&m);
+      gpu_row m;
+      gpu_row_init(&m);
       m.m = M;
 #pragma unroll
       for (int w = 0; w < 8; w++) {
         const float *x = mr + (w * 8 + r) * 4;
-        f[w] = x[0] == lpc_ninf() ? 0.0f : expf(x[0] - M);
+        f[w] = x[0] == gpu_ninf() ? 0.0f : expf(x[0] - M);
         m.l += x[1] * f[w], m.r += x[2] * f[w];
         n += (int)x[3];
       }
       m.n = n;
       float inv_l, lse, ent;
-      lpc_row_finish(&m, &inv_l, &lse, &ent);
+      gpu_row_finish(&m, &inv_l, &lse, &ent);
       const int64_t pr = prow(r);
       for (int d = part; d < D; d += 16) {
         float y = 0.0f;
@@ -637,7 +637,7 @@ template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
 static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
   const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW, RING);
   const size_t smem = lpd_smem<D>::bytes(wr, LOW);
-  if (smem > LPC_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
+  if (smem > GPU_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 7) / 8;

@@ -4,12 +4,12 @@
  * the host entry of the same name, in the backend's namespace, launches it. */
 #include "lp_gpu_attn.cuh"
 
-extern "C" __global__ void __launch_bounds__(LPC_MAX_THREADS) lpattn_cuda_attn_d256_f16(const lp_gpu_attn_args a) {
-  lpattn_cuda::lpc_attn_body<lpattn_cuda::lpc_f16, 256>(a);
+extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d256_f16(const lp_gpu_attn_args a) {
+  lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_f16, 256>(a);
 }
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d256_f16(const lp_gpu_attn_args *a, cudaStream_t s) {
-  return lpc_attn_launch<::lpattn_cuda_attn_d256_f16, 256>(a, s);
+  return gpu_attn_launch<::lpattn_cuda_attn_d256_f16, 256>(a, s);
 }
 } // namespace lpattn_cuda

@@ -5,19 +5,19 @@
 #include "lp_gpu_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d256_f16_high(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_f16, 256, -1, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 256, -1, 3>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_f16_nvfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_f16, 256, 0, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 256, 0, 2>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_f16_mxfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_f16, 256, 1, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 256, 1, 2>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d256_f16_fp8(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_f16, 256, 2, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 256, 2, 3>(a);
 }
 
 namespace lpattn_cuda {

@@ -5,19 +5,19 @@
 #include "lp_gpu_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d64_bf16_high(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 64, -1, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 64, -1, 3>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_bf16_nvfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 64, 0, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 64, 0, 2>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_bf16_mxfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 64, 1, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 64, 1, 2>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_bf16_fp8(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::lpc_bf16, 64, 2, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 64, 2, 3>(a);
 }
 
 namespace lpattn_cuda {

@@ -8,12 +8,12 @@
 
 namespace lpattn_cuda {
 
-__device__ __forceinline__ float lpc_warp_max(float x, int width) {
+__device__ __forceinline__ float gpu_warp_max(float x, int width) {
   for (int o = width / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o, 32));
   return x;
 }
 
-__device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
+__device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   const int lane = threadIdx.x & 31;
   const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const bool along_d = a.axis == LPATTN_AXIS_D;
@@ -35,7 +35,7 @@ __device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
   auto load = [&](int i) -> float {
     int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
     if (s >= a.S) return 0.0f; /* zero padding of the last tile */
-    float v = lpc_load(a.x, a.dtype, lpc_off(a.sx, b, h, s, d));
+    float v = gpu_load(a.x, a.dtype, gpu_off(a.sx, b, h, s, d));
     if (a.shift_mean)
       v = __fsub_rn(v, __fmul_rn(a.beta, a.shift_mean[(bhd * a.shift_tiles + (s + a.dst_s0) / a.shift_tile) * a.D + d]));
     return v;
@@ -51,16 +51,16 @@ __device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
   float amax = 0.0f, bad = 0.0f;
   for (int i = lane; i < n; i += 32) {
     float v = load(i);
-    if (!lpc_finite(v)) bad = 1.0f;
+    if (!gpu_finite(v)) bad = 1.0f;
     else amax = fmaxf(amax, fabsf(v));
   }
-  amax = lpc_warp_max(amax, 32);
-  bad = lpc_warp_max(bad, 32);
+  amax = gpu_warp_max(amax, 32);
+  bad = gpu_warp_max(bad, 32);
 
   auto code_of = [&](bool fp8, float y, int i) -> uint8_t {
-    return lpc_elem_code(fp8, y, a.stochastic, a.stochastic ? lpc_sr_uniform(a.seed, sr_index(i)) : 0.0f);
+    return gpu_elem_code(fp8, y, a.stochastic, a.stochastic ? gpu_sr_uniform(a.seed, sr_index(i)) : 0.0f);
   };
-  const float out = lpc_outer_scale(a.format, amax);
+  const float out = gpu_outer_scale(a.format, amax);
   if (a.format == LPATTN_FMT_FP8) {
     if (lane == 0) a.outer[obase] = bad != 0.0f ? __int_as_float(0x7fc00000) : out;
     for (int i = lane; i < n; i += 32) {
@@ -75,12 +75,12 @@ __device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
     const int i = c0 + lane;
     const bool act = i < n;
     float v = act ? load(i) : 0.0f;
-    float ga = act && lpc_finite(v) ? fabsf(v) : 0.0f, gb = act && !lpc_finite(v) ? 1.0f : 0.0f;
-    ga = lpc_warp_max(ga, G);
-    gb = lpc_warp_max(gb, G);
+    float ga = act && gpu_finite(v) ? fabsf(v) : 0.0f, gb = act && !gpu_finite(v) ? 1.0f : 0.0f;
+    ga = gpu_warp_max(ga, G);
+    gb = gpu_warp_max(gb, G);
     uint8_t sc;
     float denom;
-    lpc_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
+    gpu_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
     const uint8_t code = act && denom != 0.0f ? code_of(false, v / denom, i) : 0;
     uint32_t hi = __shfl_down_sync(0xffffffffu, (uint32_t)code, 1, 32);
     if (act && (i % G) == 0) a.scales[(ebase + i) / G] = sc;
@@ -89,24 +89,24 @@ __device__ __forceinline__ void lpc_quant_body(const lp_gpu_quant_args &a) {
 }
 
 /* Any non-finite element of a float tensor sets *flag. */
-struct lpc_strides {
+struct gpu_strides {
   int64_t s[4];
 };
-__global__ void lpc_scan_finite_kernel(const void *x, int dt, lpc_strides st, int64_t n1, int64_t n2,
+__global__ void gpu_scan_finite_kernel(const void *x, int dt, gpu_strides st, int64_t n1, int64_t n2,
                                        int64_t n3, int64_t total, int *flag) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t d = i % n3, s = i / n3 % n2, h = i / n3 / n2 % n1, b = i / n3 / n2 / n1;
-    if (!lpc_finite(lpc_load(x, dt, lpc_off(st.s, b, h, s, d)))) atomicOr(flag, 1);
+    if (!gpu_finite(gpu_load(x, dt, gpu_off(st.s, b, h, s, d)))) atomicOr(flag, 1);
   }
 }
 
-lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s) {
+lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s) {
   int64_t total = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
   unsigned blocks = (unsigned)(total / 256 + 1 > 4096 ? 4096 : total / 256 + 1);
-  lpc_strides st;
+  gpu_strides st;
   memcpy(st.s, t->stride, sizeof st.s);
-  lpc_scan_finite_kernel<<<blocks, 256, 0, s>>>(t->data, t->dtype, st, t->shape[1], t->shape[2],
+  gpu_scan_finite_kernel<<<blocks, 256, 0, s>>>(t->data, t->dtype, st, t->shape[1], t->shape[2],
                                                 t->shape[3], total, flag);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
@@ -114,7 +114,7 @@ lpattn_status lpc_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s)
 } // namespace lpattn_cuda
 
 extern "C" __global__ void lpattn_cuda_quant(const lp_gpu_quant_args a) {
-  lpattn_cuda::lpc_quant_body(a);
+  lpattn_cuda::gpu_quant_body(a);
 }
 
 namespace lpattn_cuda {

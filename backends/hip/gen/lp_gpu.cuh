@@ -17,88 +17,88 @@
 #include "lp_gpu_args.h"
 
 namespace lpattn_hip {
-static __host__ __device__ inline uint32_t lpc_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static __host__ __device__ inline float lpc_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static __host__ __device__ inline uint32_t gpu_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static __host__ __device__ inline float gpu_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 /* 2^e for e in [-149, 127], exact. */
-static __host__ __device__ inline float lpc_pow2(int e) {
-  return e >= -126 ? lpc_from_bits((uint32_t)(e + 127) << 23) : lpc_from_bits(1u << (e + 149));
+static __host__ __device__ inline float gpu_pow2(int e) {
+  return e >= -126 ? gpu_from_bits((uint32_t)(e + 127) << 23) : gpu_from_bits(1u << (e + 149));
 }
-static __host__ __device__ inline int lpc_finite(float x) { return (lpc_bits(x) & 0x7f800000u) != 0x7f800000u; }
+static __host__ __device__ inline int gpu_finite(float x) { return (gpu_bits(x) & 0x7f800000u) != 0x7f800000u; }
 
 /* E2M1: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code,
  * saturating at 6; the sign always goes to bit 3 (-0 too); NaN -> 0. */
-static __host__ __device__ inline uint8_t lpc_e2m1_encode(float x) {
+static __host__ __device__ inline uint8_t gpu_e2m1_encode(float x) {
   float a = fabsf(x);
   if (a != a) return 0;
   uint8_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
             : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-  return (uint8_t)(c | ((lpc_bits(x) >> 28) & 8));
+  return (uint8_t)(c | ((gpu_bits(x) >> 28) & 8));
 }
-static __host__ __device__ inline float lpc_e2m1_decode(uint8_t c) {
+static __host__ __device__ inline float gpu_e2m1_decode(uint8_t c) {
   float m = (c & 7) < 2 ? 0.5f * (float)(c & 7)
-          : lpc_pow2(((c & 7) >> 1) - 1) * (1.0f + 0.5f * (float)(c & 1));
+          : gpu_pow2(((c & 7) >> 1) - 1) * (1.0f + 0.5f * (float)(c & 1));
   return (c & 8) ? -m : m;
 }
 
 /* E4M3fn: RNE, saturating at 448, NaN -> 0x7F. */
-static __host__ __device__ inline uint8_t lpc_e4m3_encode(float x) {
-  uint8_t s = (uint8_t)((lpc_bits(x) >> 24) & 0x80);
+static __host__ __device__ inline uint8_t gpu_e4m3_encode(float x) {
+  uint8_t s = (uint8_t)((gpu_bits(x) >> 24) & 0x80);
   float a = fabsf(x);
   if (a != a) return 0x7f;
   if (a >= 448.0f) return (uint8_t)(s | 0x7e);
   if (a < 0.015625f) return (uint8_t)(s | (uint8_t)rintf(a * 512.0f)); /* subnormal, 2^-9 steps */
-  int e = (int)((lpc_bits(a) >> 23) & 0xff) - 127;
-  int m = (int)rintf(a * lpc_pow2(3 - e)); /* 8..16; 16 carries into the exponent */
+  int e = (int)((gpu_bits(a) >> 23) & 0xff) - 127;
+  int m = (int)rintf(a * gpu_pow2(3 - e)); /* 8..16; 16 carries into the exponent */
   return (uint8_t)(s | (((e + 7) << 3) + (m - 8)));
 }
-static __host__ __device__ inline float lpc_e4m3_decode(uint8_t c) {
+static __host__ __device__ inline float gpu_e4m3_decode(uint8_t c) {
   int e = (c >> 3) & 15, m = c & 7;
-  float v = (c & 0x7f) == 0x7f ? lpc_from_bits(0x7fc00000u)
-          : e == 0 ? (float)m * 0.001953125f : lpc_pow2(e - 7) * (1.0f + (float)m * 0.125f);
+  float v = (c & 0x7f) == 0x7f ? gpu_from_bits(0x7fc00000u)
+          : e == 0 ? (float)m * 0.001953125f : gpu_pow2(e - 7) * (1.0f + (float)m * 0.125f);
   return (c & 0x80) ? -v : v;
 }
-static __host__ __device__ inline float lpc_e8m0_decode(uint8_t c) {
-  return c == 0xff ? lpc_from_bits(0x7fc00000u) : lpc_pow2((int)c - 127);
+static __host__ __device__ inline float gpu_e8m0_decode(uint8_t c) {
+  return c == 0xff ? gpu_from_bits(0x7fc00000u) : gpu_pow2((int)c - 127);
 }
 
 /* f32 -> nearest f16 value (RNE, overflow to inf), kept in f32. */
-static __host__ __device__ inline float lpc_round_f16(float x) {
+static __host__ __device__ inline float gpu_round_f16(float x) {
   float a = fabsf(x);
   if (a != a) return x;
-  if (a >= 65520.0f) return x < 0 ? -lpc_from_bits(0x7f800000u) : lpc_from_bits(0x7f800000u);
-  int e = a < 6.103515625e-05f ? -14 : (int)((lpc_bits(a) >> 23) & 0xff) - 127;
-  float r = rintf(a * lpc_pow2(10 - e)) * lpc_pow2(e - 10);
+  if (a >= 65520.0f) return x < 0 ? -gpu_from_bits(0x7f800000u) : gpu_from_bits(0x7f800000u);
+  int e = a < 6.103515625e-05f ? -14 : (int)((gpu_bits(a) >> 23) & 0xff) - 127;
+  float r = rintf(a * gpu_pow2(10 - e)) * gpu_pow2(e - 10);
   return x < 0 ? -r : r;
 }
 
 /* Element value exactly as kernels form it: (code * scale) * outer. */
-static __host__ __device__ inline float lpc_dequant(int format, uint8_t code, uint8_t scale, float outer) {
-  if (format == 2) return lpc_e4m3_decode(code) * outer;            /* FP8 */
-  if (format == 1) return lpc_e2m1_decode(code) * lpc_e8m0_decode(scale); /* MXFP4 */
-  return (lpc_e2m1_decode(code) * lpc_e4m3_decode(scale)) * outer; /* NVFP4 */
+static __host__ __device__ inline float gpu_dequant(int format, uint8_t code, uint8_t scale, float outer) {
+  if (format == 2) return gpu_e4m3_decode(code) * outer;            /* FP8 */
+  if (format == 1) return gpu_e2m1_decode(code) * gpu_e8m0_decode(scale); /* MXFP4 */
+  return (gpu_e2m1_decode(code) * gpu_e4m3_decode(scale)) * outer; /* NVFP4 */
 }
 
 /* f16 / bf16 bits -> f32, exact (f16: normals rebiased, subnormals m * 2^-24). */
-static __host__ __device__ inline float lpc_f16_decode(uint16_t h) {
+static __host__ __device__ inline float gpu_f16_decode(uint16_t h) {
   uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3ffu;
-  if (e == 31) return lpc_from_bits(s | 0x7f800000u | (m << 13));
+  if (e == 31) return gpu_from_bits(s | 0x7f800000u | (m << 13));
   if (e == 0) {
     float v = (float)m * 5.9604644775390625e-08f;
     return s ? -v : v;
   }
-  return lpc_from_bits(s | ((e + 112) << 23) | (m << 13));
+  return gpu_from_bits(s | ((e + 112) << 23) | (m << 13));
 }
-static __host__ __device__ inline float lpc_bf16_decode(uint16_t h) { return lpc_from_bits((uint32_t)h << 16); }
+static __host__ __device__ inline float gpu_bf16_decode(uint16_t h) { return gpu_from_bits((uint32_t)h << 16); }
 
 /* Element offset of (a, b, c, e) in a 4-D tensor with element strides s. */
-static __host__ __device__ inline int64_t lpc_off(const int64_t *s, int64_t a, int64_t b, int64_t c, int64_t e) {
+static __host__ __device__ inline int64_t gpu_off(const int64_t *s, int64_t a, int64_t b, int64_t c, int64_t e) {
   return a * s[0] + b * s[1] + c * s[2] + e * s[3];
 }
 
 /* ---- scale steps ------------------------------------------------------------ */
 /* Outer scale of a domain whose finite values have amax (format 0 NVFP4,
  * 1 MXFP4, 2 FP8): amax / (6 * 448), 1, amax / 448. */
-static __host__ __device__ inline float lpc_outer_scale(int format, float amax) {
+static __host__ __device__ inline float gpu_outer_scale(int format, float amax) {
   return format == 2 ? amax / 448.0f : format == 1 ? 1.0f : amax / 2688.0f;
 }
 
@@ -106,13 +106,13 @@ static __host__ __device__ inline float lpc_outer_scale(int format, float amax) 
  * floor rule clamp(floor(log2 amax) - 2 + 127, 0, 254); round-up rule
  * ceil(log2(amax / 6)) + 127, where a subnormal quotient r = frac * 2^-149
  * reaches code 1 only above 2^-127. amax = 0 gives code 0. */
-static __host__ __device__ inline uint8_t lpc_mx_scale_code(float amax, int round_up) {
+static __host__ __device__ inline uint8_t gpu_mx_scale_code(float amax, int round_up) {
   uint32_t code;
   if (round_up) {
-    uint32_t b = lpc_bits(amax / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
+    uint32_t b = gpu_bits(amax / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
     code = e ? e + (frac != 0) : (frac > 0x400000u);
   } else {
-    uint32_t e = lpc_bits(amax) >> 23;
+    uint32_t e = gpu_bits(amax) >> 23;
     code = e > 2 ? e - 2 : 0;
   }
   return (uint8_t)(code > 254 ? 254 : code);
@@ -122,17 +122,17 @@ static __host__ __device__ inline uint8_t lpc_mx_scale_code(float amax, int roun
  * whose finite values have amax ga (bad: one value is not) goes to *code; returns
  * the decoded scale and sets *denom, the divisor of the group's elements (0: the
  * group's codes are all 0; NaN scale codes 0x7F / 0xFF for a bad group). */
-static __host__ __device__ inline float lpc_group_scale(int format, float ga, int bad, float outer, int round_up,
+static __host__ __device__ inline float gpu_group_scale(int format, float ga, int bad, float outer, int round_up,
                                     uint8_t *code, float *denom) {
   uint8_t c;
   float s;
   if (format == 1) {
-    c = bad ? 0xff : lpc_mx_scale_code(ga, round_up);
-    s = lpc_e8m0_decode(c);
+    c = bad ? 0xff : gpu_mx_scale_code(ga, round_up);
+    s = gpu_e8m0_decode(c);
     *denom = bad || !(ga > 0.0f) ? 0.0f : s;
   } else {
-    c = bad ? 0x7f : outer == 0.0f ? 0 : lpc_e4m3_encode((ga / 6.0f) / outer);
-    s = lpc_e4m3_decode(c);
+    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / outer);
+    s = gpu_e4m3_decode(c);
     *denom = bad ? 0.0f : s * outer;
   }
   *code = c;
@@ -142,7 +142,7 @@ static __host__ __device__ inline float lpc_group_scale(int format, float ga, in
 /* ---- stochastic rounding ------------------------------------------------------ */
 /* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
  * as the uniform (word >> 8) * 2^-24. */
-static __host__ __device__ inline float lpc_sr_uniform(uint64_t seed, uint64_t n) {
+static __host__ __device__ inline float gpu_sr_uniform(uint64_t seed, uint64_t n) {
   uint64_t ctr = n >> 2;
   uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
@@ -158,60 +158,60 @@ static __host__ __device__ inline float lpc_sr_uniform(uint64_t seed, uint64_t n
 
 /* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
  * lo is the magnitude code below |x|. Returns the magnitude code. */
-static __host__ __device__ inline uint32_t lpc_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
+static __host__ __device__ inline uint32_t gpu_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
   float a = x < 0 ? -vhi : vlo, b = x < 0 ? -vlo : vhi;
   int to_b = u < (x - a) / (b - a);
   return (to_b == (x > 0)) ? lo + 1 : lo;
 }
 
-static __host__ __device__ inline uint8_t lpc_e2m1_encode_sr(float x, float u) {
+static __host__ __device__ inline uint8_t gpu_e2m1_encode_sr(float x, float u) {
   float a = fabsf(x);
   if (a != a) return 0;
-  uint32_t c = lpc_e2m1_encode(a) & 7u;
-  if (lpc_e2m1_decode((uint8_t)c) > a) c--;
-  if (c < 7u && lpc_e2m1_decode((uint8_t)c) != a)
-    c = lpc_sr_pick(x, u, c, lpc_e2m1_decode((uint8_t)c), lpc_e2m1_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((lpc_bits(x) >> 28) & 8u));
+  uint32_t c = gpu_e2m1_encode(a) & 7u;
+  if (gpu_e2m1_decode((uint8_t)c) > a) c--;
+  if (c < 7u && gpu_e2m1_decode((uint8_t)c) != a)
+    c = gpu_sr_pick(x, u, c, gpu_e2m1_decode((uint8_t)c), gpu_e2m1_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((gpu_bits(x) >> 28) & 8u));
 }
 
-static __host__ __device__ inline uint8_t lpc_e4m3_encode_sr(float x, float u) {
+static __host__ __device__ inline uint8_t gpu_e4m3_encode_sr(float x, float u) {
   float a = fabsf(x);
   if (a != a) return 0x7f;
-  uint32_t c = lpc_e4m3_encode(a) & 0x7fu;
-  if (lpc_e4m3_decode((uint8_t)c) > a) c--;
-  if (c < 0x7eu && lpc_e4m3_decode((uint8_t)c) != a)
-    c = lpc_sr_pick(x, u, c, lpc_e4m3_decode((uint8_t)c), lpc_e4m3_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((lpc_bits(x) >> 24) & 0x80u));
+  uint32_t c = gpu_e4m3_encode(a) & 0x7fu;
+  if (gpu_e4m3_decode((uint8_t)c) > a) c--;
+  if (c < 0x7eu && gpu_e4m3_decode((uint8_t)c) != a)
+    c = gpu_sr_pick(x, u, c, gpu_e4m3_decode((uint8_t)c), gpu_e4m3_decode((uint8_t)(c + 1)));
+  return (uint8_t)(c | ((gpu_bits(x) >> 24) & 0x80u));
 }
 
 /* ---- element step --------------------------------------------------------------- */
 /* Code of the element y = x / divisor: E4M3 (fp8) or E2M1, RNE, or with sr
  * stochastic with the uniform u. */
-static __host__ __device__ inline uint8_t lpc_elem_code(int fp8, float y, int sr, float u) {
-  if (fp8) return sr ? lpc_e4m3_encode_sr(y, u) : lpc_e4m3_encode(y);
-  return sr ? lpc_e2m1_encode_sr(y, u) : lpc_e2m1_encode(y);
+static __host__ __device__ inline uint8_t gpu_elem_code(int fp8, float y, int sr, float u) {
+  if (fp8) return sr ? gpu_e4m3_encode_sr(y, u) : gpu_e4m3_encode(y);
+  return sr ? gpu_e2m1_encode_sr(y, u) : gpu_e2m1_encode(y);
 }
 
 /* Values of the RNE element step, decode(encode(.)), for the quantizers that
  * keep values (P of a low tile): E2M1 for finite x >= 0 (ties to the even code,
  * saturating at 6); E4M3 for finite 0 <= y <= 448. The CPU SIMD forms
  * (backends/cpu/quantp-inl.h) are checked against these lane by lane. */
-static __host__ __device__ inline float lpc_e2m1_round(float x) {
+static __host__ __device__ inline float gpu_e2m1_round(float x) {
   return x < 2.0f ? rintf(x * 2.0f) * 0.5f : x < 4.0f ? rintf(x) : (x <= 5.0f ? 4.0f : 6.0f);
 }
-static __host__ __device__ inline float lpc_e4m3_round(float y) {
+static __host__ __device__ inline float gpu_e4m3_round(float y) {
   if (y < 0.015625f) return rintf(y * 512.0f) * 0.001953125f;
-  int e = (int)((lpc_bits(y) >> 23) & 0xff) - 127;
-  return rintf(y * lpc_pow2(3 - e)) * lpc_pow2(e - 3);
+  int e = (int)((gpu_bits(y) >> 23) & 0xff) - 127;
+  return rintf(y * gpu_pow2(3 - e)) * gpu_pow2(e - 3);
 }
 
 /* ---- one domain ------------------------------------------------------------------ */
 /* Amax of the finite values of x[i*stride], i in [0, n); *bad = 1 if one is not. */
-static __host__ __device__ inline float lpc_finite_amax(const float *x, long stride, int n, int *bad) {
+static __host__ __device__ inline float gpu_finite_amax(const float *x, long stride, int n, int *bad) {
   float m = 0.0f;
   for (int i = 0; i < n; i++) {
     float v = x[i * stride];
-    if (!lpc_finite(v)) *bad = 1;
+    if (!gpu_finite(v)) *bad = 1;
     else if (fabsf(v) > m) m = fabsf(v);
   }
   return m;
@@ -221,25 +221,25 @@ static __host__ __device__ inline float lpc_finite_amax(const float *x, long str
  * 2 FP8; n a multiple of the group size). E2M1 codes one per byte. With sr,
  * element i draws u = sr_uniform(seed, sr_index[i]) (sr_index NULL: i).
  * Returns 1 when a non-finite value was seen. */
-static __host__ __device__ inline int lpc_quantize_domain(int format, int mx_round_up, int sr, uint64_t seed,
+static __host__ __device__ inline int gpu_quantize_domain(int format, int mx_round_up, int sr, uint64_t seed,
                                       const int64_t *sr_index, const float *x, long stride, int n,
                                       uint8_t *codes, uint8_t *scales, float *outer) {
   int bad = 0;
-  const float amax = lpc_finite_amax(x, stride, n, &bad);
+  const float amax = gpu_finite_amax(x, stride, n, &bad);
   const int fp8 = format == 2, G = fp8 ? n : format == 1 ? 32 : 16;
-  const float out = lpc_outer_scale(format, amax);
-  *outer = fp8 && bad ? lpc_from_bits(0x7fc00000u) : out;
+  const float out = gpu_outer_scale(format, amax);
+  *outer = fp8 && bad ? gpu_from_bits(0x7fc00000u) : out;
   for (int g = 0; G > 0 && g < n / G; g++) {
     int gbad = 0;
     float denom = out;
     if (fp8) gbad = bad;
     else {
-      const float ga = lpc_finite_amax(x + (long)g * G * stride, stride, G, &gbad);
-      lpc_group_scale(format, ga, gbad, out, mx_round_up, &scales[g], &denom);
+      const float ga = gpu_finite_amax(x + (long)g * G * stride, stride, G, &gbad);
+      gpu_group_scale(format, ga, gbad, out, mx_round_up, &scales[g], &denom);
     }
     for (int i = g * G; i < g * G + G; i++) {
-      const float u = sr ? lpc_sr_uniform(seed, (uint64_t)(sr_index ? sr_index[i] : i)) : 0.0f;
-      codes[i] = gbad || denom == 0.0f ? 0 : lpc_elem_code(fp8, x[i * stride] / denom, sr, u);
+      const float u = sr ? gpu_sr_uniform(seed, (uint64_t)(sr_index ? sr_index[i] : i)) : 0.0f;
+      codes[i] = gbad || denom == 0.0f ? 0 : gpu_elem_code(fp8, x[i * stride] / denom, sr, u);
     }
   }
   return bad;
@@ -247,27 +247,27 @@ static __host__ __device__ inline int lpc_quantize_domain(int format, int mx_rou
 
 /* m: running max in frame G; l: sum of exp; r: sum of P * (score - G);
  * G: PASA pseudo-average; n: tiles folded in so far. */
-typedef struct { float m, l, r, G; int n; } lpc_row;
+typedef struct { float m, l, r, G; int n; } gpu_row;
 
-static __host__ __device__ inline void lpc_row_init(lpc_row *st) {
-  st->m = -lpc_from_bits(0x7f800000u);
+static __host__ __device__ inline void gpu_row_init(gpu_row *st) {
+  st->m = -gpu_from_bits(0x7f800000u);
   st->l = 0.0f, st->r = 0.0f, st->G = 0.0f, st->n = 0;
 }
 
 /* Step of one tile, between the max pass and the exp pass. */
-typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } lpc_step;
+typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } gpu_step;
 
 /* smax: rowmax of this tile's (shifted) scores, -inf if the row sees none;
  * c: the tile's PASA correction (0 without PASA). P = exp(S' + bias). */
-static __host__ __device__ inline lpc_step lpc_row_begin(const lpc_row *st, float smax, float c) {
-  lpc_step s;
+static __host__ __device__ inline gpu_step gpu_row_begin(const gpu_row *st, float smax, float c) {
+  gpu_step s;
   int n = st->n + 1;
   s.G_new = ((float)(n - 1) * st->G + c) / (float)n;
   s.dm_prev = st->G - s.G_new;
   s.dm_cur = c - s.G_new;
   float old = st->m + s.dm_prev, cur = smax + s.dm_cur;
   s.m_new = old > cur ? old : cur;
-  if (s.m_new == -lpc_from_bits(0x7f800000u)) { /* nothing visible yet */
+  if (s.m_new == -gpu_from_bits(0x7f800000u)) { /* nothing visible yet */
     s.alpha = 1.0f, s.bias = 0.0f;
   } else {
     s.alpha = expf(old - s.m_new);
@@ -278,7 +278,7 @@ static __host__ __device__ inline lpc_step lpc_row_begin(const lpc_row *st, floa
 
 /* sum_p = sum P, sum_ps = sum P * S' (both over the tile's row). The caller
  * scales acc by s.alpha and adds P V. */
-static __host__ __device__ inline void lpc_row_end(lpc_row *st, const lpc_step *s, float sum_p, float sum_ps) {
+static __host__ __device__ inline void gpu_row_end(gpu_row *st, const gpu_step *s, float sum_p, float sum_ps) {
   st->r = s->alpha * (st->r + st->l * s->dm_prev) + (sum_ps + sum_p * s->dm_cur);
   st->l = s->alpha * st->l + sum_p;
   st->m = s->m_new, st->G = s->G_new, st->n += 1;
@@ -286,9 +286,9 @@ static __host__ __device__ inline void lpc_row_end(lpc_row *st, const lpc_step *
 
 /* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0.
  * (Not !(l > 0): a NaN l from a non-finite input must stay NaN.) */
-static __host__ __device__ inline void lpc_row_finish(const lpc_row *st, float *inv_l, float *lse, float *ent) {
+static __host__ __device__ inline void gpu_row_finish(const gpu_row *st, float *inv_l, float *lse, float *ent) {
   if (st->n == 0 || st->l == 0.0f) {
-    *inv_l = 0.0f, *lse = -lpc_from_bits(0x7f800000u), *ent = 0.0f;
+    *inv_l = 0.0f, *lse = -gpu_from_bits(0x7f800000u), *ent = 0.0f;
     return;
   }
   float logl = logf(st->l);
@@ -299,10 +299,10 @@ static __host__ __device__ inline void lpc_row_finish(const lpc_row *st, float *
 
 /* SPEC 7 for one row: weights of the two partials and the merged LSE/H.
  * An empty partial (LSE = -inf) is the identity; 0 log 0 = 0. */
-static __host__ __device__ inline float lpc_xlogx(float w) { return w > 0.0f ? w * logf(w) : 0.0f; }
-static __host__ __device__ inline void lpc_merge(float la, float ha, float lb, float hb, float *wa, float *wb,
+static __host__ __device__ inline float gpu_xlogx(float w) { return w > 0.0f ? w * logf(w) : 0.0f; }
+static __host__ __device__ inline void gpu_merge(float la, float ha, float lb, float hb, float *wa, float *wb,
                           float *lse, float *ent) {
-  float ninf = -lpc_from_bits(0x7f800000u);
+  float ninf = -gpu_from_bits(0x7f800000u);
   if (la == ninf && lb == ninf) {
     *wa = *wb = 0.0f, *lse = ninf, *ent = 0.0f;
     return;
@@ -311,60 +311,60 @@ static __host__ __device__ inline void lpc_merge(float la, float ha, float lb, f
   float l = m + logf(expf(la - m) + expf(lb - m));
   *wa = expf(la - l), *wb = expf(lb - l);
   *lse = l;
-  *ent = (*wa > 0.0f ? *wa * ha : 0.0f) + (*wb > 0.0f ? *wb * hb : 0.0f) - lpc_xlogx(*wa) -
-         lpc_xlogx(*wb);
+  *ent = (*wa > 0.0f ? *wa * ha : 0.0f) + (*wb > 0.0f ? *wb * hb : 0.0f) - gpu_xlogx(*wa) -
+         gpu_xlogx(*wb);
 }
 
 
 /* ---- 16-bit operands, matrix core, lane layout: HIP ------------------------ */
-#define LPC_ASYNC 0              /* KV tiles are loaded in step (one buffer) */
-#define LPC_QSMEM 0              /* each lane keeps its Q fragment in registers */
-#define LPC_KCODES 1             /* raw FP8 K codes of a low tile too (CDNA3's FP8 MFMA) */
-#define LPC_SMEM_MAX (64 * 1024) /* LDS of one workgroup on CDNA and RDNA */
-#define LPC_MAX_THREADS 256
-__device__ constexpr int lpc_warp_size() { return lpattn_wave_size(); }
+#define GPU_ASYNC 0              /* KV tiles are loaded in step (one buffer) */
+#define GPU_QSMEM 0              /* each lane keeps its Q fragment in registers */
+#define GPU_KCODES 1             /* raw FP8 K codes of a low tile too (CDNA3's FP8 MFMA) */
+#define GPU_SMEM_MAX (64 * 1024) /* LDS of one workgroup on CDNA and RDNA */
+#define GPU_MAX_THREADS 256
+__device__ constexpr int gpu_warp_size() { return lpattn_wave_size(); }
 
 /* Operand tags: values are handled as raw 16-bit patterns, converted with
  * exact bit arithmetic (RNE), so nothing depends on the vendor half types. */
-struct lpc_f16 {};
-struct lpc_bf16 {};
-__device__ inline float lpc_f16_tof(unsigned short h) { return lpc_f16_decode(h); }
-__device__ inline float lpc_bf16_tof(unsigned short h) { return lpc_bf16_decode(h); }
-__device__ inline unsigned short lpc_f16_bits(float x) {
-  uint32_t s = (lpc_bits(x) >> 16) & 0x8000u;
+struct gpu_f16 {};
+struct gpu_bf16 {};
+__device__ inline float gpu_f16_tof(unsigned short h) { return gpu_f16_decode(h); }
+__device__ inline float gpu_bf16_tof(unsigned short h) { return gpu_bf16_decode(h); }
+__device__ inline unsigned short gpu_f16_bits(float x) {
+  uint32_t s = (gpu_bits(x) >> 16) & 0x8000u;
   if (x != x) return 0x7e00u;
-  float r = lpc_round_f16(x); /* the f16 value (or inf), exact in f32 */
-  uint32_t a = lpc_bits(r) & 0x7fffffffu;
+  float r = gpu_round_f16(x); /* the f16 value (or inf), exact in f32 */
+  uint32_t a = gpu_bits(r) & 0x7fffffffu;
   if (a >= 0x7f800000u) return (unsigned short)(s | 0x7c00u);
   if (a < 0x38800000u) /* below 2^-14: subnormal, m * 2^-24 */
-    return (unsigned short)(s | (uint32_t)(lpc_from_bits(a) * 16777216.0f));
+    return (unsigned short)(s | (uint32_t)(gpu_from_bits(a) * 16777216.0f));
   return (unsigned short)(s | (((a >> 23) - 112) << 10) | ((a >> 13) & 0x3ffu));
 }
-__device__ inline unsigned short lpc_bf16_bits(float x) {
-  uint32_t u = lpc_bits(x);
+__device__ inline unsigned short gpu_bf16_bits(float x) {
+  uint32_t u = gpu_bits(x);
   if (x != x) return 0x7fc0u;
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 /* f16 or bf16 operands as raw patterns: F16 picks the format. */
-template <bool F16> struct lpc_mma16 {
+template <bool F16> struct gpu_mma16 {
   static constexpr bool f16 = F16;
-  static __device__ inline unsigned short bits(float x) { return F16 ? lpc_f16_bits(x) : lpc_bf16_bits(x); }
-  static __device__ inline float tof(unsigned short u) { return F16 ? lpc_f16_tof(u) : lpc_bf16_tof(u); }
+  static __device__ inline unsigned short bits(float x) { return F16 ? gpu_f16_bits(x) : gpu_bf16_bits(x); }
+  static __device__ inline float tof(unsigned short u) { return F16 ? gpu_f16_tof(u) : gpu_bf16_tof(u); }
   static __device__ inline uint32_t pack(float lo, float hi) { return bits(lo) | (uint32_t)bits(hi) << 16; }
 };
-template <typename T> struct lpc_mma;
-template <> struct lpc_mma<lpc_f16> : lpc_mma16<true> {};
-template <> struct lpc_mma<lpc_bf16> : lpc_mma16<false> {};
+template <typename T> struct gpu_mma;
+template <> struct gpu_mma<gpu_f16> : gpu_mma16<true> {};
+template <> struct gpu_mma<gpu_bf16> : gpu_mma16<false> {};
 
 #if defined(LPATTN_HIP_MFMA)
-typedef float lpc_f4 __attribute__((ext_vector_type(4)));
-typedef short lpc_s4 __attribute__((ext_vector_type(4)));
-typedef _Float16 lpc_h4 __attribute__((ext_vector_type(4)));
+typedef float gpu_f4 __attribute__((ext_vector_type(4)));
+typedef short gpu_s4 __attribute__((ext_vector_type(4)));
+typedef _Float16 gpu_h4 __attribute__((ext_vector_type(4)));
 /* c += a b on one 16x16x16 tile of raw f16 or bf16 patterns (wave64);
- * MM is lpc_mma of the operand type. */
-template <typename MM> __device__ inline lpc_f4 lpc_mfma16(lpc_s4 a, lpc_s4 b, lpc_f4 c) {
+ * MM is gpu_mma of the operand type. */
+template <typename MM> __device__ inline gpu_f4 gpu_mfma16(gpu_s4 a, gpu_s4 b, gpu_f4 c) {
   if constexpr (MM::f16)
-    return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(lpc_h4, a), __builtin_bit_cast(lpc_h4, b),
+    return __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(gpu_h4, a), __builtin_bit_cast(gpu_h4, b),
                                                  c, 0, 0, 0);
   else
     return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
@@ -373,15 +373,15 @@ template <typename MM> __device__ inline lpc_f4 lpc_mfma16(lpc_s4 a, lpc_s4 b, l
 #if defined(LPATTN_HIP_FP8_MFMA)
 /* Weight of an FP8 MFMA sum: 4 where both operands are read as FNUZ. */
 #if defined(LPATTN_HIP_FP8_OCP)
-#define LPC_FP8_MFMA_SCALE 1.0f
+#define GPU_FP8_MFMA_SCALE 1.0f
 #else
-#define LPC_FP8_MFMA_SCALE 4.0f
+#define GPU_FP8_MFMA_SCALE 4.0f
 #endif
 /* 8 OCP E4M3 codes as an operand of CDNA3's FP8 MFMA, whose E4M3 is FNUZ
  * (bias 8): the same bits are worth half, except -0 (0x80), which FNUZ reads
  * as NaN: it becomes +0. A NaN input's code (0x7F) reads as finite here, but
  * its outer scale is NaN too and still poisons the score. */
-__device__ inline long lpc_fnuz8(uint64_t c) {
+__device__ inline long gpu_fnuz8(uint64_t c) {
 #if defined(LPATTN_HIP_FP8_OCP)
   return (long)c; /* the matrix cores read OCP E4M3 as stored */
 #else
@@ -403,7 +403,7 @@ __device__ inline long lpc_fnuz8(uint64_t c) {
  * taking the run l / 16. For W = 64 that is exactly the MFMA operand and
  * accumulator layout; W = 32 (RDNA, the HIP-on-CUDA shim) runs the same
  * index math on plain FMAs. */
-template <int W> struct lpc_lay {
+template <int W> struct gpu_lay {
   static constexpr int FR = 1, LPR = W / 16, KPL = 16 / LPR, NS = 64 / LPR;
   int lane;
   __device__ inline int row(int) const { return lane & 15; }
@@ -411,87 +411,87 @@ template <int W> struct lpc_lay {
   __device__ inline int chan(int o) const { return key(o); }
   __device__ inline bool lead() const { return lane < 16; }
 };
-template <int W> __device__ inline float lpc_rmax(float x) {
+template <int W> __device__ inline float gpu_rmax(float x) {
 #pragma unroll
   for (int m = 16; m < W; m *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m, W));
   return x;
 }
-template <int W> __device__ inline float lpc_rsum(float x) {
+template <int W> __device__ inline float gpu_rsum(float x) {
 #pragma unroll
   for (int m = 16; m < W; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m, W);
   return x;
 }
 
 /* No asynchronous copies: a 16-byte copy in step (the kernel never
- * prefetches when LPC_ASYNC is 0; these keep its one code path). */
-__device__ inline void lpc_cp16(void *dst, const void *src, int bytes) {
+ * prefetches when GPU_ASYNC is 0; these keep its one code path). */
+__device__ inline void gpu_cp16(void *dst, const void *src, int bytes) {
   *(uint4 *)dst = bytes ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
 }
-__device__ inline void lpc_cp_commit() {}
-template <int N> __device__ inline void lpc_cp_wait() {}
+__device__ inline void gpu_cp_commit() {}
+template <int N> __device__ inline void gpu_cp_wait() {}
 
-__device__ __forceinline__ float lpc_ninf() { return lpc_from_bits(0xff800000u); }
+__device__ __forceinline__ float gpu_ninf() { return gpu_from_bits(0xff800000u); }
 
 /* Element `off` of a float tensor of dtype dt as f32. */
-__device__ __forceinline__ float lpc_load(const void *p, int dt, int64_t off) {
+__device__ __forceinline__ float gpu_load(const void *p, int dt, int64_t off) {
   if (dt == LPATTN_F32) return ((const float *)p)[off];
   unsigned short h = ((const unsigned short *)p)[off];
-  return dt == LPATTN_F16 ? lpc_f16_tof(h) : lpc_bf16_tof(h);
+  return dt == LPATTN_F16 ? gpu_f16_tof(h) : gpu_bf16_tof(h);
 }
 
 /* Store f32 as f32/f16/bf16, rounding to nearest even. */
-__device__ __forceinline__ void lpc_store(void *p, int dt, int64_t off, float v) {
+__device__ __forceinline__ void gpu_store(void *p, int dt, int64_t off, float v) {
   if (dt == LPATTN_F32) ((float *)p)[off] = v;
-  else ((unsigned short *)p)[off] = dt == LPATTN_F16 ? lpc_f16_bits(v) : lpc_bf16_bits(v);
+  else ((unsigned short *)p)[off] = dt == LPATTN_F16 ? gpu_f16_bits(v) : gpu_bf16_bits(v);
 }
 
 /* Dequantized element without the outer scale (code * group scale): exact
  * in bf16 for every format, so tensor cores see the exact operand. */
-__device__ __forceinline__ float lpc_deq_inner(int fmt, uint8_t code, uint8_t scale) {
-  if (fmt == LPATTN_FMT_FP8) return lpc_e4m3_decode(code);
-  if (fmt == LPATTN_FMT_MXFP4) return lpc_e2m1_decode(code) * lpc_e8m0_decode(scale);
-  return lpc_e2m1_decode(code) * lpc_e4m3_decode(scale);
+__device__ __forceinline__ float gpu_deq_inner(int fmt, uint8_t code, uint8_t scale) {
+  if (fmt == LPATTN_FMT_FP8) return gpu_e4m3_decode(code);
+  if (fmt == LPATTN_FMT_MXFP4) return gpu_e2m1_decode(code) * gpu_e8m0_decode(scale);
+  return gpu_e2m1_decode(code) * gpu_e4m3_decode(scale);
 }
 
 /* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
  * AXIS_D or AXIS_S layout, without the outer scale: element index e of the
  * flattened codes (e % 8 == 0, so the 8 share one group scale). raw8 loads
  * the codes, dec8 turns them into 8 exact bf16 values; low8 does both. */
-__device__ __forceinline__ uint2 lpc_raw8(const uint8_t *codes, int fmt, int64_t e) {
+__device__ __forceinline__ uint2 gpu_raw8(const uint8_t *codes, int fmt, int64_t e) {
   if (fmt == LPATTN_FMT_FP8) return *(const uint2 *)(codes + e);
   return make_uint2(*(const uint32_t *)(codes + (e >> 1)), 0u);
 }
-__device__ __forceinline__ uint4 lpc_dec8(int fmt, uint2 w, uint8_t sc) {
+__device__ __forceinline__ uint4 gpu_dec8(int fmt, uint2 w, uint8_t sc) {
   float v[8];
   if (fmt == LPATTN_FMT_FP8) {
 #pragma unroll
-    for (int u = 0; u < 8; u++) v[u] = lpc_e4m3_decode((uint8_t)((u < 4 ? w.x : w.y) >> (8 * (u & 3))));
+    for (int u = 0; u < 8; u++) v[u] = gpu_e4m3_decode((uint8_t)((u < 4 ? w.x : w.y) >> (8 * (u & 3))));
   } else {
-    float sv = fmt == LPATTN_FMT_MXFP4 ? lpc_e8m0_decode(sc) : lpc_e4m3_decode(sc);
+    float sv = fmt == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode(sc) : gpu_e4m3_decode(sc);
 #pragma unroll
     for (int u = 0; u < 8; u++) { /* E2M1 straight to f32 bits: 2^((c>>1)-1) * (1 + (c&1)/2) */
       uint32_t c = (w.x >> (4 * u)) & 15u, m = c & 7u;
       uint32_t b = m >= 2u ? ((m >> 1) + 126u) << 23 | (m & 1u) << 22 : (m ? 0x3f000000u : 0u);
-      v[u] = lpc_from_bits(b | (c & 8u) << 28) * sv;
+      v[u] = gpu_from_bits(b | (c & 8u) << 28) * sv;
     }
   }
   uint4 r;
-  r.x = lpc_mma<lpc_bf16>::pack(v[0], v[1]), r.y = lpc_mma<lpc_bf16>::pack(v[2], v[3]);
-  r.z = lpc_mma<lpc_bf16>::pack(v[4], v[5]), r.w = lpc_mma<lpc_bf16>::pack(v[6], v[7]);
+  r.x = gpu_mma<gpu_bf16>::pack(v[0], v[1]), r.y = gpu_mma<gpu_bf16>::pack(v[2], v[3]);
+  r.z = gpu_mma<gpu_bf16>::pack(v[4], v[5]), r.w = gpu_mma<gpu_bf16>::pack(v[6], v[7]);
   return r;
 }
-__device__ __forceinline__ uint4 lpc_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
+__device__ __forceinline__ uint4 gpu_low8(const uint8_t *codes, const uint8_t *scales, int fmt,
                                           int64_t e) {
   uint8_t sc = fmt == LPATTN_FMT_FP8 ? 0 : scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
-  return lpc_dec8(fmt, lpc_raw8(codes, fmt, e), sc);
+  return gpu_dec8(fmt, gpu_raw8(codes, fmt, e), sc);
 }
 
 /* One element of the same, as bf16 bits (HIP's register Q fragment). */
-__device__ __forceinline__ unsigned short lpc_low1(const uint8_t *codes, const uint8_t *scales, int fmt,
+__device__ __forceinline__ unsigned short gpu_low1(const uint8_t *codes, const uint8_t *scales, int fmt,
                                                    int64_t e) {
   const uint8_t c = fmt == LPATTN_FMT_FP8 ? codes[e] : (uint8_t)((codes[e >> 1] >> (4 * (e & 1))) & 15);
   const uint8_t sc = fmt == LPATTN_FMT_FP8 ? 0 : scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
-  return lpc_mma<lpc_bf16>::bits(lpc_deq_inner(fmt, c, sc));
+  return gpu_mma<gpu_bf16>::bits(gpu_deq_inner(fmt, c, sc));
 }
 } // namespace lpattn_hip
 #endif

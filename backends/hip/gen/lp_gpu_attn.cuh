@@ -9,7 +9,7 @@
  * low tile is quantized per row in registers. Everything but the two
  * matrix products and where Q lives (the dl.* calls: the dialect's half,
  * templates/gpu/inc/attn_<dialect>.j2) is written against the lane layout
- * lpc_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
+ * gpu_lay of lp_gpu.cuh (which lane holds which row, key and channel), so
  * the masks, the online-softmax/entropy/PASA state (templates/common), the
  * P quantizer and the split/decode logic are the same code on every GPU. */
 #ifndef LP_GPU_ATTN_CUH
@@ -17,24 +17,24 @@
 #include "lp_gpu.cuh"
 
 namespace lpattn_hip {
-#define LPC_BQ 64
-#define LPC_BK 64
+#define GPU_BQ 64
+#define GPU_BK 64
 
 
-__device__ __forceinline__ int lpc_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+__device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
-template <int D> struct lpc_smem {
+template <int D> struct gpu_smem {
   static constexpr int LD = D + 8;       /* padded rows: conflict-free ldmatrix */
-  static constexpr int LDV = LPC_BK + 8; /* low V decoded in-kernel is stored transposed, [d][key] */
-  static constexpr int KSZ = LPC_BK * LD;
-  static constexpr int VSZ = LPC_BK * LD > D * LDV ? LPC_BK * LD : D * LDV;
-  static constexpr int QSZ = LPC_QSMEM ? 2 * LPC_BQ * LD : 0; /* Q and its low copy */
-  static constexpr int NBUF = LPC_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
-  static constexpr size_t SCAL = (size_t)(2 * LPC_BQ + LPC_BK + 2 * D) * 4;
-  static constexpr size_t KC = LPC_KCODES ? (size_t)LPC_BK * D : 0; /* FP8 K codes, bytes */
+  static constexpr int LDV = GPU_BK + 8; /* low V decoded in-kernel is stored transposed, [d][key] */
+  static constexpr int KSZ = GPU_BK * LD;
+  static constexpr int VSZ = GPU_BK * LD > D * LDV ? GPU_BK * LD : D * LDV;
+  static constexpr int QSZ = GPU_QSMEM ? 2 * GPU_BQ * LD : 0; /* Q and its low copy */
+  static constexpr int NBUF = GPU_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
+  static constexpr size_t SCAL = (size_t)(2 * GPU_BQ + GPU_BK + 2 * D) * 4;
+  static constexpr size_t KC = GPU_KCODES ? (size_t)GPU_BK * D : 0; /* FP8 K codes, bytes */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
-  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > LPC_SMEM_MAX;
+  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > GPU_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
   static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
 };
@@ -43,8 +43,8 @@ template <int D> struct lpc_smem {
 
 /* Q lives in registers: lane l holds row l % 16 at the channels of its
  * layout runs, d = 16 dk + KPL (l / 16) + u (the MFMA B operand of Q^T). */
-template <int W, int D> struct lpc_qfrag {
-  unsigned short v[D / lpc_lay<W>::LPR];
+template <int W, int D> struct gpu_qfrag {
+  unsigned short v[D / gpu_lay<W>::LPR];
 };
 
 /* S^T = K Q^T: on wave64 CDNA one MFMA 16x16x16 per 16 keys and 16
@@ -52,26 +52,26 @@ template <int W, int D> struct lpc_qfrag {
  * already in the lane layout; elsewhere each lane sums its channel runs for
  * all 64 keys and the row's lanes add their partial sums. */
 template <typename MM, int W, int D>
-__device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfrag<W, D> &q,
+__device__ inline void gpu_mm_scores(float (&s)[1][64 / (W / 16)], const gpu_qfrag<W, D> &q,
                                      const unsigned short *Ks, int lane) {
-  typedef lpc_lay<W> L;
-  constexpr int LD = lpc_smem<D>::LD, KPL = L::KPL;
+  typedef gpu_lay<W> L;
+  constexpr int LD = gpu_smem<D>::LD, KPL = L::KPL;
   const int p = lane >> 4;
 #if defined(LPATTN_HIP_MFMA)
   const int r = lane & 15;
   if constexpr (W == 64) {
 #pragma unroll
-    for (int kb = 0; kb < LPC_BK / 16; kb++) {
-      lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kb = 0; kb < GPU_BK / 16; kb++) {
+      gpu_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int dk = 0; dk < D / 16; dk++) {
-        lpc_s4 A, B;
+        gpu_s4 A, B;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
           A[u] = (short)Ks[(kb * 16 + r) * LD + dk * 16 + 4 * p + u];
           B[u] = (short)q.v[dk * 4 + u];
         }
-        c = lpc_mfma16<MM>(A, B, c);
+        c = gpu_mfma16<MM>(A, B, c);
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i];
@@ -81,7 +81,7 @@ __device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfr
 #endif
   /* (the channel loop stays rolled: the fallback favours compile time) */
 #pragma unroll
-  for (int kb = 0; kb < LPC_BK / 16; kb++) {
+  for (int kb = 0; kb < GPU_BK / 16; kb++) {
     float part[16];
 #pragma unroll
     for (int kk = 0; kk < 16; kk++) part[kk] = 0.0f;
@@ -96,7 +96,7 @@ __device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfr
       }
 #pragma unroll
     for (int kk = 0; kk < 16; kk++) {
-      const float t = lpc_rsum<W>(part[kk]);
+      const float t = gpu_rsum<W>(part[kk]);
       if (kk / KPL == p) s[0][kb * KPL + kk % KPL] = t;
     }
   }
@@ -108,18 +108,18 @@ __device__ inline void lpc_mm_scores(float (&s)[1][64 / (W / 16)], const lpc_qfr
  * + u): both operands read as FNUZ are worth half, so the sum is worth 4x
  * (gfx950 reads OCP E4M3 as stored). */
 template <int D>
-__device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)[D / 32], const uint8_t *Kc,
+__device__ inline void gpu_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)[D / 32], const uint8_t *Kc,
                                          int lane) {
   const int r = lane & 15, p = lane >> 4;
 #pragma unroll
-  for (int kb = 0; kb < LPC_BK / 16; kb++) {
-    lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int kb = 0; kb < GPU_BK / 16; kb++) {
+    gpu_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int dk = 0; dk < D / 32; dk++)
       c = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(
-          lpc_fnuz8(*(const uint64_t *)&Kc[(kb * 16 + r) * D + dk * 32 + 8 * p]), lpc_fnuz8(qc[dk]), c, 0, 0, 0);
+          gpu_fnuz8(*(const uint64_t *)&Kc[(kb * 16 + r) * D + dk * 32 + 8 * p]), gpu_fnuz8(qc[dk]), c, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * LPC_FP8_MFMA_SCALE;
+    for (int i = 0; i < 4; i++) s[0][kb * 4 + i] = c[i] * GPU_FP8_MFMA_SCALE;
   }
 }
 #endif
@@ -127,26 +127,26 @@ __device__ inline void lpc_mm_scores_fp8(float (&s)[1][16], const uint64_t (&qc)
 /* P value of this lane's row at key c (c a constant after unrolling),
  * fetched from the lane of the row that holds it, rounded to MM's type. */
 template <typename MM, int W>
-__device__ inline float lpc_p_at(const float (&s)[1][64 / (W / 16)], int c, int lane) {
-  typedef lpc_lay<W> L;
+__device__ inline float gpu_p_at(const float (&s)[1][64 / (W / 16)], int c, int lane) {
+  typedef gpu_lay<W> L;
   const float x = __shfl_sync(0xffffffffu, s[0][(c / 16) * L::KPL + c % L::KPL],
                               (lane & 15) + 16 * ((c % 16) / L::KPL), W);
   return MM::tof(MM::bits(x));
 }
 /* V at (key, channel): [key][LD], or transposed [d][LDV] (vt). */
 template <int D>
-__device__ inline unsigned short lpc_v_at(const unsigned short *Vs, bool vt, int key, int d) {
-  return vt ? Vs[d * lpc_smem<D>::LDV + key] : Vs[key * lpc_smem<D>::LD + d];
+__device__ inline unsigned short gpu_v_at(const unsigned short *Vs, bool vt, int key, int d) {
+  return vt ? Vs[d * gpu_smem<D>::LDV + key] : Vs[key * gpu_smem<D>::LD + d];
 }
 
 /* acc (+)= P V for 16 channels at a time: O^T = V^T P^T on MFMA (A = V^T
  * from LDS, B = this lane's P slots), else key by key with P gathered over
  * the row's lanes. scale != NULL: low tile, acc += (P V) * pout * scale[chan]. */
 template <typename MM, int W, int D>
-__device__ inline void lpc_mm_pv_any(float (&acc)[1][D / (W / 16)], const float (&s)[1][64 / (W / 16)],
+__device__ inline void gpu_mm_pv_any(float (&acc)[1][D / (W / 16)], const float (&s)[1][64 / (W / 16)],
                                      const unsigned short *Vs, bool vt, float pout, const float *scale,
                                      int lane) {
-  typedef lpc_lay<W> L;
+  typedef gpu_lay<W> L;
   constexpr int KPL = L::KPL;
   const int p = lane >> 4;
 #if defined(LPATTN_HIP_MFMA)
@@ -154,17 +154,17 @@ __device__ inline void lpc_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
   if constexpr (W == 64) {
 #pragma unroll
     for (int n = 0; n < D / 16; n++) {
-      lpc_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (!scale) c = lpc_f4{acc[0][4 * n], acc[0][4 * n + 1], acc[0][4 * n + 2], acc[0][4 * n + 3]};
+      gpu_f4 c = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (!scale) c = gpu_f4{acc[0][4 * n], acc[0][4 * n + 1], acc[0][4 * n + 2], acc[0][4 * n + 3]};
 #pragma unroll
-      for (int kb = 0; kb < LPC_BK / 16; kb++) {
-        lpc_s4 A, B;
+      for (int kb = 0; kb < GPU_BK / 16; kb++) {
+        gpu_s4 A, B;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-          A[u] = (short)lpc_v_at<D>(Vs, vt, kb * 16 + 4 * p + u, n * 16 + r);
+          A[u] = (short)gpu_v_at<D>(Vs, vt, kb * 16 + 4 * p + u, n * 16 + r);
           B[u] = (short)MM::bits(s[0][kb * 4 + u]);
         }
-        c = lpc_mfma16<MM>(A, B, c);
+        c = gpu_mfma16<MM>(A, B, c);
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -175,18 +175,18 @@ __device__ inline void lpc_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
     return;
   }
 #endif
-  float pr[LPC_BK]; /* the row's P at every key, gathered once */
+  float pr[GPU_BK]; /* the row's P at every key, gathered once */
 #pragma unroll
-  for (int c = 0; c < LPC_BK; c++) pr[c] = lpc_p_at<MM, W>(s, c, lane);
+  for (int c = 0; c < GPU_BK; c++) pr[c] = gpu_p_at<MM, W>(s, c, lane);
 #pragma unroll
   for (int n = 0; n < D / 16; n++) {
     float t[KPL];
 #pragma unroll
     for (int i = 0; i < KPL; i++) t[i] = scale ? 0.0f : acc[0][n * KPL + i];
 #pragma unroll 4
-    for (int c = 0; c < LPC_BK; c++)
+    for (int c = 0; c < GPU_BK; c++)
 #pragma unroll
-      for (int i = 0; i < KPL; i++) t[i] += pr[c] * MM::tof(lpc_v_at<D>(Vs, vt, c, n * 16 + KPL * p + i));
+      for (int i = 0; i < KPL; i++) t[i] += pr[c] * MM::tof(gpu_v_at<D>(Vs, vt, c, n * 16 + KPL * p + i));
 #pragma unroll
     for (int i = 0; i < KPL; i++) {
       const int o = n * KPL + i;
@@ -197,21 +197,21 @@ __device__ inline void lpc_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
 
 
 template <typename T, int D>
-__device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
-  typedef lpc_smem<D> SM;
-  constexpr int BQ = LPC_BQ, BK = LPC_BK, LD = SM::LD, LDV = SM::LDV;
-  constexpr int W = lpc_warp_size(), NT = 4 * W; /* threads of the CTA */
-  typedef lpc_lay<W> L;
+__device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
+  typedef gpu_smem<D> SM;
+  constexpr int BQ = GPU_BQ, BK = GPU_BK, LD = SM::LD, LDV = SM::LDV;
+  constexpr int W = gpu_warp_size(), NT = 4 * W; /* threads of the CTA */
+  typedef gpu_lay<W> L;
   constexpr int FR = L::FR, NS = L::NS, NO = D / L::LPR, SPG = NS / 4; /* SPG: slots per 16 keys */
-  typedef lpc_mma<T> HI;
-  typedef lpc_mma<lpc_bf16> LO;
-  extern __shared__ __attribute__((aligned(16))) unsigned char lpc_smem_raw[];
-  unsigned short *Qs = (unsigned short *)lpc_smem_raw, *Ql = Qs + BQ * LD; /* LPC_QSMEM only */
+  typedef gpu_mma<T> HI;
+  typedef gpu_mma<gpu_bf16> LO;
+  extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
+  unsigned short *Qs = (unsigned short *)gpu_smem_raw, *Ql = Qs + BQ * LD; /* GPU_QSMEM only */
   unsigned short *Kb = Qs + SM::QSZ, *Vb = SM::SPLIT ? Kb : Kb + SM::NBUF * SM::KSZ;
   float *qout = (float *)(Kb + SM::KVSZ), *crow = qout + BQ, *kout = crow + BQ;
   float *vout = kout + BK, *shift = vout + D;
 #if defined(LPATTN_HIP_FP8_MFMA)
-  uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (LPC_KCODES) */
+  uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (GPU_KCODES) */
 #endif
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
@@ -242,10 +242,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     jmax = min(nkt - 1, qi);
     jfull = qi - 1;
   } else if (a.causal) {
-    jmax = min(nkt - 1, lpc_floordiv(r1 + off, BK));
+    jmax = min(nkt - 1, gpu_floordiv(r1 + off, BK));
     /* full iff the unclipped c1 = c0 + BK - 1 <= r0 + off: a partial last
      * tile is never full, as in decode (SEMANTICS) */
-    jfull = min(nkt - 1, lpc_floordiv(r0 + off + 1, BK) - 1);
+    jfull = min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1);
   }
   const int per = (jmax + 1 + a.split - 1) / a.split;
   const int js = split_i * per, je = min(jmax + 1, js + per);
@@ -258,7 +258,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     for (int lr = tid; lr < BQ; lr += blockDim.x)
       qout[lr] = !live(lr) ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.qq.outer[qrow(lr)];
 
-  lpc_qfrag<W, D> qh, ql;
+  gpu_qfrag<W, D> qh, ql;
 #if defined(LPATTN_HIP_FP8_MFMA)
   uint64_t qc[D / 32]; /* FP8 codes of the same row, for the FP8 matrix cores */
 #endif
@@ -268,8 +268,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
     for (int e = 0; e < NO; e++) {
       const int d = lay.chan(e);
-      qh.v[e] = ok ? ((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
-      ql.v[e] = ok && any_low ? lpc_low1(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + d) : 0;
+      qh.v[e] = ok ? ((const unsigned short *)a.q)[gpu_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
+      ql.v[e] = ok && any_low ? gpu_low1(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + d) : 0;
     }
 #if defined(LPATTN_HIP_FP8_MFMA)
 #pragma unroll
@@ -279,7 +279,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #endif
   }
   auto qval = [&](int lr, int d) {
-    return live(lr) ? HI::tof(((const unsigned short *)a.q)[lpc_off(a.sq, b, head_of(lr), row_of(lr), d)])
+    return live(lr) ? HI::tof(((const unsigned short *)a.q)[gpu_off(a.sq, b, head_of(lr), row_of(lr), d)])
                     : 0.0f;
   };
 
@@ -291,22 +291,22 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   for (int hh = 0; hh < FR; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) acc[hh][o] = 0.0f;
-  lpc_row st[FR];
+  gpu_row st[FR];
 #pragma unroll
-  for (int hh = 0; hh < FR; hh++) lpc_row_init(&st[hh]);
+  for (int hh = 0; hh < FR; hh++) gpu_row_init(&st[hh]);
   /* Split KV with a P quantization that depends on the running max (FP8,
    * MXFP4): a first launch (maxpass) records each split's score max, and
    * split i starts from the max of the splits before it, so every tile sees
    * the running max of the sequential order and quantizes P identically. */
   float runmax[FR];
 #pragma unroll
-  for (int hh = 0; hh < FR; hh++) runmax[hh] = lpc_ninf();
+  for (int hh = 0; hh < FR; hh++) runmax[hh] = gpu_ninf();
   if (a.part_m && !a.maxpass)
 #pragma unroll
     for (int hh = 0; hh < FR; hh++) {
       const int lr = warp * 16 + lay.row(hh);
       if (!live(lr)) continue;
-      float m0 = lpc_ninf();
+      float m0 = gpu_ninf();
       for (int si = 0; si < split_i; si++)
         m0 = fmaxf(m0, a.part_m[(((int64_t)si * a.B + b) * a.Hq + head_of(lr)) * Sq + row_of(lr)]);
       st[hh].m = m0;
@@ -327,9 +327,9 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
   };
   /* Tiles copied as they are (high without PASA, or low from the dequantized
    * prefill workspace) are prefetched with cp.async one tile ahead. */
-  const bool lowdq = LPC_ASYNC && a.kd != nullptr;
+  const bool lowdq = GPU_ASYNC && a.kd != nullptr;
   const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
-  auto async_ok = [&](bool lw) { return LPC_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
+  auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
   auto issue = [&](int j, int buf, bool lw) {
     const int c0 = j * BK;
     const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
@@ -339,18 +339,18 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       bool ok = key < Skv;
       int64_t ko = 0, vo = 0;
       if (ok && lw) ko = vo = (kvbh * a.Skv + key) * D + c;
-      else if (ok) ko = lpc_off(a.sk, b, hk, key, c), vo = lpc_off(a.sv, b, hk, key, c);
-      lpc_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
-      lpc_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
+      else if (ok) ko = gpu_off(a.sk, b, hk, key, c), vo = gpu_off(a.sv, b, hk, key, c);
+      gpu_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
+      gpu_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
     }
-    lpc_cp_commit();
+    gpu_cp_commit();
   };
   /* PASA shift of tile j (SEMANTICS): beta * Kbar of source tile sj, or for
    * a diagonal tile with no full tile before it (sj < 0) beta * its first key
    * c0, which every row that sees the tile sees (decode: the cache's copy). */
   auto kshift = [&](int sj, int c0, int d) -> float {
     const float src = sj >= 0 ? a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]
-                              : HI::tof(((const unsigned short *)a.k)[lpc_off(a.sk, b, hk, c0, d)]);
+                              : HI::tof(((const unsigned short *)a.k)[gpu_off(a.sk, b, hk, c0, d)]);
     return __fmul_rn(a.pasa_beta, src);
   };
   /* K (or V) of tile j into shared memory in step: high from the tensor
@@ -363,7 +363,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wk = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = lpc_off(a.sk, b, hk, key, c);
+          int64_t o = gpu_off(a.sk, b, hk, key, c);
           unsigned short ek[8];
           if (a.vec16) memcpy(ek, (const unsigned short *)a.k + o, 16);
           else
@@ -371,7 +371,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
           if (a.pasa)
             for (int u = 0; u < 8; u++) {
               float kv = __fmul_rn(__fsub_rn(HI::tof(ek[u]), kshift(sj, c0, c + u)), a.sm_scale);
-              ek[u] = lpc_mma<lpc_f16>::bits(lpc_round_f16(kv));
+              ek[u] = gpu_mma<gpu_f16>::bits(gpu_round_f16(kv));
             }
           memcpy(&wk, ek, 16);
         }
@@ -387,14 +387,14 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       int64_t e = (kvbh * a.kq.rows + (key < Skv ? key : 0)) * D + c;
-      raw[it] = lpc_raw8(a.kq.codes, fmt, e);
+      raw[it] = gpu_raw8(a.kq.codes, fmt, e);
       rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.kq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
     }
 #pragma unroll
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       bool ok = key < Skv;
-      *(uint4 *)&Ks[cr * LD + c] = ok ? lpc_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
+      *(uint4 *)&Ks[cr * LD + c] = ok ? gpu_dec8(fmt, raw[it], rsc[it]) : make_uint4(0, 0, 0, 0);
 #if defined(LPATTN_HIP_FP8_MFMA)
       if (fmt == LPATTN_FMT_FP8) *(uint2 *)&Kc[cr * D + c] = ok ? raw[it] : make_uint2(0, 0);
 #endif
@@ -409,7 +409,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wv = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = lpc_off(a.sv, b, hk, key, c);
+          int64_t o = gpu_off(a.sv, b, hk, key, c);
           if (a.vec16) {
             wv = *(const uint4 *)((const unsigned short *)a.v + o);
           } else {
@@ -431,13 +431,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
       int64_t e = (kvbh * D + d) * Sp + key;
-      raw[it] = lpc_raw8(a.vq.codes, fmt, e);
+      raw[it] = gpu_raw8(a.vq.codes, fmt, e);
       rsc[it] = fmt == LPATTN_FMT_FP8 ? 0 : a.vq.scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
     }
 #pragma unroll
     for (int it = 0; it < NC; it++) {
       int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
-      uint4 w = lpc_dec8(fmt, raw[it], rsc[it]);
+      uint4 w = gpu_dec8(fmt, raw[it], rsc[it]);
       if (key + 8 > Skv) { /* keys past the sequence hold padding or stale data: zero */
         unsigned short e[8];
         memcpy(e, &w, 16);
@@ -482,8 +482,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
         for (int d = tid; d < D; d += blockDim.x)
           vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
       }
-      if (next) lpc_cp_wait<1>();
-      else lpc_cp_wait<0>();
+      if (next) gpu_cp_wait<1>();
+      else gpu_cp_wait<0>();
     } else {
       load_k(j, sj, Ks, low);
       if (!SM::SPLIT) load_v(j, Vs, low);
@@ -514,13 +514,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #if defined(LPATTN_HIP_FP8_MFMA)
       if constexpr (W == 64)
         if (low && fmt == LPATTN_FMT_FP8) {
-          lpc_mm_scores_fp8<D>(s, qc, Kc, lane);
+          gpu_mm_scores_fp8<D>(s, qc, Kc, lane);
           native = true;
         }
 #endif
       if (!native) {
-        if (low) lpc_mm_scores<LO, W, D>(s, ql, Ks, lane);
-        else lpc_mm_scores<HI, W, D>(s, qh, Ks, lane);
+        if (low) gpu_mm_scores<LO, W, D>(s, ql, Ks, lane);
+        else gpu_mm_scores<HI, W, D>(s, qh, Ks, lane);
       }
 
 
@@ -529,7 +529,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       bool vis[FR]; /* a row that sees none of the tile's keys does not visit it */
 #pragma unroll
       for (int hh = 0; hh < FR; hh++) {
-        smax[hh] = lpc_ninf();
+        smax[hh] = gpu_ninf();
         vis[hh] = !(a.causal && c0 > row_of(warp * 16 + lay.row(hh)) + off);
       }
       const bool masked_tile = c0 + BK > Skv || (a.causal && c1 > r0 + off);
@@ -548,7 +548,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
           for (int sl = 0; sl < NS; sl++) {
             float v = __fmul_rn(__fmul_rn(s[hh][sl], __fmul_rn(qo, kout[lay.key(sl)])), a.sm_scale);
-            if (a.pasa) v = lpc_round_f16(v);
+            if (a.pasa) v = gpu_round_f16(v);
             s[hh][sl] = v;
             smax[hh] = fmaxf(smax[hh], v);
           }
@@ -563,15 +563,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
             float v = s[hh][sl];
             if (low) {
               v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
-              if (a.pasa) v = lpc_round_f16(v);
+              if (a.pasa) v = gpu_round_f16(v);
             } else if (a.pasa) {
-              v = lpc_round_f16(v);
+              v = gpu_round_f16(v);
             } else if (a.score_f16) {
-              v = __fmul_rn(lpc_round_f16(v), a.sm_scale);
+              v = __fmul_rn(gpu_round_f16(v), a.sm_scale);
             } else {
               v = __fmul_rn(v, a.sm_scale);
             }
-            if (key >= Skv || (a.causal && key > r + off)) v = lpc_ninf();
+            if (key >= Skv || (a.causal && key > r + off)) v = gpu_ninf();
             s[hh][sl] = v;
             smax[hh] = fmaxf(smax[hh], v);
           }
@@ -579,15 +579,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       }
       if (a.maxpass) {
 #pragma unroll
-        for (int hh = 0; hh < FR; hh++) runmax[hh] = fmaxf(runmax[hh], lpc_rmax<W>(smax[hh]));
+        for (int hh = 0; hh < FR; hh++) runmax[hh] = fmaxf(runmax[hh], gpu_rmax<W>(smax[hh]));
       } else {
-        lpc_step stp[FR];
+        gpu_step stp[FR];
         float psum[FR], pssum[FR];
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
-          const float m = lpc_rmax<W>(smax[hh]);
+          const float m = gpu_rmax<W>(smax[hh]);
           const float c = a.pasa ? crow[warp * 16 + lay.row(hh)] : 0.0f;
-          stp[hh] = lpc_row_begin(&st[hh], m, c);
+          stp[hh] = gpu_row_begin(&st[hh], m, c);
           if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
           psum[hh] = pssum[hh] = 0.0f;
         }
@@ -596,15 +596,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
           for (int sl = 0; sl < NS; sl++) {
             const float v = s[hh][sl];
-            const float p = v == lpc_ninf() ? 0.0f : __expf(v + stp[hh].bias);
+            const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
             psum[hh] += p;
             if (p != 0.0f) pssum[hh] += p * v;
             s[hh][sl] = p;
           }
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
-          const float sp = lpc_rsum<W>(psum[hh]), sps = lpc_rsum<W>(pssum[hh]);
-          if (vis[hh]) lpc_row_end(&st[hh], &stp[hh], sp, sps);
+          const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
+          if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
 #pragma unroll
           for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
         }
@@ -616,7 +616,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
           for (int hh = 0; hh < FR; hh++) {
             if (fmt == LPATTN_FMT_FP8) {
 #pragma unroll
-              for (int sl = 0; sl < NS; sl++) s[hh][sl] = lpc_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
+              for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
               pout[hh] = 1.0f / 448.0f;
               continue;
             }
@@ -627,15 +627,15 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 #pragma unroll
               for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
                 const float x = s[hh][sl];
-                if (lpc_finite(x)) ga = fmaxf(ga, fabsf(x));
+                if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
                 else bad = 1.0f;
               }
-              ga16[m] = lpc_rmax<W>(ga);
-              bd16[m] = lpc_rmax<W>(bad);
+              ga16[m] = gpu_rmax<W>(ga);
+              bd16[m] = gpu_rmax<W>(bad);
               rmax = fmaxf(rmax, ga16[m]);
             }
             const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
-            const float outer = lpc_outer_scale(fmt, rmax);
+            const float outer = gpu_outer_scale(fmt, rmax);
             pout[hh] = outer;
 #pragma unroll
             for (int m = 0; m < BK / 16; m++) {
@@ -644,13 +644,13 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
               const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
               uint8_t sc;
               float denom;
-              const float sval = lpc_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
+              const float sval = gpu_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
               /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
               const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
               for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-                const float q = denom == 0.0f ? 0.0f : lpc_e2m1_round(s[hh][sl] * rden);
-                s[hh][sl] = bad != 0.0f ? lpc_from_bits(0x7fc00000u) : q * sval;
+                const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
+                s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
               }
             }
           }
@@ -666,8 +666,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 
     /* ---- O += P V --------------------------------------------------------- */
 
-    if (!low) lpc_mm_pv_any<HI, W, D>(acc, s, Vs, false, 0.0f, nullptr, lane);
-    else lpc_mm_pv_any<LO, W, D>(acc, s, Vs, vt, pout[0], vout, lane);
+    if (!low) gpu_mm_pv_any<HI, W, D>(acc, s, Vs, false, 0.0f, nullptr, lane);
+    else gpu_mm_pv_any<LO, W, D>(acc, s, Vs, vt, pout[0], vout, lane);
 
   }
 
@@ -681,7 +681,7 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
       if (lay.lead()) a.part_m[(((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r] = runmax[hh];
       continue;
     }
-    lpc_row_finish(&st[hh], &inv_l, &lse, &ent);
+    gpu_row_finish(&st[hh], &inv_l, &lse, &ent);
     if (a.split > 1) {
       int64_t row = (((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r;
 #pragma unroll
@@ -691,10 +691,10 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
     }
 #pragma unroll
     for (int o = 0; o < NO; o++)
-      lpc_store(a.out, a.out_dtype, lpc_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
+      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
     if (lay.lead()) {
-      if (a.lse) a.lse[lpc_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[lpc_off(a.se, b, h, r, 0)] = ent;
+      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
+      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = ent;
     }
   }
 }
@@ -702,8 +702,8 @@ __device__ __forceinline__ void lpc_attn_body(const lp_gpu_attn_args a) { /* by 
 /* Launch of kernel K (the variant's extern "C" entry) for a->nqx query
  * tiles x split of every (b, head), with 4 warps of a->warp lanes. */
 template <void (*K)(lp_gpu_attn_args), int D>
-static lpattn_status lpc_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
-  const size_t smem = lpc_smem<D>::bytes;
+static lpattn_status gpu_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
+  const size_t smem = gpu_smem<D>::bytes;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   dim3 grid((unsigned)(a->nqx * a->split), (unsigned)(a->gqa_pack ? a->Hkv : a->Hq), (unsigned)a->B);

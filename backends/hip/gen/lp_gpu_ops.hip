@@ -9,11 +9,11 @@ namespace lpattn_hip {
 
 /* A value's share of a tile mean: non-finite values count as zero, as in
  * core/tiles.h lp_mean_rows_f32 (SEMANTICS "Non-finite inputs"). */
-__device__ __forceinline__ float lpc_mean_term(float x) { return isfinite(x) ? x : 0.0f; }
+__device__ __forceinline__ float gpu_mean_term(float x) { return isfinite(x) ? x : 0.0f; }
 
 /* mean[(bh*tiles + j)*D + d] for j in [j0, j1): f32 sum of the tile's keys
  * (clipped to the sequence length) in order, one division (SEMANTICS). */
-__global__ void lpc_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, int64_t s2,
+__global__ void gpu_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, int64_t s2,
                                 int64_t s3, int B, int H, int D, int T, int Skv, const int *lens,
                                 int j0, int j1, int tiles, int dst_b0, float *mean) {
   int64_t total = (int64_t)B * H * (j1 - j0) * D;
@@ -25,16 +25,16 @@ __global__ void lpc_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, i
     int c0 = j * T, c1 = min(c0 + T, len);
     float s = 0.0f;
     for (int c = c0; c < c1; c++)
-      s = __fadd_rn(s, lpc_mean_term(lpc_load(k, dt, b * s0 + h * s1 + c * s2 + d * s3)));
+      s = __fadd_rn(s, gpu_mean_term(gpu_load(k, dt, b * s0 + h * s1 + c * s2 + d * s3)));
     mean[(((b + dst_b0) * H + h) * tiles + j) * D + d] = c1 > c0 ? s / (float)(c1 - c0) : 0.0f;
   }
 }
 
-lpattn_status lpc_tile_means(const lpc_mean_args *m, cudaStream_t st) {
+lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st) {
   int64_t total = (int64_t)m->B * m->H * (m->j1 - m->j0) * m->D;
   if (total <= 0) return LPATTN_OK;
   unsigned blocks = (unsigned)(total / 256 + 1 > 4096 ? 4096 : total / 256 + 1);
-  lpc_mean_kernel<<<blocks, 256, 0, st>>>(m->k, m->dtype, m->sk[0], m->sk[1], m->sk[2], m->sk[3],
+  gpu_mean_kernel<<<blocks, 256, 0, st>>>(m->k, m->dtype, m->sk[0], m->sk[1], m->sk[2], m->sk[3],
                                           m->B, m->H, m->D, m->T, m->Skv, m->lens, m->j0, m->j1,
                                           m->tiles, m->dst_b0, m->mean);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
@@ -43,9 +43,9 @@ lpattn_status lpc_tile_means(const lpc_mean_args *m, cudaStream_t st) {
 /* One block per (b, q head, query-tile CTA): importance of every full tile,
  * then the repeated strict arg-max of lp_tile_modes (ties to the lower j,
  * NaN last). Writes the ascending high list (diagonal tiles included). */
-__global__ void lpc_select_kernel(const lpc_select_args a) {
-  extern __shared__ float lpc_sel_smem[];
-  float *qbar = lpc_sel_smem, *score = qbar + a.D;
+__global__ void gpu_select_kernel(const gpu_select_args a) {
+  extern __shared__ float gpu_sel_smem[];
+  float *qbar = gpu_sel_smem, *score = qbar + a.D;
   unsigned char *mode = (unsigned char *)(score + a.nkt);
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv);
   const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = Skv - Sq, T = a.T;
@@ -60,12 +60,12 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
     float s = 0.0f;
     if (qsrc >= 0 && a.qring) { /* decode: T recorded rows, missing rows are zero */
       const float *rg = a.qring + ((((int64_t)b * a.Hq + h) * 3 + qsrc % 3) * T) * a.D;
-      for (int r = 0; r < T; r++) s = __fadd_rn(s, lpc_mean_term(rg[(int64_t)r * a.D + d]));
+      for (int r = 0; r < T; r++) s = __fadd_rn(s, gpu_mean_term(rg[(int64_t)r * a.D + d]));
       s = s / (float)T;
     } else if (qsrc >= 0) {
       int q0 = qsrc * T, q1 = min(q0 + T, Sq);
       for (int r = q0; r < q1; r++)
-        s = __fadd_rn(s, lpc_mean_term(lpc_load(a.q, a.qdt, lpc_off(a.sq, b, h, r, d))));
+        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, gpu_off(a.sq, b, h, r, d))));
       s = s / (float)(q1 - q0);
     }
     qbar[d] = s;
@@ -77,7 +77,7 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
     float s = 0.0f;
     const float *km = a.kmean + (((int64_t)b * a.Hkv + hk) * a.kmean_tiles + j) * a.D;
     for (int d = 0; d < a.D; d++) s = __fadd_rn(s, __fmul_rn(qbar[d], km[d]));
-    score[j] = s != s ? lpc_ninf() : s;
+    score[j] = s != s ? gpu_ninf() : s;
     mode[j] = diag ? 2 : 0; /* 2 diagonal (high), 1 picked (high), 0 low */
   }
   __syncthreads();
@@ -102,13 +102,13 @@ __global__ void lpc_select_kernel(const lpc_select_args a) {
       a.out[b * a.so[0] + h * a.so[1] + qi * a.so[2] + i * a.so[3]] = i < a.sel_k ? dst[i] : -1;
 }
 
-lpattn_status lpc_select(const lpc_select_args *a, int nqx, cudaStream_t st) {
+lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
   size_t smem = (size_t)(a->D + a->nkt) * 4 + (size_t)a->nkt + 16;
   if (smem > 48 * 1024 &&
-      cudaFuncSetAttribute(lpc_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(gpu_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
-  lpc_select_kernel<<<dim3((unsigned)nqx, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
+  gpu_select_kernel<<<dim3((unsigned)nqx, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
@@ -116,28 +116,28 @@ lpattn_status lpc_select(const lpc_select_args *a, int nqx, cudaStream_t st) {
 /* Copy n tokens (k, v: [1, Hkv, n, D]) to positions pos.. of sequence seq's
  * high buffers; q rows (optional, [1, Hq, n, D]) go to the query ring when
  * their tile is among the three newest (tile >= ring_lo). */
-__global__ void lpc_cache_put_kernel(const lpc_cache_put_args a) {
+__global__ void gpu_cache_put_kernel(const gpu_cache_put_args a) {
   int64_t nkv = a.k ? (int64_t)a.Hkv * a.n * a.D : 0, nq = a.q ? (int64_t)a.Hq * a.n * a.D : 0;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nkv + nq;
        i += (int64_t)gridDim.x * blockDim.x) {
     if (i < nkv) {
       int d = (int)(i % a.D), t = (int)(i / a.D % a.n), h = (int)(i / a.D / a.n);
       int64_t o = (((int64_t)a.seq * a.Hkv + h) * a.max_tokens + a.pos + t) * a.D + d;
-      lpc_store(a.khi, a.hdt, o, lpc_load(a.k, a.kdt, lpc_off(a.sk, 0, h, t, d)));
-      lpc_store(a.vhi, a.hdt, o, lpc_load(a.v, a.vdt, lpc_off(a.sv, 0, h, t, d)));
+      gpu_store(a.khi, a.hdt, o, gpu_load(a.k, a.kdt, gpu_off(a.sk, 0, h, t, d)));
+      gpu_store(a.vhi, a.hdt, o, gpu_load(a.v, a.vdt, gpu_off(a.sv, 0, h, t, d)));
     } else {
       int64_t j = i - nkv;
       int d = (int)(j % a.D), t = (int)(j / a.D % a.n), h = (int)(j / a.D / a.n);
       int64_t p = a.pos + t, tile = p / a.T;
       if (tile < a.ring_lo) continue;
       a.qring[((((int64_t)a.seq * a.Hq + h) * 3 + tile % 3) * a.T + p % a.T) * a.D + d] =
-          lpc_load(a.q, a.qdt, lpc_off(a.sq, a.qb, h, t, d));
+          gpu_load(a.q, a.qdt, gpu_off(a.sq, a.qb, h, t, d));
     }
   }
 }
 
 /* Zero ring slot `tile % 3` of one sequence (a query tile entering the ring). */
-__global__ void lpc_ring_zero_kernel(float *qring, int seq, int Hq, int T, int D, int64_t tile) {
+__global__ void gpu_ring_zero_kernel(float *qring, int seq, int Hq, int T, int D, int64_t tile) {
   int64_t n = (int64_t)Hq * T * D;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -146,31 +146,31 @@ __global__ void lpc_ring_zero_kernel(float *qring, int seq, int Hq, int T, int D
   }
 }
 
-__global__ void lpc_set_len_kernel(int *lens, int seq, int len) { lens[seq] = len; }
+__global__ void gpu_set_len_kernel(int *lens, int seq, int len) { lens[seq] = len; }
 
-lpattn_status lpc_cache_put(const lpc_cache_put_args *a, cudaStream_t st) {
+lpattn_status gpu_cache_put(const gpu_cache_put_args *a, cudaStream_t st) {
   int64_t n = (a->k ? (int64_t)a->Hkv * a->n * a->D : 0) + (a->q ? (int64_t)a->Hq * a->n * a->D : 0);
   if (n == 0) return LPATTN_OK;
   unsigned blocks = (unsigned)(n / 256 + 1 > 4096 ? 4096 : n / 256 + 1);
-  lpc_cache_put_kernel<<<blocks, 256, 0, st>>>(*a);
+  gpu_cache_put_kernel<<<blocks, 256, 0, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
-lpattn_status lpc_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
+lpattn_status gpu_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
                             cudaStream_t st) {
-  lpc_ring_zero_kernel<<<64, 256, 0, st>>>(qring, seq, Hq, T, D, tile);
+  gpu_ring_zero_kernel<<<64, 256, 0, st>>>(qring, seq, Hq, T, D, tile);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
-lpattn_status lpc_set_len(int *lens, int seq, int len, cudaStream_t st) {
-  lpc_set_len_kernel<<<1, 1, 0, st>>>(lens, seq, len);
+lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st) {
+  gpu_set_len_kernel<<<1, 1, 0, st>>>(lens, seq, len);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
 /* Prefill low tiles: codes * group scale of quantized K (AXIS_D) and V
  * (AXIS_S) as bf16 [BH][S][D] (exact), so the attention kernel stages them
  * like high tiles; the outer scales stay in the qviews. */
-__global__ void lpc_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview vq, int fmt,
+__global__ void gpu_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview vq, int fmt,
                                       int64_t BH, int S, int D, uint4 *kd, uint4 *vd) {
   const int64_t total = BH * S * (D / 8), Sp = (vq.rows + 63) / 64 * 64;
   const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
@@ -178,24 +178,24 @@ __global__ void lpc_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview 
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t key = i % S, c = i / S % (D / 8) * 8, bh = i / S / (D / 8);
     const int64_t o = ((bh * S + key) * D + c) / 8;
-    kd[o] = lpc_low8(kq.codes, kq.scales, fmt, (bh * kq.rows + key) * D + c);
+    kd[o] = gpu_low8(kq.codes, kq.scales, fmt, (bh * kq.rows + key) * D + c);
     float v[8];
     for (int u = 0; u < 8; u++) {
       int64_t e = (bh * D + c + u) * Sp + key;
       uint8_t code = fmt == LPATTN_FMT_FP8 ? vq.codes[e] : (uint8_t)((vq.codes[e >> 1] >> ((e & 1) * 4)) & 15);
-      v[u] = lpc_deq_inner(fmt, code, fmt == LPATTN_FMT_FP8 ? 0 : vq.scales[e / G]);
+      v[u] = gpu_deq_inner(fmt, code, fmt == LPATTN_FMT_FP8 ? 0 : vq.scales[e / G]);
     }
-    typedef lpc_mma<lpc_bf16> LO;
+    typedef gpu_mma<gpu_bf16> LO;
     vd[o] = make_uint4(LO::pack(v[0], v[1]), LO::pack(v[2], v[3]), LO::pack(v[4], v[5]), LO::pack(v[6], v[7]));
   }
 }
 
-lpattn_status lpc_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
+lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st) {
   int64_t total = BH * S * (D / 8);
   if (total == 0) return LPATTN_OK;
   unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
-  lpc_dequant_kv_kernel<<<blocks, 256, 0, st>>>(*kq, *vq, fmt, BH, S, D, (uint4 *)kd, (uint4 *)vd);
+  gpu_dequant_kv_kernel<<<blocks, 256, 0, st>>>(*kq, *vq, fmt, BH, S, D, (uint4 *)kd, (uint4 *)vd);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 } // namespace lpattn_hip

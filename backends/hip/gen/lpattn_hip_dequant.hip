@@ -5,7 +5,7 @@
 
 namespace lpattn_hip {
 
-__device__ __forceinline__ void lpc_dequant_body(const lp_gpu_dequant_args &a, int64_t total) {
+__device__ __forceinline__ void gpu_dequant_body(const lp_gpu_dequant_args &a, int64_t total) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t d = i % a.D, s = i / a.D % a.S, bh = i / a.D / a.S, b = bh / a.H, h = bh % a.H;
@@ -20,14 +20,14 @@ __device__ __forceinline__ void lpc_dequant_body(const lp_gpu_dequant_args &a, i
     uint8_t code = a.format == LPATTN_FMT_FP8 ? a.codes[at] : (uint8_t)((a.codes[at >> 1] >> ((at & 1) * 4)) & 15);
     uint8_t sc = a.format == LPATTN_FMT_FP8 ? 0 : a.scales[at / G];
     float o = a.format == LPATTN_FMT_MXFP4 ? 1.0f : a.outer[oat];
-    lpc_store(a.y, a.dtype, lpc_off(a.sy, b, h, s, d), lpc_dequant(a.format, code, sc, o));
+    gpu_store(a.y, a.dtype, gpu_off(a.sy, b, h, s, d), gpu_dequant(a.format, code, sc, o));
   }
 }
 
 } // namespace lpattn_hip
 
 extern "C" __global__ void lpattn_hip_dequant(const lp_gpu_dequant_args a, int64_t total) {
-  lpattn_hip::lpc_dequant_body(a, total);
+  lpattn_hip::gpu_dequant_body(a, total);
 }
 
 namespace lpattn_hip {
