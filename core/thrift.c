@@ -1,4 +1,5 @@
-/* ThriftAttention budget (SPEC 5) and the tile bookkeeping of tiles.h. */
+/* ThriftAttention budget (SPEC 5), the tile bookkeeping of tiles.h, and the
+ * derived-parameter rules of internal.h (low format, THRIFT k). */
 #include <math.h>
 #include <stdint.h>
 
