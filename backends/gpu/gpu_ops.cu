@@ -15,7 +15,7 @@ static lpattn_status check_finite_dev(gpu_impl *im, const lpattn_tensor *t) {
 }
 
 lpattn_status gpu_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
-                                  const lpattn_quant_params *p) {
+                           const lpattn_quant_params *p) {
   gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   if (p->check_finite) TRY(check_finite_dev(im, x));
@@ -46,10 +46,10 @@ lpattn_status gpu_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpa
 
 /* ---- merge ------------------------------------------------------------------ */
 lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_tensor *lse_a,
-                               const lpattn_tensor *h_a, const lpattn_tensor *o_b,
-                               const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
-                               const lpattn_tensor *o, const lpattn_tensor *lse,
-                               const lpattn_tensor *h) {
+                        const lpattn_tensor *h_a, const lpattn_tensor *o_b,
+                        const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
+                        const lpattn_tensor *o, const lpattn_tensor *lse,
+                        const lpattn_tensor *h) {
   gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   lp_gpu_merge_args a;
@@ -80,7 +80,7 @@ lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_
 
 /* ---- quantized views in the workspace ---------------------------------------- */
 lpattn_status qview_alloc(gpu_carve *c, lpattn_format f, lpattn_axis ax, int tile,
-                                 const int64_t shape[4], size_t off[3]) {
+                          const int64_t shape[4], size_t off[3]) {
   size_t cb, sb, oc;
   TRY(lpattn_qtensor_sizes(f, ax, tile, shape, &cb, &sb, &oc));
   off[0] = carve(c, cb), off[1] = carve(c, sb ? sb : 1), off[2] = carve(c, (oc ? oc : 1) * 4);
@@ -97,8 +97,8 @@ lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
 }
 
 lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
-                                lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
-                                float beta, int shift_tiles) {
+                         lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
+                         float beta, int shift_tiles) {
   lp_gpu_quant_args a;
   memset(&a, 0, sizeof a);
   a.x = x->data, a.dtype = x->dtype;

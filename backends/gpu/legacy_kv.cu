@@ -35,7 +35,7 @@ void gpu_cache_free(lpattn_kv_cache *c) {
 }
 
 lpattn_status gpu_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
-                                      lpattn_kv_cache **out) {
+                               lpattn_kv_cache **out) {
   gpu_impl *im = impl_of(ctx);
   if (p->tile != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
     return LPATTN_ERR_UNSUPPORTED;
@@ -109,8 +109,8 @@ static void ring_advance(gpu_impl *im, lpattn_kv_cache *c, int seq, int64_t last
 }
 
 lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
-                                      const lpattn_tensor *kt, const lpattn_tensor *vt,
-                                      const lpattn_tensor *qt) {
+                               const lpattn_tensor *kt, const lpattn_tensor *vt,
+                               const lpattn_tensor *qt) {
   gpu_impl *im = impl_of(ctx);
   gpu_cache *k = (gpu_cache *)c->impl;
   CK(cudaSetDevice(im->device));
@@ -165,7 +165,7 @@ lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
 }
 
 lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                                const lpattn_tensor *out, const lpattn_attn_problem *pr) {
+                         const lpattn_tensor *out, const lpattn_attn_problem *pr) {
   gpu_impl *im = impl_of(ctx);
   gpu_cache *k = (gpu_cache *)c->impl;
   const lpattn_kv_cache_params *cp = &c->p;
