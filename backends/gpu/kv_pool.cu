@@ -19,47 +19,47 @@
 namespace GPU_NS {
 
 /* ---- kernels: decode variants and the quantizer (gen/registry.inc) -------- */
-typedef lpattn_status (*cpu_dec_fn)(const lp_gpu_pdecode_args *, cudaStream_t);
-#define LPK_SET_DEFAULT(...) __VA_ARGS__
+typedef lpattn_status (*gpu_dec_fn)(const lp_gpu_pdecode_args *, cudaStream_t);
+#define GPU_POOL_SET_DEFAULT(...) __VA_ARGS__
 #if defined(LPATTN_CUDA_ALL_VARIANTS) || defined(LPATTN_HIP_ALL)
-#define LPK_SET_ALL(...) __VA_ARGS__
+#define GPU_POOL_SET_ALL(...) __VA_ARGS__
 #else
-#define LPK_SET_ALL(...)
+#define GPU_POOL_SET_ALL(...)
 #endif
-#define LPK_DECL_ATTN(set, name)
-#define LPK_DECL_QUANT(set, name)                              \
+#define GPU_POOL_DECL_ATTN(set, name)
+#define GPU_POOL_DECL_QUANT(set, name)                              \
   lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
-  static lpattn_status (*const cpu_quant_k)(const lp_gpu_quant_args *, cudaStream_t) = name;
-#define LPK_DECL_DEQUANT(set, name)
-#define LPK_DECL_DECODE(set, name) LPK_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, cudaStream_t);)
-#define LPK_DECL_MERGE(set, name)
-#define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPK_DECL_##op(set, name)
+  static lpattn_status (*const gpu_pool_quant_k)(const lp_gpu_quant_args *, cudaStream_t) = name;
+#define GPU_POOL_DECL_DEQUANT(set, name)
+#define GPU_POOL_DECL_DECODE(set, name) GPU_POOL_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, cudaStream_t);)
+#define GPU_POOL_DECL_MERGE(set, name)
+#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
 
 static const struct {
   int head_dim, dtype;
-  cpu_dec_fn fn;
-} cpu_dec_table[] = {
-#define LPK_ROW_DECODE(set, name, hd, dt) LPK_SET_##set({hd, dt, name}, )
-#define LPK_ROW_ATTN(set, name, hd, dt)
-#define LPK_ROW_QUANT(set, name, hd, dt)
-#define LPK_ROW_DEQUANT(set, name, hd, dt)
-#define LPK_ROW_MERGE(set, name, hd, dt)
-#define LPATTN_KERNEL(set, name, op, hd, dt, prec, causal, pasa, ent) LPK_ROW_##op(set, name, hd, dt)
+  gpu_dec_fn fn;
+} gpu_dec_table[] = {
+#define GPU_POOL_ROW_DECODE(set, name, hd, dt) GPU_POOL_SET_##set({hd, dt, name}, )
+#define GPU_POOL_ROW_ATTN(set, name, hd, dt)
+#define GPU_POOL_ROW_QUANT(set, name, hd, dt)
+#define GPU_POOL_ROW_DEQUANT(set, name, hd, dt)
+#define GPU_POOL_ROW_MERGE(set, name, hd, dt)
+#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL
     {0, 0, NULL}};
 
-static cpu_dec_fn find_decode(int D, lpattn_dtype dt) {
-  for (size_t i = 0; cpu_dec_table[i].fn; i++)
-    if (cpu_dec_table[i].head_dim == D && cpu_dec_table[i].dtype == (int)dt) return cpu_dec_table[i].fn;
+static gpu_dec_fn find_decode(int D, lpattn_dtype dt) {
+  for (size_t i = 0; gpu_dec_table[i].fn; i++)
+    if (gpu_dec_table[i].head_dim == D && gpu_dec_table[i].dtype == (int)dt) return gpu_dec_table[i].fn;
   return NULL;
 }
 
 /* gen/lp_gpu_decode_append */
-lpattn_status cpu_append(const lp_gpu_append_args *a, cudaStream_t st);
-lpattn_status cpu_merge(const lp_gpu_merge_args *a, cudaStream_t st);
+lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st);
+lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st);
 
 /* ---- pool ------------------------------------------------------------------ */
 typedef struct {
@@ -68,14 +68,14 @@ typedef struct {
   cudaStream_t stream;
   float *part; /* decode partial states */
   size_t part_bytes;
-} cpu_pool;
+} gpu_pool_state;
 
 #define CK(call) \
   do { if ((call) != cudaSuccess) return LPATTN_ERR_BACKEND; } while (0)
 #define TRY(call) \
   do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
 
-static cpu_pool *pool_of(lpattn_kv_pool *p) { return (cpu_pool *)p->impl; }
+static gpu_pool_state *pool_of(lpattn_kv_pool *p) { return (gpu_pool_state *)p->impl; }
 
 lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   const lpattn_kv_pool_params *p = &pool->p;
@@ -83,7 +83,7 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
     return LPATTN_ERR_UNSUPPORTED;
   if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED; /* not yet on GPU */
   if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;
-  cpu_pool *k = (cpu_pool *)calloc(1, sizeof *k);
+  gpu_pool_state *k = (gpu_pool_state *)calloc(1, sizeof *k);
   if (!k) return LPATTN_ERR_OUT_OF_MEMORY;
   lpattn_status st = lp_kv_layout_init(&k->L, p);
   if (st != LPATTN_OK) {
@@ -117,7 +117,7 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
 }
 
 void gpu_pool_fini(lpattn_kv_pool *pool) {
-  cpu_pool *k = pool_of(pool);
+  gpu_pool_state *k = pool_of(pool);
   if (!k) return;
   (void)cudaSetDevice(k->device);
   (void)cudaStreamSynchronize(k->stream);
@@ -155,7 +155,7 @@ static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
 
 lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call) {
   (void)ctx;
-  cpu_pool *k = pool_of(pool);
+  gpu_pool_state *k = pool_of(pool);
   if (call->n > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
   CK(cudaSetDevice(k->device));
   lp_gpu_append_args a;
@@ -164,12 +164,12 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
   a.k = call->k->data, a.v = call->v->data, a.kdt = call->k->dtype, a.vdt = call->v->dtype;
   memcpy(a.sk, call->k->stride, sizeof a.sk), memcpy(a.sv, call->v->stride, sizeof a.sv);
   a.n = (int)call->n;
-  return cpu_append(&a, k->stream);
+  return gpu_pool_append(&a, k->stream);
 }
 
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst) {
   (void)ctx;
-  cpu_pool *k = pool_of(pool);
+  gpu_pool_state *k = pool_of(pool);
   if (src == dst) return LPATTN_OK;
   CK(cudaSetDevice(k->device));
   const size_t sb = k->L.slot_bytes;
@@ -181,10 +181,10 @@ lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, 
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr) {
   (void)ctx;
-  cpu_pool *k = pool_of(pool);
+  gpu_pool_state *k = pool_of(pool);
   const lp_kv_layout *L = &k->L;
   if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
-  cpu_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
+  gpu_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
   const int ns = batch->num_seqs, Hq = L->Hq, D = L->D, Sq = (int)pr->q->shape[2];
   if (ns <= 0) return LPATTN_OK;
@@ -224,7 +224,7 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
     const size_t oo = (qrows * (D + D / G) + 15) / 16 * 16;
     qa.codes = qb, qa.scales = qb + qrows * D, qa.outer = (float *)(qb + oo);
     qa.rows = Sq;
-    TRY(cpu_quant_k(&qa, k->stream));
+    TRY(gpu_pool_quant_k(&qa, k->stream));
     a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
   }
   TRY(fn(&a, k->stream));
@@ -236,7 +236,7 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   memcpy(m.sout, pr->out->stride, sizeof m.sout);
   if (pr->lse) m.lse = (float *)pr->lse->data, memcpy(m.slse, pr->lse->stride, sizeof m.slse);
   if (pr->entropy) m.ent = (float *)pr->entropy->data, memcpy(m.sent, pr->entropy->stride, sizeof m.sent);
-  return cpu_merge(&m, k->stream);
+  return gpu_pool_merge(&m, k->stream);
 }
 
 } // namespace GPU_NS

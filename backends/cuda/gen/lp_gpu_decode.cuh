@@ -387,17 +387,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           float sval, denom;
           /* a 16-key group is held by lanes g, g ^ 1; 32 keys by g ^ {1, 2} */
           float gmax = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
+          /* the group scale step of templates/common/quant.j2 */
           if (FMT == LPATTN_FMT_MXFP4) {
             gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 8));
-            sc = gmax > 0.0f ? gpu_mx_code(gmax, P.mx_round_up) : 0;
-            sval = gpu_e8m0_decode(sc);
-            denom = gmax > 0.0f ? sval : 0.0f;
+            sval = gpu_group_scale(1, gmax, 0, 0.0f, P.mx_round_up, &sc, &denom);
             prw[i] = 1.0f;
           } else {
-            const float outer = lpd_gmax(ga[i]) / 2688.0f;
-            sc = outer == 0.0f ? 0 : gpu_e4m3_encode((gmax / 6.0f) / outer);
-            sval = gpu_e4m3_decode(sc);
-            denom = sval * outer;
+            const float outer = gpu_outer_scale(0, lpd_gmax(ga[i]));
+            sval = gpu_group_scale(0, gmax, 0, outer, P.mx_round_up, &sc, &denom);
             prw[i] = outer;
           }
           const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;

@@ -5,12 +5,12 @@
  *   put (phase 1): HIGH pages: every new token into its page; FP8/NVFP4/
  *     MXFP4: the new tokens of the sequence's current tile into its slot ring;
  *   quant: every tile the append completes is quantized into its page by the
- *     reference quantizer (common/formats.j2 quantize_domain, bit-exact with
+ *     reference quantizer (common/quant.j2 quantize_domain, bit-exact with
  *     core/quant.c): K per token along D, V per channel along the tile's
  *     tokens; its tokens come from the ring (the tile that was current) or
  *     from the input;
  *   put (phase 2): the tokens of the two newest tiles into the ring.
- * And the decode's merge of its chunk partials (cpu_merge).
+ * And the decode's merge of its chunk partials (gpu_pool_merge).
  * High copies are in the pool's high dtype; quantization reads them rounded
  * to it, as the ring holds them. */
 #include "lp_gpu.cuh"
@@ -18,17 +18,17 @@
 
 namespace lpattn_cuda {
 
-__device__ __forceinline__ float cpu_round_hi(int hdt, float x) {
+__device__ __forceinline__ float gpu_round_hi(int hdt, float x) {
   return hdt == LPATTN_F16 ? gpu_f16_tof(gpu_f16_bits(x)) : gpu_bf16_tof(gpu_bf16_bits(x));
 }
-__device__ __forceinline__ bool cpu_seq(const lp_gpu_append_args &a, int s, int64_t *len, uint8_t **slot) {
+__device__ __forceinline__ bool gpu_seq(const lp_gpu_append_args &a, int s, int64_t *len, uint8_t **slot) {
   const int32_t sl = a.seqs.slots[s];
   *len = a.seqs.lens[s];
   if (sl < 0 || sl >= a.pool.num_slots || *len < 0) return false;
   *slot = a.pool.mem + (int64_t)sl * a.pool.slot_bytes;
   return true;
 }
-__device__ __forceinline__ uint8_t *cpu_page(const lp_gpu_append_args &a, int s, int64_t tile) {
+__device__ __forceinline__ uint8_t *gpu_page(const lp_gpu_append_args &a, int s, int64_t tile) {
   if (tile >= a.seqs.max_pages) return nullptr;
   const int32_t pg = a.seqs.table[(int64_t)s * a.seqs.table_stride + tile];
   if (pg < 0 || pg >= a.pool.num_pages) return nullptr;
@@ -36,16 +36,16 @@ __device__ __forceinline__ uint8_t *cpu_page(const lp_gpu_append_args &a, int s,
 }
 
 /* grid (n, Hkv, num_seqs): token i of head h of sequence s */
-__global__ void cpu_put_kernel(const lp_gpu_append_args a) {
+__global__ void gpu_put_kernel(const lp_gpu_append_args a) {
   const lp_gpu_pool &P = a.pool;
   const int i = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
   int64_t len;
   uint8_t *slot;
-  if (!cpu_seq(a, s, &len, &slot)) return;
+  if (!gpu_seq(a, s, &len, &slot)) return;
   const int64_t pos = len + i, tile = pos / P.T, t0 = len / P.T, last = (len + a.n - 1) / P.T;
   uint8_t *dk, *dv;
   if (P.has_high_pages) {
-    uint8_t *pg = a.phase == 1 ? cpu_page(a, s, tile) : nullptr;
+    uint8_t *pg = a.phase == 1 ? gpu_page(a, s, tile) : nullptr;
     if (!pg) return;
     const int64_t off = ((int64_t)h * P.T + pos % P.T) * P.D * 2;
     dk = pg + P.hk + off, dv = pg + P.hv + off;
@@ -63,18 +63,18 @@ __global__ void cpu_put_kernel(const lp_gpu_append_args a) {
 }
 
 /* grid (num_seqs, tiles, Hkv): tile len / T + y, if this append completes it */
-__global__ void cpu_quant_kernel(const lp_gpu_append_args a) {
-  extern __shared__ float cpu_sm[];
+__global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
+  extern __shared__ float gpu_sm[];
   const lp_gpu_pool &P = a.pool;
   const int s = blockIdx.x, h = blockIdx.z, T = P.T, D = P.D;
   int64_t len;
   uint8_t *slot;
-  if (!cpu_seq(a, s, &len, &slot)) return;
+  if (!gpu_seq(a, s, &len, &slot)) return;
   const int64_t t0 = len / T, tile = t0 + blockIdx.y;
   if ((tile + 1) * T > len + a.n) return;
-  uint8_t *pg = cpu_page(a, s, tile);
+  uint8_t *pg = gpu_page(a, s, tile);
   if (!pg) return;
-  float *Kf = cpu_sm, *Vf = cpu_sm + T * D; /* [T][D], [T][D + 1] */
+  float *Kf = gpu_sm, *Vf = gpu_sm + T * D; /* [T][D], [T][D + 1] */
   for (int e = threadIdx.x; e < T * D; e += blockDim.x) {
     const int tau = e / D, d = e % D;
     float kx, vx;
@@ -83,8 +83,8 @@ __global__ void cpu_quant_kernel(const lp_gpu_append_args a) {
       kx = gpu_load(slot + P.rk, P.hdt, off), vx = gpu_load(slot + P.rv, P.hdt, off);
     } else {
       const int64_t i = tile * T + tau - len;
-      kx = cpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, gpu_off(a.sk, s, h, i, d)));
-      vx = cpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, gpu_off(a.sv, s, h, i, d)));
+      kx = gpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, gpu_off(a.sk, s, h, i, d)));
+      vx = gpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, gpu_off(a.sv, s, h, i, d)));
     }
     Kf[tau * D + d] = kx, Vf[tau * (D + 1) + d] = vx;
   }
@@ -94,7 +94,7 @@ __global__ void cpu_quant_kernel(const lp_gpu_append_args a) {
   uint8_t codes[256], sc[16];
   float outer = 0.0f;
   for (int tau = threadIdx.x; tau < T; tau += blockDim.x) { /* K: one token's D values */
-    gpu_quantize_domain(fmt, P.mx_round_up, Kf + tau * D, 1, D, codes, sc, &outer);
+    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
     if (fp8) {
       for (int d = 0; d < D; d++) base[P.kc + (int64_t)tau * D + d] = codes[d];
     } else {
@@ -104,7 +104,7 @@ __global__ void cpu_quant_kernel(const lp_gpu_append_args a) {
     if (fmt != LPATTN_FMT_MXFP4) ((float *)(base + P.ko))[tau] = outer;
   }
   for (int c = threadIdx.x; c < D; c += blockDim.x) { /* V: one channel of the tile */
-    gpu_quantize_domain(fmt, P.mx_round_up, Vf + c, D + 1, T, codes, sc, &outer);
+    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Vf + c, D + 1, T, codes, sc, &outer);
     if (fp8) {
       for (int k = 0; k < T; k++) base[P.vc + (int64_t)c * T + k] = codes[k];
     } else {
@@ -119,8 +119,8 @@ __global__ void cpu_quant_kernel(const lp_gpu_append_args a) {
  * weights w_i = exp(LSE_i - LSE) once per row in shared memory, then each
  * thread sums its channels over the chunks. Empty chunks (LSE = -inf) add
  * exact zeros, so a row's bits do not depend on the batch's chunk count. */
-__global__ void cpu_merge_kernel(const lp_gpu_merge_args a) {
-  extern __shared__ float cpu_w[]; /* n weights, then 2 scalars */
+__global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
+  extern __shared__ float gpu_w[]; /* n weights, then 2 scalars */
   const int64_t rows = (int64_t)a.B * a.H * a.S, row = blockIdx.x;
   const int n = a.n, lane = threadIdx.x & 31;
   const int64_t s = row % a.S, h = row / a.S % a.H, b = row / a.S / a.H;
@@ -136,51 +136,51 @@ __global__ void cpu_merge_kernel(const lp_gpu_merge_args a) {
     float H = 0.0f;
     for (int i = lane; i < n; i += 32) {
       const float wi = L == gpu_ninf() ? 0.0f : expf(a.part_l[i * rows + row] - L);
-      cpu_w[i] = wi;
+      gpu_w[i] = wi;
       if (wi > 0.0f) H += wi * a.part_h[i * rows + row] - gpu_xlogx(wi);
     }
     for (int o = 16; o > 0; o >>= 1) H += __shfl_xor_sync(0xffffffffu, H, o);
-    if (lane == 0) cpu_w[n] = L, cpu_w[n + 1] = H;
+    if (lane == 0) gpu_w[n] = L, gpu_w[n + 1] = H;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float y = 0.0f;
 #pragma unroll 4
     for (int i = 0; i < n; i++) {
-      const float wi = cpu_w[i];
+      const float wi = gpu_w[i];
       if (wi > 0.0f) y += wi * a.part_o[(i * rows + row) * a.D + d];
     }
     gpu_store(a.out, a.out_dtype, gpu_off(a.sout, b, h, s, d), y);
   }
   if (threadIdx.x == 0) {
-    if (a.lse) a.lse[gpu_off(a.slse, b, h, s, 0)] = cpu_w[n];
-    if (a.ent) a.ent[gpu_off(a.sent, b, h, s, 0)] = cpu_w[n + 1];
+    if (a.lse) a.lse[gpu_off(a.slse, b, h, s, 0)] = gpu_w[n];
+    if (a.ent) a.ent[gpu_off(a.sent, b, h, s, 0)] = gpu_w[n + 1];
   }
 }
 
-lpattn_status cpu_merge(const lp_gpu_merge_args *a, cudaStream_t st) {
+lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st) {
   const int64_t rows = (int64_t)a->B * a->H * a->S;
   if (rows == 0) return LPATTN_OK;
   const size_t smem = (size_t)(a->n + 2) * 4;
   if (smem > 48 * 1024) return LPATTN_ERR_UNSUPPORTED;
-  cpu_merge_kernel<<<(unsigned)rows, a->D < 128 ? a->D : 128, smem, st>>>(*a);
+  gpu_merge_kernel<<<(unsigned)rows, a->D < 128 ? a->D : 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
-lpattn_status cpu_append(const lp_gpu_append_args *a, cudaStream_t st) {
+lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st) {
   if (a->n <= 0 || a->seqs.num_seqs <= 0) return LPATTN_OK;
   lp_gpu_append_args x = *a;
   x.phase = 1;
   dim3 pg((unsigned)a->n, (unsigned)a->pool.Hkv, (unsigned)a->seqs.num_seqs);
-  cpu_put_kernel<<<pg, 128, 0, st>>>(x);
+  gpu_put_kernel<<<pg, 128, 0, st>>>(x);
   if (a->pool.has_low) {
     const size_t smem = (size_t)a->pool.T * (2 * a->pool.D + 1) * 4;
-    if (cudaFuncSetAttribute(cpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(gpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
       return LPATTN_ERR_BACKEND;
     dim3 qg((unsigned)a->seqs.num_seqs, (unsigned)(a->n / a->pool.T + 2), (unsigned)a->pool.Hkv);
-    cpu_quant_kernel<<<qg, 128, smem, st>>>(x);
+    gpu_quant_kernel<<<qg, 128, smem, st>>>(x);
     x.phase = 2;
-    cpu_put_kernel<<<pg, 128, 0, st>>>(x);
+    gpu_put_kernel<<<pg, 128, 0, st>>>(x);
   }
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
