@@ -69,6 +69,39 @@ static void max_length_scratch(lpattn_backend be, lpattn_precision prec) {
   lpattn_free(ctx);
 }
 
+/* A page table may be as wide as a view allows (one id broadcast with
+ * stride 0): the capacity check computed width * page_size, a signed
+ * overflow (UBSan) that wrapped to 0 for width 2^60, so a one-token append
+ * into a new sequence failed with CACHE_FULL. */
+static void wide_table(lpattn_backend be) {
+  lpattn_ctx *ctx = NULL;
+  CHECK_STATUS(lpattn_create(be, NULL, &ctx), LPATTN_OK);
+  if (!ctx) return;
+  lpattn_kv_pool *pool = make_pool(ctx, LPATTN_PREC_HIGH);
+  int32_t slot = 0, len = 0, page = 2;
+  lpattn_kv_batch b;
+  lpattn_kv_batch_init(&b);
+  b.num_seqs = 1;
+  b.slots = lpattn_tensor_4d(&slot, LPATTN_I32, 1, 1, 1, 1);
+  b.lengths = lpattn_tensor_4d(&len, LPATTN_I32, 1, 1, 1, 1);
+  b.page_table = lpattn_tensor_4d(&page, LPATTN_I32, 1, 1, 1, 1);
+  b.page_table.shape[3] = (int64_t)1 << 60, b.page_table.stride[3] = 0;
+  b.max_length = 1;
+  lpattn_tensor k = lpattn_tensor_4d(kbuf, LPATTN_F32, 1, HKV, 1, D);
+  lpattn_tensor v = lpattn_tensor_4d(vbuf, LPATTN_F32, 1, HKV, 1, D);
+  CHECK_STATUS(lpattn_kv_append(ctx, pool, &b, &k, &v, NULL), LPATTN_OK);
+  /* Page 2 in every column: a second page is the first one again. */
+  len = 1;
+  lpattn_tensor kt = lpattn_tensor_4d(kbuf, LPATTN_F32, 1, HKV, T, D);
+  lpattn_tensor vt = lpattn_tensor_4d(vbuf, LPATTN_F32, 1, HKV, T, D);
+  CHECK_STATUS(lpattn_kv_append(ctx, pool, &b, &kt, &vt, NULL), LPATTN_ERR_BAD_PAGE);
+  lpattn_tensor q = lpattn_tensor_4d(qbuf, LPATTN_F32, 1, H, 1, D);
+  lpattn_tensor out = lpattn_tensor_4d(o1, LPATTN_F32, 1, H, 1, D);
+  CHECK_STATUS(lpattn_paged_decode(ctx, pool, &b, &q, &out, NULL, NULL), LPATTN_OK);
+  lpattn_kv_pool_free(pool);
+  lpattn_free(ctx);
+}
+
 int main(void) {
   for (int i = 0; i < HKV * LEN * D; i++) kbuf[i] = sinf((float)i), vbuf[i] = cosf(0.7f * (float)i);
   for (int i = 0; i < H * D; i++) qbuf[i] = sinf(0.3f * (float)i);
@@ -76,6 +109,7 @@ int main(void) {
   for (int i = 0; i < 2; i++) {
     max_length_scratch(be[i], LPATTN_PREC_NVFP4);
     max_length_scratch(be[i], LPATTN_PREC_THRIFT);
+    wide_table(be[i]);
   }
   return test_finish();
 }
