@@ -36,7 +36,7 @@ typedef struct {
 typedef struct {
   fz_tensor slots, lengths, table;
   lpattn_kv_batch b;
-  int S, must_fail;
+  int S, must_fail, wide; /* wide: the table's one id broadcast over 2^60 columns */
   int32_t slot[MAXB], len[MAXB]; /* as the views read back */
   int64_t need[MAXB], width;
 } pz_batch;
@@ -96,12 +96,14 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
   if (fz_rare(r, 16) && width > 1) width--; /* short */
   else if (fz_rare(r, 8) && width < MAXW) width++;
   c->width = width;
-  const int64_t ss[4] = {1, 1, 1, c->S}, ts[4] = {1, 1, c->S, width};
+  c->wide = fz_rare(r, 32);
+  const int64_t ss[4] = {1, 1, 1, c->S}, ts[4] = {1, 1, c->S, c->wide ? 1 : width};
   fz_tensor_make(&c->slots, r, fz_rare(r, 32) ? LPATTN_F32 : LPATTN_I32, ss, 0, 0, 0);
   fz_tensor_make(&c->lengths, r, LPATTN_I32, ss, 0, 0, 0);
   fz_tensor_make(&c->table, r, LPATTN_I32, ts, 0, 0, 0);
   int ok = c->slots.valid_layout && c->lengths.valid_layout && c->table.valid_layout &&
            c->slots.t.dtype == LPATTN_I32;
+  if (ok && c->wide) c->table.t.shape[3] = (int64_t)1 << 60, c->table.t.stride[3] = 0;
   if (ok) {
     for (int i = 0; i < c->S; i++) {
       id_set(&c->slots, 0, i, slot[i]), id_set(&c->lengths, 0, i, len[i]);
@@ -142,7 +144,8 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
     c->need[i] = l >= 0 ? (l + n + T - 1) / T : 0;
     c->must_fail |= !in || rep || l < 0 || l > c->b.max_length;
     c->must_fail |= in && z->len[s] >= 0 && (n ? l != 0 : 1) && l != z->len[s];
-    c->must_fail |= (n ? l + n > width * T : (l + T - 1) / T > width) || (!n && l < Sq);
+    const int64_t wlim = c->wide ? (int64_t)1 << 60 : width;
+    c->must_fail |= (l + n + T - 1) / T > wlim || (!n && l < Sq);
     for (int64_t j = 0; j < c->need[i] && j < width; j++) {
       const int32_t id = id_get(&c->table, i, j);
       c->must_fail |= id < 0 || id >= z->p.num_pages;
@@ -152,6 +155,7 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
 }
 
 static void batch_done(pz_batch *c) {
+  if (c->wide) c->table.t.shape[3] = 1;
   fz_tensor_done(&c->slots, 0, "pool slots");
   fz_tensor_done(&c->lengths, 0, "pool lengths");
   fz_tensor_done(&c->table, 0, "pool page table");
@@ -309,7 +313,7 @@ static void pool_params(fz_in *r, lpattn_kv_pool_params *p) {
   static const int ps[] = {32, 64, 32, 64, 128, 96, 48, 0, 288};
   static const int np[] = {0, -1, 64, 65};
   lpattn_kv_pool_params_init(p);
-  p->num_kv_heads = 1 + fz_pick(r, 2);
+  p->num_kv_heads = fz_rare(r, 64) ? 1 << (8 + fz_pick(r, 23)) : 1 + fz_pick(r, 2);
   p->num_q_heads = fz_rare(r, 32) ? 3 : p->num_kv_heads * (1 + fz_pick(r, 2));
   p->head_dim = (int)head_dim(r);
   p->page_size = ps[fz_rare(r, 8) ? 5 + fz_pick(r, 4) : fz_pick(r, 5)];
@@ -340,11 +344,12 @@ void fuzz_pool(fz_in *r, int cpu) {
   size_t page = 0, slot = 0, total = 0;
   const int sized = lpattn_kv_pool_size(&z.p, &page, &slot, &total) == LPATTN_OK;
   /* Memory: 0 library, 1 caller, 2 caller too small, 3 misaligned, 4 larger. */
-  const int mode = fz_pick(r, 3) ? fz_pick(r, 2) : 2 + fz_pick(r, 3);
+  int mode = fz_pick(r, 3) ? fz_pick(r, 2) : 2 + fz_pick(r, 3);
   const int garbage = mode && fz_rare(r, 8);
   size_t want = sized ? total : 4096;
   if (mode == 2) want = want > 1 ? want - 1 - (size_t)fz_pick(r, 2) * 255 : 0;
   if (mode == 4) want += 1 + fz_pick(r, 300);
+  if (sized && total > ((size_t)64 << 20)) mode = 2, want = 4096; /* too large to hold */
   const size_t off = mode == 3 ? 16 * (1 + (size_t)fz_pick(r, 15)) : 0;
   if (mode && want <= ((size_t)64 << 20)) {
     z.alloc = want;
