@@ -114,7 +114,8 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
       const int i = fz_pick(r, c->S);
       const int64_t j = fz_pick(r, (int)width);
       const int32_t bad[4] = {-1, z->p.num_pages, z->p.num_pages + 7, INT32_MIN};
-      int32_t id = fz_pick(r, 2) ? bad[fz_pick(r, 4)] : id_get(&c->table, i, fz_pick(r, (int)width));
+      int32_t id = fz_pick(r, 2) ? bad[fz_pick(r, 4)]
+                                 : id_get(&c->table, i, fz_pick(r, (int)width));
       if (fz_pick(r, 2) && c->S > 1) id = id_get(&c->table, (i + 1) % c->S, j); /* shared */
       id_set(&c->table, i, j, id);
     }
@@ -135,7 +136,8 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
   if (fz_rare(r, 24)) c->b.max_length = fz_pick(r, 2) ? INT32_MAX : (int64_t)INT32_MAX + 1;
   if (fz_rare(r, 64)) c->b.struct_size = sizeof c->b + 8;
   /* The faults that must make the call fail. */
-  c->must_fail = !ok || c->b.max_length < 0 || c->b.max_length > INT32_MAX || c->b.struct_size != sizeof c->b;
+  c->must_fail = !ok || c->b.max_length < 0 || c->b.max_length > INT32_MAX ||
+                 c->b.struct_size != sizeof c->b;
   for (int i = 0; ok && i < c->S; i++) {
     const int32_t s = c->slot[i], l = c->len[i];
     int rep = 0;
@@ -337,7 +339,8 @@ void fuzz_pool(fz_in *r, int cpu) {
     lpattn_context_params cp;
     lpattn_context_params_init(&cp);
     cp.num_threads = 1 + fz_pick(r, 2);
-    if (lpattn_create(cpu ? LPATTN_BACKEND_CPU : LPATTN_BACKEND_REF, &cp, &z.own) != LPATTN_OK) return;
+    if (lpattn_create(cpu ? LPATTN_BACKEND_CPU : LPATTN_BACKEND_REF, &cp, &z.own) != LPATTN_OK)
+      return;
     z.ctx = z.own;
   }
   pool_params(r, &z.p);
@@ -369,7 +372,8 @@ void fuzz_pool(fz_in *r, int cpu) {
     memcpy(payload_before, caller, z.alloc);
   }
   z.pool = (lpattn_kv_pool *)&z;
-  const lpattn_status s = lpattn_kv_pool_create(z.ctx, &z.p, mode ? caller : NULL, z.alloc, &z.pool);
+  const lpattn_status s =
+      lpattn_kv_pool_create(z.ctx, &z.p, mode ? caller : NULL, z.alloc, &z.pool);
   FZ_ASSERT((s == LPATTN_OK) == (z.pool != NULL), "pool create: status and pool disagree");
   FZ_ASSERT(s != LPATTN_OK || (sized && !(caller && (mode == 2 || mode == 3))),
             "pool create accepted a bad pool");
