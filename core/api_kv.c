@@ -174,7 +174,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
       const int64_t have = lp_slot_len(pool->mem + lp_kv_slot_off(&L, slot));
       if (append ? (len != 0 && len != have) : len != have) st = LPATTN_ERR_INVALID_ARGUMENT;
       else if (lp_tile_count(len, T) > width) st = LPATTN_ERR_BAD_PAGE;
-      else if (append && len + n > width * T) st = LPATTN_ERR_CACHE_FULL;
+      else if (append && lp_tile_count(len + n, T) > width) st = LPATTN_ERR_CACHE_FULL;
     }
     mark[slot < 0 || slot >= pool->p.num_slots ? 0 : slot] = (int32_t)i;
   }

@@ -2,6 +2,7 @@
 // (sequence, kv head, chunk of LP_DECODE_CHUNK_TILES tiles) over the thread
 // pool (decode-inl.h reads the pool in place), then each row's chunks are
 // merged by SPEC 7 in chunk order.
+#include <algorithm>
 #include <new>
 #include <vector>
 
@@ -39,7 +40,6 @@ void RunDecItem(void *arg, int64_t i, int tid) {
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr) {
   const lpattn_kv_pool_params &pp = pool->p;
-  lp_host_record_q(pool, batch, pr->q);
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;
   job.pr = pr;
@@ -54,13 +54,14 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   job.gshift = pr->low == LPATTN_FMT_MXFP4 ? 5 : 4;
   for (int i = 0; i < 256; i++)
     job.e4m3[i] = cpu_e4m3_decode((uint8_t)i), job.e8m0[i] = cpu_e8m0_decode((uint8_t)i);
-  const int64_t ntile = lp_tile_count(pr->Skv, job.T);
+  int64_t ntile = 0;  // scratch for the batch's tiles, not max_length's
   std::vector<float> part;
   try {
     job.seqs.resize(batch->num_seqs);
     for (int64_t s = 0; s < batch->num_seqs; s++) {
       DecSeq &d = job.seqs[s];
       lp_kv_seq_of(pool, batch, s, &d.s);
+      ntile = std::max(ntile, lp_tile_count(d.s.len, job.T));
       d.b = s;
       const int n = (int)lp_tile_count(d.s.len, job.T);
       d.k = lp_thrift_k_seq(pr, n);
@@ -75,6 +76,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
+  lp_host_record_q(pool, batch, pr->q);  // after the allocations: a failed call writes nothing
   job.part = part.data();
   DecRun run = {&job, FindDecodeKernel(), c};
   PoolRun(c->pool, (int64_t)job.items.size(), RunDecItem, &run);

@@ -132,14 +132,18 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   const lpattn_kv_pool_params *pp = &pool->p;
   const lpattn_tensor *q = pr->q;
   const int64_t T = pp->page_size, D = pp->head_dim, Sq = pr->Sq;
-  lp_host_record_q(pool, batch, q);
   lp_kv_seq sq;
-  lp_kv_seq_of(pool, batch, 0, &sq);
+  int64_t longest = 0; /* scratch for the batch's tiles, not max_length's */
+  for (int64_t s = 0; s < batch->num_seqs; s++) {
+    lp_kv_seq_of(pool, batch, s, &sq);
+    if (sq.len > longest) longest = sq.len;
+  }
   const ref_cfg cfg = {D, T, pr->sm_scale, pp->pasa, pr->score_f16, pp->mx_scale_round_up,
                        sq.L.fmt};
   decode_buf bf;
-  lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(pr->Skv, T));
-  if (st != LPATTN_OK) return st;
+  lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(longest, T));
+  if (st != LPATTN_OK) return st; /* before anything is written */
+  lp_host_record_q(pool, batch, q);
   for (int64_t s = 0; s < batch->num_seqs && st == LPATTN_OK; s++) {
     lp_kv_seq_of(pool, batch, s, &sq);
     const int64_t len = sq.len;

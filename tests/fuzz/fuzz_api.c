@@ -6,12 +6,12 @@
  *   - an output view with two indices on one element is rejected;
  *   - with finite inputs and sane parameters a successful call gives finite
  *     results (lse may be -inf for a row that sees no key).
- * The paged pool API (SPEC 9) is not covered yet. */
+ * The paged pool API (SPEC 9) is fuzz_pool.c. */
 #include <limits.h>
 
 #include "fuzz_util.h"
 
-static lpattn_ctx *host_ctx(int cpu) {
+lpattn_ctx *host_ctx(int cpu) {
   static lpattn_ctx *ctx[2];
   static int tried[2];
   if (!tried[cpu]) {
@@ -25,14 +25,14 @@ static lpattn_ctx *host_ctx(int cpu) {
   return ctx[cpu] ? ctx[cpu] : ctx[0];
 }
 
-static lpattn_dtype float_dtype(fz_in *r) {
+lpattn_dtype float_dtype(fz_in *r) {
   static const lpattn_dtype t[] = {LPATTN_F32, LPATTN_F16, LPATTN_BF16, LPATTN_F32,
                                    LPATTN_F16, LPATTN_BF16, LPATTN_F32, LPATTN_E4M3,
                                    LPATTN_I32, (lpattn_dtype)9};
   return fz_rare(r, 12) ? t[7 + fz_pick(r, 3)] : t[fz_pick(r, 7)];
 }
 
-static int64_t head_dim(fz_in *r) {
+int64_t head_dim(fz_in *r) {
   static const int64_t d[] = {64, 32, 16, 128, 48, 96, 256, 24, 8, 272};
   return fz_rare(r, 10) ? d[7 + fz_pick(r, 3)] : d[fz_pick(r, 7)];
 }
@@ -51,7 +51,7 @@ static int block(fz_in *r) {
 }
 
 /* The params every attention-like call shares; *sane: results must be finite. */
-static void attn_params(fz_in *r, lpattn_attn_params *p, int *sane) {
+void attn_params(fz_in *r, lpattn_attn_params *p, int *sane) {
   static const float budget[] = {0.05f, 0.25f, 1.0f, 0.5f, 0.0f, 1.5f, NAN};
   static const int tk[] = {0, 0, 1, 2, 3, 1000, -1};
   static const float beta[] = {0.0f, 0.0f, 0.98f, 0.5f, 1.0f, -0.25f};
@@ -82,7 +82,7 @@ static int64_t thrift_k_of(const lpattn_attn_params *p, int64_t skv) {
   return lpattn_thrift_k(n, p->thrift_budget, p->causal);
 }
 
-static void check_rows(const fz_tensor *lse, const fz_tensor *ent, const char *what) {
+void check_rows(const fz_tensor *lse, const fz_tensor *ent, const char *what) {
   if (lse)
     FZ_FOR_EACH(&lse->t, off) {
       const float l = fz_load(&lse->t, off);
@@ -92,7 +92,7 @@ static void check_rows(const fz_tensor *lse, const fz_tensor *ent, const char *w
 }
 
 /* An output view that repeats elements must have been rejected. */
-static void check_dup(const fz_tensor *t, lpattn_status s, const char *what) {
+void check_dup(const fz_tensor *t, lpattn_status s, const char *what) {
   FZ_ASSERT(s != LPATTN_OK || !fz_tensor_dup(t), "%s: accepted an overlapping output view", what);
 }
 
@@ -349,7 +349,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_in r = {data, size, 0};
   r.rng = fz_u32(&r);
   const int cpu = fz_pick(&r, 2);
-  switch (fz_pick(&r, 10)) {
+  const unsigned entry = fz_u8(&r); /* the top values were added for the pool */
+  if (entry >= 216) {
+    fuzz_pool(&r, cpu);
+    return 0;
+  }
+  switch (entry % 10) {
     case 0: case 1: case 2: fuzz_attention(&r, host_ctx(cpu)); break;
     case 3: case 4: fuzz_quant(&r, host_ctx(cpu)); break;
     case 5: case 6: fuzz_cache(&r, cpu); break;

@@ -143,4 +143,18 @@ int fz_all_finite(const lpattn_tensor *t);
 /* Two index tuples of the view share an element (an output must be rejected). */
 int fz_tensor_dup(const fz_tensor *x);
 
+/* ---- shared by the entry points (fuzz_api.c, fuzz_pool.c) --------------- */
+/* The ref (cpu = 0) or cpu context of the process, made once. */
+lpattn_ctx *host_ctx(int cpu);
+lpattn_dtype float_dtype(fz_in *r);
+int64_t head_dim(fz_in *r);
+/* Attention params; clears *sane where results need not be finite. */
+void attn_params(fz_in *r, lpattn_attn_params *p, int *sane);
+/* lse never NaN or +inf, entropy finite. */
+void check_rows(const fz_tensor *lse, const fz_tensor *ent, const char *what);
+/* An output view that repeats elements must have been rejected. */
+void check_dup(const fz_tensor *t, lpattn_status s, const char *what);
+/* The paged KV pool API (fuzz_pool.c). */
+void fuzz_pool(fz_in *r, int cpu);
+
 #endif
