@@ -418,7 +418,7 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
     TRY(scan_finite(q));
     TRY(lp_kv_cache_finite(cache)); /* non-finite K/V/Q recorded by append */
   }
-  return ctx->vt->decode(ctx, cache, q, out, &pr);
+  return ctx->vt->decode(ctx, cache, &pr);
 }
 
 /* For the other core files (core/api_kv.c). */

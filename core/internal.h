@@ -73,8 +73,8 @@ typedef struct {
   lpattn_status (*cache_append)(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
                                 const lpattn_tensor *k, const lpattn_tensor *v,
                                 const lpattn_tensor *q);
-  lpattn_status (*decode)(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                          const lpattn_tensor *out, const lpattn_attn_problem *pr);
+  /* pr->q (the queries) and pr->out set; pr resolved by core */
+  lpattn_status (*decode)(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
   int (*host_memory)(void); /* 1: tensors are host pointers (validation may read them) */
   lpattn_status (*synchronize)(lpattn_ctx *ctx); /* NULL: nothing queued */
   /* Paged pool (kvpage.h layout). pool_init allocates when pool->mem is NULL

@@ -92,9 +92,7 @@ lpattn_status lp_kv_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq, const l
   return st;
 }
 
-lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                           const lpattn_tensor *out, const lpattn_attn_problem *pr) {
-  (void)q, (void)out;
+lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr) {
   lpattn_kv_batch b = batch_of(c, 0, c->p.num_seqs);
   return ctx->vt->paged_decode(ctx, impl_of(c)->pool, &b, pr);
 }

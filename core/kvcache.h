@@ -20,8 +20,7 @@ void lp_kv_free(lpattn_kv_cache *c);
 lpattn_status lp_kv_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq, const lpattn_tensor *k,
                            const lpattn_tensor *v, const lpattn_tensor *q);
 /* Decode of every sequence through the backend's paged_decode. */
-lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                           const lpattn_tensor *out, const lpattn_attn_problem *pr);
+lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
 
 /* The pool behind a cache, and sequence seq as the pool readers see it. */
 lpattn_kv_pool *lp_kv_cache_pool(const lpattn_kv_cache *c);

@@ -108,8 +108,7 @@ void gpu_cache_free(lpattn_kv_cache *c);
 lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
                                const lpattn_tensor *kt, const lpattn_tensor *vt,
                                const lpattn_tensor *qt);
-lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                         const lpattn_tensor *out, const lpattn_attn_problem *pr);
+lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
 
 } // namespace GPU_NS
 #endif

@@ -164,8 +164,8 @@ lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
   return LPATTN_OK;
 }
 
-lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_tensor *q,
-                         const lpattn_tensor *out, const lpattn_attn_problem *pr) {
+lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr) {
+  const lpattn_tensor *q = pr->q, *out = pr->out;
   gpu_impl *im = impl_of(ctx);
   gpu_cache *k = (gpu_cache *)c->impl;
   const lpattn_kv_cache_params *cp = &c->p;
