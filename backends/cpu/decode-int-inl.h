@@ -90,7 +90,38 @@ struct IntRow {
   float outer;
 };
 
+// A finite row: the shared outer and group-scale steps (gen/common.h), the
+// element step vectorized as QuantizePRow's (E2m1Value), so the same codes as
+// cpu_quantize_domain; 2 * E2M1 values go to int order. False if a value of
+// the row is not finite (the caller takes the scalar path).
+HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, IntRow *out) {
+  const DQ d;
+  if (!AllFinite(d, v, n)) return false;
+  const int fmt = job.qfmt, N = (int)hq::Lanes(d);
+  const int64_t G = fmt == QP_MXFP4 ? 32 : 16;
+  const float outer = fmt == QP_MXFP4 ? 1.0f : cpu_outer_scale(QP_NVFP4, MaxAbs(d, v, n));
+  const float *tab = fmt == QP_MXFP4 ? job.e8m0 : job.e4m3;
+  alignas(64) float q2[256];
+  for (int64_t g = 0; g < n; g += G) {
+    uint8_t code;
+    float denom;
+    cpu_group_scale(fmt, MaxAbs(d, v + g, G), 0, outer, job.pr->mx_round_up, &code, &denom);
+    out->sc[g / G] = tab[code];
+    const auto vd = hq::Set(d, denom == 0.0f ? 1.0f : denom), two = hq::Set(d, denom == 0.0f ? 0.0f : 2.0f);
+    for (int64_t c = g; c < g + G; c += N)
+      hq::Store(hq::Mul(E2m1Value(d, hq::Div(hq::LoadU(d, v + c), vd)), two), d, q2 + c);
+  }
+  for (int64_t b = 0; b < n; b += 64)
+    for (int64_t i = 0; i < 16; i++) {
+      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 16 + i] = (int16_t)q2[b + 32 + 2 * i];
+      out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1], out->x[b + 48 + i] = (int16_t)q2[b + 33 + 2 * i];
+    }
+  out->outer = outer;
+  return true;
+}
+
 HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *sc, IntRow *out) {
+  if (ToIntRowSimd(job, v, n, out)) return;
   float outer;
   cpu_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
                       sc->scales.data(), &outer);
