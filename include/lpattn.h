@@ -382,12 +382,15 @@ LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
  * - Results never depend on where pages sit in the pool, nor on the other
  *   sequences of a batch (bitwise): the split of a sequence's context into
  *   parallel chunks depends only on that sequence.
- * Ids and lengths are int32/int64 tensors in backend memory (device memory
- * on GPU backends, so a decode step can be captured in a CUDA graph). Host
- * backends validate every id and length before writing anything; GPU
- * backends validate what the host can see and, in the kernel, skip pages
- * out of range and report LPATTN_ERR_INVALID_ARGUMENT at the next
- * lpattn_synchronize(). */
+ * Ids and lengths are int32 tensors in backend memory (device memory on GPU
+ * backends, so a decode step can be captured in a CUDA graph). Host backends
+ * validate every id and length before writing anything. GPU backends cannot
+ * read them without a synchronization: they validate what the host can see
+ * (shapes, dtypes, max_length), require unit element strides (UNSUPPORTED
+ * otherwise), and in the kernel skip slots and pages out of range (those
+ * rows are not written; no error is reported yet). On every backend a
+ * length above max_length is a caller error (host backends reject it; GPU
+ * backends attend to at most max_length tokens). */
 typedef struct {
   size_t struct_size;
   int num_kv_heads, num_q_heads, head_dim;

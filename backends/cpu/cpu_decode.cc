@@ -10,6 +10,10 @@
 #include "formats.h"
 #include "tiles.h"
 
+extern "C" lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                         const lpattn_kv_batch *batch,
+                                         const lpattn_attn_problem *pr);  // backends/ref
+
 namespace lpattn_cpu {
 
 void DecScratch::Size(const DecJob &job, int64_t ntile) {
@@ -39,6 +43,8 @@ void RunDecItem(void *arg, int64_t i, int tid) {
 
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr) {
+  // The research-only f16 raw-score mode (score_f16) is the reference's.
+  if (pr->score_f16) return ref_paged_decode(ctx, pool, batch, pr);
   const lpattn_kv_pool_params &pp = pool->p;
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;

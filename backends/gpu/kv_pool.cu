@@ -144,6 +144,11 @@ static lp_gpu_pool gpu_pool(lpattn_kv_pool *pool) {
   return g;
 }
 
+/* The kernels index slots, lengths and each table row contiguously. */
+static int unit_strides(const lpattn_kv_batch *b) {
+  return b->slots.stride[3] == 1 && b->lengths.stride[3] == 1 && b->page_table.stride[3] == 1;
+}
+
 static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
   lp_gpu_seqs s;
   s.num_seqs = b->num_seqs;
@@ -157,6 +162,7 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
   (void)ctx;
   gpu_pool_state *k = pool_of(pool);
   if (call->n > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  if (!unit_strides(call->batch)) return LPATTN_ERR_UNSUPPORTED;
   CK(cudaSetDevice(k->device));
   lp_gpu_append_args a;
   memset(&a, 0, sizeof a);
@@ -184,6 +190,7 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   gpu_pool_state *k = pool_of(pool);
   const lp_kv_layout *L = &k->L;
   if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
+  if (!unit_strides(batch) || pr->score_f16) return LPATTN_ERR_UNSUPPORTED;
   gpu_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
   const int ns = batch->num_seqs, Hq = L->Hq, D = L->D, Sq = (int)pr->q->shape[2];
