@@ -57,6 +57,15 @@ def sdpa_decode(B, ctx, backend):
         return None
 
 
+def peers_decode(cache, B, ctx):
+    """(SDPA flash ms, SDPA cuDNN ms) for a decode shape, timed once per shape."""
+    if (B, ctx) not in cache:
+        cache[(B, ctx)] = (sdpa_decode(B, ctx, SDPBackend.FLASH_ATTENTION),
+                           sdpa_decode(B, ctx, SDPBackend.CUDNN_ATTENTION))
+        torch.cuda.empty_cache()
+    return cache[(B, ctx)]
+
+
 def fmt(x, f="%.3f"):
     return "n/a" if x is None else f % x
 
@@ -95,12 +104,7 @@ def main():
               "|---|---|---|---|---|---|---|---|---|"]
     cache = {}
     for r in (r for r in rows if r["kind"] == "decode"):
-        key = (r["B"], r["ctx"])
-        if key not in cache:
-            cache[key] = (sdpa_decode(r["B"], r["ctx"], SDPBackend.FLASH_ATTENTION),
-                          sdpa_decode(r["B"], r["ctx"], SDPBackend.CUDNN_ATTENTION))
-            torch.cuda.empty_cache()
-        fl, cu = cache[key]
+        fl, cu = peers_decode(cache, r["B"], r["ctx"])
         lines.append("| %d | %d | %s | %.3f | %.0f | %s | %s | %s | %s |" % (
             r["B"], r["ctx"], r["prec"], r["ms"], r["gbs"], fmt(fl), fmt(cu),
             fmt(fl and fl / r["ms"], "%.2f"), fmt(cu and cu / r["ms"], "%.2f")))

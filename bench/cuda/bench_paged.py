@@ -12,10 +12,9 @@ import subprocess
 import sys
 
 import torch
-from torch.nn.attention import SDPBackend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cuda import sdpa_decode, fmt  # noqa: E402
+from bench_cuda import peers_decode, fmt  # noqa: E402
 
 
 def main():
@@ -43,12 +42,7 @@ def main():
             lines.append("| %d | %d | %s | %s | | | | | | | |" % (r["B"], r["ctx"], r["prec"], r["status"]))
             print(lines[-1], flush=True)
             continue
-        key = (r["B"], r["ctx"])
-        if key not in cache:
-            cache[key] = (sdpa_decode(r["B"], r["ctx"], SDPBackend.FLASH_ATTENTION),
-                          sdpa_decode(r["B"], r["ctx"], SDPBackend.CUDNN_ATTENTION))
-            torch.cuda.empty_cache()
-        fl, cu = cache[key]
+        fl, cu = peers_decode(cache, r["B"], r["ctx"])
         lines.append("| %d | %d | %s | %.4f | %.0f | %.0f%% | %s | %s | %s | %.0f | %.0f |" % (
             r["B"], r["ctx"], r["prec"], r["ms"], r["gbs"], 100.0 * r["gbs"] / copy, fmt(fl, "%.4f"),
             fmt(cu, "%.4f"), fmt(cu and cu / r["ms"], "%.2fx"), r["lib_bytes_per_token"],

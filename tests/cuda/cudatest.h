@@ -123,6 +123,45 @@ static inline double ct_maxabs(const lpattn_tensor *a, const lpattn_tensor *b) {
   return m;
 }
 
+/* A quantized tensor on both backends: h = ref's result in host memory,
+ * d = the GPU's result in device memory (poisoned with 0xAB first), and
+ * back = the GPU's result read back. Tile 64. */
+typedef struct {
+  size_t cb, sb, oc;
+  lpattn_qtensor h, d, back;
+} ct_qpair;
+
+static inline lpattn_qtensor ct_qt(lpattn_format f, lpattn_axis ax, const int64_t s[4], void *c, void *sc, void *o) {
+  lpattn_qtensor q = {f, ax, 64, {s[0], s[1], s[2], s[3]}, (uint8_t *)c, (uint8_t *)sc, (float *)o};
+  return q;
+}
+
+static inline void ct_qpair_make(ct_qpair *q, lpattn_format f, lpattn_axis ax, const int64_t s[4]) {
+  CHECK_STATUS(lpattn_qtensor_sizes(f, ax, 64, s, &q->cb, &q->sb, &q->oc), LPATTN_OK);
+  const size_t cb = q->cb, sb = q->sb + 1, ob = q->oc * 4 + 4;
+  q->h = ct_qt(f, ax, s, malloc(cb), malloc(sb), malloc(ob));
+  q->back = ct_qt(f, ax, s, malloc(cb), malloc(sb), malloc(ob));
+  q->d = ct_qt(f, ax, s, ht_dalloc(cb), ht_dalloc(sb), ht_dalloc(ob));
+  ht_dset(q->d.codes, 0xAB, cb), ht_dset(q->d.scales, 0xAB, sb);
+}
+
+/* Quantize x with p on both backends and read the GPU's result back. */
+static inline void ct_qpair_quantize(ct_qpair *q, lpattn_ctx *gpu, lpattn_ctx *ref, const ct_pair *x,
+                                     const lpattn_quant_params *p) {
+  CHECK_STATUS(lpattn_quantize(ref, &x->h, &q->h, p), LPATTN_OK);
+  CHECK_STATUS(lpattn_quantize(gpu, &x->d, &q->d, p), LPATTN_OK);
+  ht_dsync();
+  ht_down(q->back.codes, q->d.codes, q->cb);
+  if (q->sb) ht_down(q->back.scales, q->d.scales, q->sb);
+  if (q->oc) ht_down(q->back.outer, q->d.outer, q->oc * 4);
+}
+
+static inline void ct_qpair_free(ct_qpair *q) {
+  free(q->h.codes), free(q->h.scales), free(q->h.outer);
+  free(q->back.codes), free(q->back.scales), free(q->back.outer);
+  ht_dfree(q->d.codes), ht_dfree(q->d.scales), ht_dfree(q->d.outer);
+}
+
 static inline int ct_setup(lpattn_ctx **cuda, lpattn_ctx **ref) {
   if (!lpattn_backend_available(CT_BACKEND)) return 0;
   if (lpattn_create(CT_BACKEND, NULL, cuda) != LPATTN_OK) return 0;

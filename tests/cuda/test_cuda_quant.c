@@ -30,43 +30,32 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
   lp_store_f32(x.h.data, dt, 5 * D + 3, NAN);
   lp_store_f32(x.h.data, dt, 40 * D + 17, -INFINITY);
   ct_up(&x);
-  size_t cb, sb, oc;
-  CHECK_STATUS(lpattn_qtensor_sizes(f, ax, 64, shape, &cb, &sb, &oc), LPATTN_OK);
-  uint8_t *hc[2] = {malloc(cb), malloc(cb)}, *hs[2] = {malloc(sb + 1), malloc(sb + 1)};
-  float *ho[2] = {malloc(oc * 4 + 4), malloc(oc * 4 + 4)};
-  uint8_t *dc = ht_dalloc(cb), *ds = ht_dalloc(sb + 1);
-  float *dq = ht_dalloc(oc * 4 + 4);
-  ht_dset(dc, 0xAB, cb), ht_dset(ds, 0xAB, sb + 1);
-  lpattn_qtensor qh = {f, ax, 64, {B, H, S, D}, hc[0], hs[0], ho[0]};
-  lpattn_qtensor qd = {f, ax, 64, {B, H, S, D}, dc, ds, dq};
+  ct_qpair q;
+  ct_qpair_make(&q, f, ax, shape);
   lpattn_quant_params p;
   lpattn_quant_params_init(&p);
   p.format = f, p.axis = ax, p.tile = 64, p.mx_scale_round_up = mx_up;
   p.rounding = sr ? LPATTN_ROUND_STOCHASTIC : LPATTN_ROUND_NEAREST_EVEN, p.seed = 0x1234567890ull;
-  CHECK_STATUS(lpattn_quantize(ref, &x.h, &qh, &p), LPATTN_OK);
-  CHECK_STATUS(lpattn_quantize(cu, &x.d, &qd, &p), LPATTN_OK);
-  ht_dsync();
-  ht_down(hc[1], dc, cb);
-  if (sb) ht_down(hs[1], ds, sb);
-  if (oc) ht_down(ho[1], dq, oc * 4);
+  ct_qpair_quantize(&q, cu, ref, &x, &p);
+  const size_t cb = q.cb, sb = q.sb, oc = q.oc;
   size_t bad = 0;
-  for (size_t i = 0; i < cb; i++) bad += hc[0][i] != hc[1][i];
+  for (size_t i = 0; i < cb; i++) bad += q.h.codes[i] != q.back.codes[i];
   CHECK(bad == 0, "codes differ in %zu of %zu bytes (fmt %d axis %d dt %d sr %d mx_up %d bshd %d)", bad,
         cb, f, ax, dt, sr, mx_up, bshd);
-  CHECK(sb == 0 || memcmp(hs[0], hs[1], sb) == 0, "scales differ (fmt %d axis %d sr %d)", f, ax, sr);
-  CHECK(oc == 0 || same_f32_bits(ho[0], ho[1], oc), "outer differs (fmt %d axis %d)", f, ax);
+  CHECK(sb == 0 || memcmp(q.h.scales, q.back.scales, sb) == 0, "scales differ (fmt %d axis %d sr %d)", f, ax, sr);
+  CHECK(oc == 0 || same_f32_bits(q.h.outer, q.back.outer, oc), "outer differs (fmt %d axis %d)", f, ax);
   /* dequantize the same (host) codes on both backends */
-  ht_up(dc, hc[0], cb);
-  if (sb) ht_up(ds, hs[0], sb);
-  if (oc) ht_up(dq, ho[0], oc * 4);
+  ht_up(q.d.codes, q.h.codes, cb);
+  if (sb) ht_up(q.d.scales, q.h.scales, sb);
+  if (oc) ht_up(q.d.outer, q.h.outer, oc * 4);
   for (int odt = 0; odt < 3; odt++) {
     ct_pair y = ct_make((lpattn_dtype)odt, B, H, S, D);
     ct_poison(&y);
     float *yr = malloc(y.bytes);
     lpattn_tensor tr = y.h;
     tr.data = yr;
-    CHECK_STATUS(lpattn_dequantize(ref, &qh, &tr), LPATTN_OK);
-    CHECK_STATUS(lpattn_dequantize(cu, &qd, &y.d), LPATTN_OK);
+    CHECK_STATUS(lpattn_dequantize(ref, &q.h, &tr), LPATTN_OK);
+    CHECK_STATUS(lpattn_dequantize(cu, &q.d, &y.d), LPATTN_OK);
     ct_down(&y);
     size_t n = (size_t)ct_count(&y.h), diff = 0;
     for (size_t i = 0; i < n; i++) {
@@ -77,8 +66,7 @@ static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_
     free(yr);
     ct_free(&y);
   }
-  for (int i = 0; i < 2; i++) free(hc[i]), free(hs[i]), free(ho[i]);
-  ht_dfree(dc), ht_dfree(ds), ht_dfree(dq);
+  ct_qpair_free(&q);
   ct_free(&x);
 }
 

@@ -14,37 +14,24 @@ static size_t diff_bytes(const void *a, const void *b, size_t n) {
 static void sweep_case(lpattn_ctx *gpu, lpattn_ctx *ref, ct_pair *x, lpattn_format f, lpattn_axis ax,
                        int up, int sr) {
   const int64_t S = x->h.shape[2], shape[4] = {1, 1, S, QS_D};
-  size_t cb, sb, oc;
-  CHECK_STATUS(lpattn_qtensor_sizes(f, ax, 64, shape, &cb, &sb, &oc), LPATTN_OK);
-  uint8_t *hc[2] = {malloc(cb), malloc(cb)}, *hs[2] = {malloc(sb + 1), malloc(sb + 1)};
-  float *ho[2] = {malloc(oc * 4 + 4), malloc(oc * 4 + 4)};
-  uint8_t *dc = ht_dalloc(cb), *ds = ht_dalloc(sb + 1);
-  float *dq = ht_dalloc(oc * 4 + 4);
-  ht_dset(dc, 0xAB, cb), ht_dset(ds, 0xAB, sb + 1);
-  lpattn_qtensor qh = {f, ax, 64, {1, 1, S, QS_D}, hc[0], hs[0], ho[0]};
-  lpattn_qtensor qd = {f, ax, 64, {1, 1, S, QS_D}, dc, ds, dq};
+  ct_qpair q;
+  ct_qpair_make(&q, f, ax, shape);
   lpattn_quant_params p;
   lpattn_quant_params_init(&p);
   p.format = f, p.axis = ax, p.tile = 64, p.mx_scale_round_up = up;
   p.rounding = sr ? LPATTN_ROUND_STOCHASTIC : LPATTN_ROUND_NEAREST_EVEN, p.seed = 0xfeedbeef01ull;
-  CHECK_STATUS(lpattn_quantize(ref, &x->h, &qh, &p), LPATTN_OK);
-  CHECK_STATUS(lpattn_quantize(gpu, &x->d, &qd, &p), LPATTN_OK);
-  ht_dsync();
-  ht_down(hc[1], dc, cb);
-  if (sb) ht_down(hs[1], ds, sb);
-  if (oc) ht_down(ho[1], dq, oc * 4);
-  const size_t bc = diff_bytes(hc[0], hc[1], cb), bs = diff_bytes(hs[0], hs[1], sb),
-               bo = diff_bytes(ho[0], ho[1], oc * 4);
+  ct_qpair_quantize(&q, gpu, ref, x, &p);
+  const size_t bc = diff_bytes(q.h.codes, q.back.codes, q.cb), bs = diff_bytes(q.h.scales, q.back.scales, q.sb),
+               bo = diff_bytes(q.h.outer, q.back.outer, q.oc * 4);
   CHECK(bc == 0 && bs == 0 && bo == 0,
         "fmt %d axis %d mx_round_up %d sr %d: %zu code, %zu scale, %zu outer bytes differ from ref", f, ax,
         up, sr, bc, bs, bo);
-  for (size_t i = 0; bs && i < sb; i++)
-    if (hs[0][i] != hs[1][i]) {
-      fprintf(stderr, "  first scale difference: group %zu: ref %02x, %s %02x\n", i, hs[0][i], CT_NAME, hs[1][i]);
+  for (size_t i = 0; bs && i < q.sb; i++)
+    if (q.h.scales[i] != q.back.scales[i]) {
+      fprintf(stderr, "  first scale difference: group %zu: ref %02x, %s %02x\n", i, q.h.scales[i], CT_NAME, q.back.scales[i]);
       break;
     }
-  for (int i = 0; i < 2; i++) free(hc[i]), free(hs[i]), free(ho[i]);
-  ht_dfree(dc), ht_dfree(ds), ht_dfree(dq);
+  ct_qpair_free(&q);
 }
 
 int main(void) {
