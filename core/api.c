@@ -225,9 +225,12 @@ static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux 
   return LPATTN_OK;
 }
 
-lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
-                               const lpattn_tensor *v, const lpattn_tensor *out,
-                               const lpattn_attn_params *params, const lpattn_attn_aux *aux_in) {
+/* Validates a prefill call and resolves it into *pr (its optional outputs
+ * live in *aux). Shared by lpattn_attention and lpattn_attention_backward. */
+lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
+                                   const lpattn_tensor *v, const lpattn_tensor *out,
+                                   const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                   lpattn_attn_problem *prp, lpattn_attn_aux *auxp) {
   if (!ctx || !q || !k || !v || !out) return LPATTN_ERR_NULL_POINTER;
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
@@ -250,8 +253,7 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
   if (pr.Hq % pr.Hkv) return LPATTN_ERR_BAD_GQA;
   if (pr.Sq > INT32_MAX || pr.Skv > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
   TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
-  lpattn_attn_aux aux;
-  TRY(resolve_aux(aux_in, &aux, &pr));
+  TRY(resolve_aux(aux_in, auxp, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
   /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
   if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
@@ -260,6 +262,16 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
     TRY(scan_finite(k));
     TRY(scan_finite(v));
   }
+  *prp = pr;
+  return LPATTN_OK;
+}
+
+lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
+                               const lpattn_tensor *v, const lpattn_tensor *out,
+                               const lpattn_attn_params *params, const lpattn_attn_aux *aux_in) {
+  lpattn_attn_problem pr;
+  lpattn_attn_aux aux;
+  TRY(lp_resolve_attention(ctx, q, k, v, out, params, aux_in, &pr, &aux));
   return ctx->vt->attention(ctx, &pr);
 }
 

@@ -41,6 +41,14 @@ static inline int lp_thrift_k_seq(const lpattn_attn_problem *pr, int64_t n_tiles
   return lp_thrift_k_for(pr->thrift_k, pr->thrift_budget, 1, n_tiles);
 }
 
+/* A backward call after validation: f holds the forward's problem (f.out
+ * is the forward's output; f.lse its LSE), the rest the gradients. */
+typedef struct {
+  lpattn_attn_problem f;
+  const lpattn_tensor *dout, *dq, *dk, *dv;
+  uint64_t seed;
+} lpattn_bwd_problem;
+
 typedef struct lpattn_kv_cache lpattn_kv_cache;
 typedef struct lpattn_kv_pool lpattn_kv_pool;
 
@@ -86,6 +94,8 @@ typedef struct {
   lpattn_status (*slot_copy)(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
   lpattn_status (*paged_decode)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
+  /* NULL: UNSUPPORTED */
+  lpattn_status (*backward)(lpattn_ctx *ctx, const lpattn_bwd_problem *pr);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls
@@ -130,6 +140,10 @@ struct lpattn_kv_pool {
 
 /* Validation helpers of core/validate.c shared with core/api_kv.c. */
 lpattn_status lp_check_view(const lpattn_tensor *t, int want_output);
+lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
+                                   const lpattn_tensor *v, const lpattn_tensor *out,
+                                   const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                   lpattn_attn_problem *pr, lpattn_attn_aux *aux);
 lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src);
 lpattn_status lp_scan_finite(const lpattn_tensor *t);
 lpattn_status lp_check_head_dim(int64_t d);

@@ -303,6 +303,33 @@ LPATTN_API lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *
                                           const lpattn_tensor *out, const lpattn_attn_params *params,
                                           const lpattn_attn_aux *aux);
 
+/* ---- backward (training, SPEC 10) --------------------------------------- */
+/* Gradients of lpattn_attention: dq [B, Hq, Sq, D], dk and dv [B, Hkv, Skv, D]
+ * (f32, f16 or bf16; dk/dv summed over the q heads of a GQA group). */
+typedef struct {
+  size_t struct_size;
+  lpattn_tensor dq, dk, dv; /* outputs, every one required */
+  uint64_t seed;            /* Philox seed of the stochastic rounding of the low
+                               tiles' backward operands (one seed per call) */
+} lpattn_attn_grads;
+
+LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
+
+/* Backward of out = lpattn_attention(q, k, v, params): given the forward's
+ * out and lse (f32 [B, Hq, Sq, 1], as lpattn_attn_aux returns it) and the
+ * output gradient dout (shape of out), writes dq, dk, dv. params must be the
+ * forward's: the same tiles are high and low (SEMANTICS "Backward"). Tiles the
+ * forward computed high are differentiated in high precision; the four
+ * matmuls of a low tile quantize their operands in the tile's format along
+ * the product's reduction axis with stochastic rounding (seed), scales RNE.
+ * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. */
+LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
+                                                   const lpattn_tensor *k, const lpattn_tensor *v,
+                                                   const lpattn_tensor *out, const lpattn_tensor *lse,
+                                                   const lpattn_tensor *dout,
+                                                   const lpattn_attn_params *params,
+                                                   const lpattn_attn_grads *grads);
+
 /* ---- decode against a quantized KV cache -------------------------------- */
 /* The cache holds `num_seqs` independent sequences of up to `max_tokens`
  * tokens. Tokens are grouped in tiles of `tile` keys: a completed tile is

@@ -47,4 +47,5 @@ const lpattn_backend_vtable lpattn_ref_backend = {
     .kv_append = lp_host_kv_append,
     .slot_copy = lp_host_slot_copy,
     .paged_decode = ref_paged_decode,
+    .backward = ref_backward,
 };

@@ -1,0 +1,88 @@
+/* The API front of the backward pass (lpattn.h "backward", SPEC 10): the
+ * forward's call is validated exactly as lpattn_attention does it, then the
+ * gradients' tensors; backends read only the resolved lpattn_bwd_problem. */
+#include <string.h>
+
+#include "internal.h"
+
+#define TRY(x)                          \
+  do {                                  \
+    lpattn_status s_ = (x);             \
+    if (s_ != LPATTN_OK) return s_;     \
+  } while (0)
+
+void lpattn_attn_grads_init(lpattn_attn_grads *g) {
+  if (!g) return;
+  memset(g, 0, sizeof *g);
+  g->struct_size = sizeof *g;
+}
+
+static int float_io(lpattn_dtype t) { return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16; }
+
+static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
+  return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
+}
+
+/* Bytes [first, last] an (already checked) view can touch. */
+static void byte_span(const lpattn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+  int64_t last = 0;
+  for (int i = 0; i < 4; i++) last += (t->shape[i] - 1) * t->stride[i];
+  const int64_t es = t->dtype == LPATTN_F32 ? 4 : 2;
+  *lo = (uintptr_t)t->data;
+  *hi = *lo + (uintptr_t)((last + 1) * es) - 1;
+}
+
+static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
+  uintptr_t a0, a1, b0, b1;
+  byte_span(a, &a0, &a1), byte_span(b, &b0, &b1);
+  return a0 <= b1 && b0 <= a1;
+}
+
+/* A gradient output: a float view of the given shape. */
+static lpattn_status check_grad(const lpattn_tensor *t, const int64_t shape[4]) {
+  TRY(lp_check_view(t, 1));
+  if (!float_io(t->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  return same_shape(t, shape) ? LPATTN_OK : LPATTN_ERR_BAD_SHAPE;
+}
+
+lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
+                                        const lpattn_tensor *k, const lpattn_tensor *v,
+                                        const lpattn_tensor *out, const lpattn_tensor *lse,
+                                        const lpattn_tensor *dout, const lpattn_attn_params *params,
+                                        const lpattn_attn_grads *grads_in) {
+  if (!lse || !dout || !grads_in) return LPATTN_ERR_NULL_POINTER;
+  lpattn_attn_grads g;
+  lpattn_attn_grads_init(&g);
+  TRY(lp_take_params(&g, sizeof g, grads_in));
+  /* The forward's call, with lse as its optional output (its checks: f32,
+   * [B, Hq, Sq, 1]); out is read here, never written. */
+  lpattn_attn_aux aux_in, aux;
+  lpattn_attn_aux_init(&aux_in);
+  aux_in.lse = *lse;
+  lpattn_bwd_problem pr;
+  memset(&pr, 0, sizeof pr);
+  TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
+  if (pr.f.pasa || pr.f.score_f16) return LPATTN_ERR_UNSUPPORTED;
+  TRY(lp_check_view(dout, 0));
+  if (!float_io(dout->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  if (!same_shape(dout, q->shape)) return LPATTN_ERR_BAD_SHAPE;
+  TRY(check_grad(&g.dq, q->shape));
+  TRY(check_grad(&g.dk, k->shape));
+  TRY(check_grad(&g.dv, k->shape));
+  /* The gradients are accumulated in place by some backends: no output may
+   * share a byte with another output or with an input. */
+  const lpattn_tensor *outs[3] = {&g.dq, &g.dk, &g.dv};
+  const lpattn_tensor *ins[6] = {q, k, v, out, dout, &aux.lse};
+  for (int i = 0; i < 3; i++) {
+    for (int j = i + 1; j < 3; j++)
+      if (spans_meet(outs[i], outs[j])) return LPATTN_ERR_BAD_STRIDE;
+    for (int j = 0; j < 6; j++)
+      if (spans_meet(outs[i], ins[j])) return LPATTN_ERR_BAD_STRIDE;
+  }
+  if (!ctx->vt->backward) return LPATTN_ERR_UNSUPPORTED;
+  /* f.lse, set by the resolution above, is the forward's LSE: an input here. */
+  pr.f.entropy = pr.f.selection = NULL;
+  pr.dout = dout, pr.dq = &g.dq, pr.dk = &g.dk, pr.dv = &g.dv;
+  pr.seed = g.seed;
+  return ctx->vt->backward(ctx, &pr);
+}
