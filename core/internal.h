@@ -140,6 +140,14 @@ struct lpattn_kv_pool {
 
 /* Validation helpers of core/validate.c shared with core/api_kv.c. */
 lpattn_status lp_check_view(const lpattn_tensor *t, int want_output);
+/* Host backends' tile plan (core/thrift.c, SEMANTICS "Tiles and their
+ * precision"). lp_tile_means: kbar[j * D ..] = mean of KV tile j of K
+ * ([Skv x D] f32). lp_tile_plan: kind and mode of every KV tile for query
+ * tile i of q head hq (qbar: D, score: nkt scratch); returns the last full
+ * tile (-1 if none). */
+void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar);
+int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
+                     int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode);
 lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
                                    const lpattn_tensor *v, const lpattn_tensor *out,
                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,

@@ -113,3 +113,44 @@ float lp_dot_f32(const float *a, const float *b, int64_t D) {
   for (int64_t d = 0; d < D; d++) s += a[d] * b[d];
   return s;
 }
+
+/* ---- a query tile's plan (shared by the host backends' prefill and backward) ---- */
+
+/* THRIFT importance of every KV tile for query tile i (SEMANTICS). */
+static void thrift_scores(const lpattn_attn_problem *pr, const float *kbar, float *qbar,
+                          float *score, int64_t b, int64_t hq, int64_t i, int64_t nkt) {
+  const int64_t D = pr->D;
+  const int64_t qt = (pr->causal && pr->selection_mode == LPATTN_SELECT_CAUSAL) ? i - 1 : i;
+  if (qt < 0) { /* no past query tile: all ties, the lowest j wins */
+    for (int64_t j = 0; j < nkt; j++) score[j] = 0.0f;
+    return;
+  }
+  const int64_t r0 = qt * pr->Bq, n = pr->Sq - r0 < pr->Bq ? pr->Sq - r0 : pr->Bq;
+  const lpattn_tensor *q = pr->q;
+  lp_mean_rows_f32(q->data, q->dtype, lp_off4(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
+                   (float)n, qbar);
+  for (int64_t j = 0; j < nkt; j++) score[j] = lp_dot_f32(qbar, kbar + j * D, D);
+}
+
+void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar) {
+  const int64_t D = pr->D;
+  for (int64_t j = 0; j < nkt; j++) {
+    int64_t n = pr->Skv - j * pr->Bk < pr->Bk ? pr->Skv - j * pr->Bk : pr->Bk;
+    lp_mean_rows_f32(K, LPATTN_F32, j * pr->Bk * D, D, 1, n, D, (float)n, kbar + j * D);
+  }
+}
+
+int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
+                      int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode) {
+  const int64_t Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
+  const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
+  int64_t last_full = -1;
+  for (int64_t j = 0; j < nkt; j++) {
+    const int64_t c0 = j * Bk;
+    kind[j] = (uint8_t)lp_tile_kind(pr->causal, off, r0, r0 + nr - 1, c0, c0 + Bk - 1);
+    if (kind[j] == LP_TILE_FULL) last_full = j;
+  }
+  if (pr->precision == LPATTN_PREC_THRIFT) thrift_scores(pr, kbar, qbar, score, b, hq, i, nkt);
+  lp_tile_modes(pr->precision, pr->leaky, pr->thrift_k, nkt, kind, score, mode);
+  return last_full;
+}

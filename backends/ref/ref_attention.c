@@ -52,45 +52,6 @@ void ref_load_rows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int
       dst[s * D + d] = lp_load_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d));
 }
 
-/* THRIFT importance of every KV tile for query tile i (SEMANTICS). */
-static void thrift_scores(const lpattn_attn_problem *pr, const float *kbar, float *qbar,
-                          float *score, int64_t b, int64_t hq, int64_t i, int64_t nkt) {
-  const int64_t D = pr->D;
-  const int64_t qt = (pr->causal && pr->selection_mode == LPATTN_SELECT_CAUSAL) ? i - 1 : i;
-  if (qt < 0) { /* no past query tile: all ties, the lowest j wins */
-    for (int64_t j = 0; j < nkt; j++) score[j] = 0.0f;
-    return;
-  }
-  const int64_t r0 = qt * pr->Bq, n = pr->Sq - r0 < pr->Bq ? pr->Sq - r0 : pr->Bq;
-  const lpattn_tensor *q = pr->q;
-  lp_mean_rows_f32(q->data, q->dtype, lp_off4(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
-                   (float)n, qbar);
-  for (int64_t j = 0; j < nkt; j++) score[j] = lp_dot_f32(qbar, kbar + j * D, D);
-}
-
-void ref_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar) {
-  const int64_t D = pr->D;
-  for (int64_t j = 0; j < nkt; j++) {
-    int64_t n = pr->Skv - j * pr->Bk < pr->Bk ? pr->Skv - j * pr->Bk : pr->Bk;
-    lp_mean_rows_f32(K, LPATTN_F32, j * pr->Bk * D, D, 1, n, D, (float)n, kbar + j * D);
-  }
-}
-
-int64_t ref_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
-                      int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode) {
-  const int64_t Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
-  const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
-  int64_t last_full = -1;
-  for (int64_t j = 0; j < nkt; j++) {
-    const int64_t c0 = j * Bk;
-    kind[j] = (uint8_t)lp_tile_kind(pr->causal, off, r0, r0 + nr - 1, c0, c0 + Bk - 1);
-    if (kind[j] == LP_TILE_FULL) last_full = j;
-  }
-  if (pr->precision == LPATTN_PREC_THRIFT) thrift_scores(pr, kbar, qbar, score, b, hq, i, nkt);
-  lp_tile_modes(pr->precision, pr->leaky, pr->thrift_k, nkt, kind, score, mode);
-  return last_full;
-}
-
 static void write_selection(const lpattn_attn_problem *pr, const uint8_t *mode, int64_t nkt,
                             int64_t b, int64_t hq, int64_t i) {
   const lpattn_tensor *t = pr->selection;
@@ -118,7 +79,7 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
   const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
   ref_load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
-  const int64_t last_full = ref_tile_plan(pr, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,
+  const int64_t last_full = lp_tile_plan(pr, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,
                                          bf->kind, bf->mode);
   if (pr->selection) write_selection(pr, bf->mode, nkt, b, hq, i);
   int any_low = 0;
@@ -180,7 +141,7 @@ lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
       ref_load_rows(pr->k, b, hk, 0, pr->Skv, D, bf.K);
       ref_load_rows(pr->v, b, hk, 0, pr->Skv, D, bf.V);
       memset(bf.have_low, 0, (size_t)nkt);
-      ref_tile_means(pr, bf.K, nkt, bf.kbar);
+      lp_tile_means(pr, bf.K, nkt, bf.kbar);
       for (int64_t g = 0; g < group; g++)
         for (int64_t i = 0; i < nqt; i++) query_tile(pr, &cfg, &bf, b, hk * group + g, i, nkt);
     }

@@ -61,12 +61,6 @@ void ref_pasa_shift(float beta, const float *src, int64_t D, float *kshift);
 /* Prefill helpers shared with the backward (ref_attention.c). */
 void ref_load_rows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n,
                    int64_t D, float *dst);
-/* kbar[j * D ..] = mean of KV tile j of K ([Skv x D] f32), SEMANTICS rule. */
-void ref_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar);
-/* The kind and mode of every KV tile for query tile i of q head hq (qbar: D,
- * score: nkt scratch); returns the last full tile (-1 if none). */
-int64_t ref_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
-                      int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode);
 
 lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
 lpattn_status ref_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *pr);
