@@ -127,6 +127,9 @@ AttnKernel FindAttnKernel(int64_t head_dim);
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr);
 
+// The backward (backward.cc, SPEC 10): work items (batch, kv head).
+lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp);
+
 // Runs fn(i, thread) for i in [0, n) on the context's pool; false when an
 // item threw (the remaining items are skipped). PoolCreate: NULL when the
 // threads cannot be started. Nothing here throws.

@@ -266,7 +266,7 @@ const lpattn_backend_vtable kCpuVtable = {
     lp_host_kv_append,
     lp_host_slot_copy,
     lpattn_cpu::PagedDecode,
-    nullptr,  // backward: the ref backend has it; the CPU kernel is not written yet
+    lpattn_cpu::Backward,
 };
 }  // namespace
 

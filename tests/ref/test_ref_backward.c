@@ -1,4 +1,6 @@
-/* ref backward (SPEC 10, SEMANTICS "Backward"):
+/* The backward (SPEC 10, SEMANTICS "Backward") of the ref backend, or with
+ * argument "cpu" of the cpu backend (then also against ref, and bitwise the
+ * same for any thread count):
  * - HIGH against gradients written from the definition in f64 (GQA, causal
  *   with Sq < Skv, partial tiles) and against central finite differences of
  *   the forward;
@@ -255,6 +257,47 @@ static void test_leak(lpattn_ctx *ctx, lpattn_precision prec) {
   drop(&a), drop(&b);
 }
 
+/* cpu: close to ref for the same seed (f32 vs f64 sums move a few SR
+ * decisions), and bitwise the same with 1 and 2 threads. */
+static void test_cpu_vs_ref(lpattn_ctx *cpu, lpattn_precision prec, double tol) {
+  const shape_t sh = {2, 4, 2, 100, 100, 64};
+  prob a = make(sh, 41), r = make(sh, 41);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.causal = 1, ap.precision = prec, ap.block_q = 32, ap.block_k = 64;
+  lpattn_ctx *ref = ref_ctx();
+  CHECK_STATUS(fwd_bwd(ref, &r, &ap, 9, -1), LPATTN_OK);
+  memcpy(a.o, r.o, sizeof(float) * (size_t)nq(sh)), memcpy(a.lse, r.lse, sizeof(float) * (size_t)nrows(sh));
+  views w = views_of(&a);
+  w.g.seed = 9;
+  CHECK_STATUS(lpattn_attention_backward(cpu, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &w.g), LPATTN_OK);
+  const float *x[3] = {a.dq, a.dk, a.dv}, *y[3] = {r.dq, r.dk, r.dv};
+  const int64_t n[3] = {nq(sh), nkv(sh), nkv(sh)};
+  double worst = 0;
+  for (int t = 0; t < 3; t++) {
+    double *yd = malloc(sizeof(double) * (size_t)n[t]);
+    for (int64_t i = 0; i < n[t]; i++) yd[i] = y[t][i];
+    const double e = rel_l2(x[t], yd, n[t]);
+    worst = e > worst ? e : worst;
+    free(yd);
+  }
+  CHECK(worst < tol, "cpu vs ref, precision %d: rel L2 %.3g >= %.3g", prec, worst, tol);
+  printf("cpu vs ref, precision %d: rel L2 %.3g\n", prec, worst);
+  /* one thread: the same bits */
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.num_threads = 1;
+  lpattn_ctx *one = NULL;
+  CHECK_STATUS(lpattn_create(LPATTN_BACKEND_CPU, &cp, &one), LPATTN_OK);
+  float *keep = malloc(sizeof(float) * (size_t)n[0]);
+  memcpy(keep, a.dq, sizeof(float) * (size_t)n[0]);
+  CHECK_STATUS(lpattn_attention_backward(one, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &w.g), LPATTN_OK);
+  CHECK(same_bits(keep, a.dq, n[0]), "cpu precision %d: 1 thread gives other bits", prec);
+  free(keep);
+  lpattn_free(one), lpattn_free(ref);
+  drop(&a), drop(&r);
+}
+
 static void test_args(lpattn_ctx *ctx) {
   const shape_t sh = {1, 2, 1, 64, 64, 32};
   prob p = make(sh, 3);
@@ -283,8 +326,11 @@ static void test_args(lpattn_ctx *ctx) {
   drop(&p);
 }
 
-int main(void) {
-  lpattn_ctx *ctx = ref_ctx();
+int main(int argc, char **argv) {
+  const int cpu = argc > 1 && strcmp(argv[1], "cpu") == 0;
+  lpattn_ctx *ctx = NULL;
+  if (cpu && !lpattn_backend_available(LPATTN_BACKEND_CPU)) return test_skip("no cpu backend");
+  CHECK_STATUS(lpattn_create(cpu ? LPATTN_BACKEND_CPU : LPATTN_BACKEND_REF, NULL, &ctx), LPATTN_OK);
   const shape_t gqa = {2, 4, 2, 100, 100, 32}, tail = {1, 2, 1, 50, 120, 32};
   test_high_vs_naive(ctx, gqa, 0);
   test_high_vs_naive(ctx, gqa, 1);
@@ -297,6 +343,13 @@ int main(void) {
   test_leak(ctx, LPATTN_PREC_NVFP4);
   test_leak(ctx, LPATTN_PREC_THRIFT);
   test_args(ctx);
+  if (cpu) {
+    test_cpu_vs_ref(ctx, LPATTN_PREC_HIGH, 1e-5);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_NVFP4, 1e-3);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_MXFP4, 1e-3);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_FP8, 1e-3);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_THRIFT, 1e-3);
+  }
   lpattn_free(ctx);
   return test_finish();
 }

@@ -1,0 +1,253 @@
+// Highway backward (SPEC 10, SEMANTICS "Backward"): the algorithm of the ref
+// backend (backends/ref/ref_backward.c) in f32 with SIMD rows. One work item
+// is one (batch, kv head): every q head of its GQA group and every query
+// tile, so each item owns its dq rows and its dk/dv rows (no atomics, the
+// same sums in the same order on every run: deterministic). The forward's
+// Q/K quantization (along D, RNE) is the prefill's SIMD quantizer; the
+// backward operands' SR quantization is the rendered scalar quantizer of
+// templates/common/quant.j2 (gen/common.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/backward.cc"  // from the source root
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <math.h>
+#include <string.h>
+
+#include <new>
+#include <vector>
+
+#include "cpu.h"
+#include "formats.h"
+#include "tiles.h"
+
+#ifndef LPATTN_CPU_BACKWARD_ONCE
+#define LPATTN_CPU_BACKWARD_ONCE
+namespace lpattn_cpu {
+struct BwdScratch {
+  std::vector<float> K, V, dK, dV, kbar, qbar, score;
+  std::vector<float> Q, Qd, dO, O, Kt, Vt, lowk, A, B, Pf, P, dQ, delta, lse, x, y;
+  std::vector<int64_t> idx;
+  std::vector<uint8_t> kind, mode, codes, scales;
+};
+struct BwdJob {
+  const lpattn_bwd_problem *bp;
+  int64_t nkt, W;
+  std::vector<BwdScratch> *scratch;
+};
+// The eight quantized backward operands, numbered as their Philox streams.
+enum { BOP_P_R, BOP_DO_R, BOP_DO_D, BOP_V_D, BOP_DS_C, BOP_K_C, BOP_DS_R, BOP_Q_R };
+}  // namespace lpattn_cpu
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn_cpu {
+namespace HWY_NAMESPACE {
+namespace hb = hwy::HWY_NAMESPACE;
+using DB = hb::CappedTag<float, 16>;  // divides D (a multiple of 16)
+
+HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
+  const DB d;
+  const int64_t N = (int64_t)hb::Lanes(d);
+  auto s = hb::Zero(d);
+  for (int64_t i = 0; i < n; i += N) s = hb::MulAdd(hb::LoadU(d, a + i), hb::LoadU(d, b + i), s);
+  return hb::GetLane(hb::SumOfLanes(d, s));
+}
+
+// y += a * x
+HWY_INLINE void Axpy(float a, const float *x, float *y, int64_t n) {
+  const DB d;
+  const int64_t N = (int64_t)hb::Lanes(d);
+  const auto va = hb::Set(d, a);
+  for (int64_t i = 0; i < n; i += N) hb::StoreU(hb::MulAdd(va, hb::LoadU(d, x + i), hb::LoadU(d, y + i)), d, y + i);
+}
+
+struct Lin {
+  int64_t base, rs, cs;  // logical index of (r, c) = base + r * rs + c * cs
+};
+
+// dst = src ([R x C], row-major) quantized along its rows (a domain per
+// column) or its columns (a domain per row) with SR, then dequantized.
+HWY_INLINE void Qdq(const BwdJob &job, BwdScratch &w, int op, const float *src, int64_t R, int64_t C,
+                    bool along_rows, Lin ix, float *dst) {
+  const lpattn_attn_problem &pr = job.bp->f;
+  const int fmt = QpFormat(pr.low), G = fmt == QP_FP8 ? 1 : fmt == QP_MXFP4 ? 32 : 16;
+  const uint64_t key = job.bp->seed + (uint64_t)(op + 1) * 0x9E3779B97F4A7C15ull;
+  const int64_t nd = along_rows ? C : R, n = along_rows ? R : C;
+  const int64_t es = along_rows ? C : 1, ds = along_rows ? 1 : C;
+  for (int64_t a = 0; a < nd; a++) {
+    for (int64_t e = 0; e < n; e++)
+      w.idx[e] = ix.base + (along_rows ? e : a) * ix.rs + (along_rows ? a : e) * ix.cs;
+    float outer;
+    cpu_quantize_domain(fmt, pr.mx_round_up, 1, key, w.idx.data(), src + a * ds, (long)es, (int)n,
+                        w.codes.data(), w.scales.data(), &outer);
+    for (int64_t e = 0; e < n; e++) dst[a * ds + e * es] = cpu_dequant(fmt, w.codes[e], w.scales[e / G], outer);
+  }
+}
+
+// The forward's quantization of n rows of D values along D (RNE).
+HWY_INLINE void ForwardRows(const lpattn_attn_problem &pr, const float *x, int64_t n, float *y) {
+  for (int64_t r = 0; r < n; r++)
+    lpattn_cpu_quantize_p_row(QpFormat(pr.low), pr.mx_round_up, x + r * pr.D, pr.D, y + r * pr.D);
+}
+
+// A low (query tile, KV tile) pair: the four SR-quantized products.
+HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t r0,
+                        int64_t nr, int64_t c0, int64_t nk) {
+  const lpattn_attn_problem &pr = job.bp->f;
+  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, Sq = pr.Sq, Skv = pr.Skv;
+  const float sm = pr.sm_scale;
+  const Lin iP = {((b * pr.Hq + hq) * Sq + r0) * Skv + c0, Skv, 1};
+  const Lin iQ = {((b * pr.Hq + hq) * Sq + r0) * D, D, 1};
+  const Lin iK = {((b * pr.Hkv + hk) * Skv + c0) * D, D, 1};
+  float *A = w.A.data(), *B = w.B.data(), *Pf = w.Pf.data();
+  // dV = P^T dO, along the query rows
+  Qdq(job, w, BOP_P_R, w.P.data(), Bq, Bk, true, iP, A);
+  Qdq(job, w, BOP_DO_R, w.dO.data(), Bq, D, true, iQ, B);
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nk; c++) Axpy(A[r * Bk + c], B + r * D, w.dV.data() + (c0 + c) * D, D);
+  // dP = dO V^T along D; dS = P (dP - Delta)
+  Qdq(job, w, BOP_DO_D, w.dO.data(), Bq, D, false, iQ, A);
+  Qdq(job, w, BOP_V_D, w.Vt.data(), Bk, D, false, iK, B);
+  memset(Pf, 0, sizeof(float) * (size_t)(Bq * Bk));
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nk; c++) {
+      const float p = w.P[r * Bk + c];
+      Pf[r * Bk + c] = p != 0.0f ? p * (Dot(A + r * D, B + c * D, D) - w.delta[r]) : 0.0f;
+    }
+  // dQ = dS K, along the keys
+  Qdq(job, w, BOP_DS_C, Pf, Bq, Bk, false, iP, A);
+  Qdq(job, w, BOP_K_C, w.Kt.data(), Bk, D, true, iK, B);
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], B + c * D, w.dQ.data() + r * D, D);
+  // dK = dS^T Q, along the query rows
+  Qdq(job, w, BOP_DS_R, Pf, Bq, Bk, true, iP, A);
+  Qdq(job, w, BOP_Q_R, w.Q.data(), Bq, D, true, iQ, B);
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], B + r * D, w.dK.data() + (c0 + c) * D, D);
+}
+
+HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c0, int64_t nk) {
+  const lpattn_attn_problem &pr = job.bp->f;
+  const int64_t D = pr.D, Bk = pr.Bk;
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nk; c++) {
+      const float p = w.P[r * Bk + c];
+      if (p == 0.0f) continue;
+      const float *dO = w.dO.data() + r * D, *v = w.Vt.data() + c * D;
+      const float ds = p * (Dot(dO, v, D) - w.delta[r]);
+      Axpy(p, dO, w.dV.data() + (c0 + c) * D, D);
+      Axpy(pr.sm_scale * ds, w.Kt.data() + c * D, w.dQ.data() + r * D, D);
+      Axpy(pr.sm_scale * ds, w.Q.data() + r * D, w.dK.data() + (c0 + c) * D, D);
+    }
+}
+
+HWY_INLINE void LoadRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n, int64_t D,
+                         float *dst) {
+  for (int64_t s = 0; s < n; s++) LoadRow(t, lp_off4(t, b, h, s0 + s, 0), t->stride[3], D, dst + s * D);
+}
+
+HWY_INLINE void StoreRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n, int64_t D,
+                          const float *src) {
+  for (int64_t s = 0; s < n; s++)
+    for (int64_t d = 0; d < D; d++) lp_store_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d), src[s * D + d]);
+}
+
+HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
+  const lpattn_bwd_problem &bp = *job.bp;
+  const lpattn_attn_problem &pr = bp.f;
+  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.Skv - pr.Sq;
+  const int64_t r0 = i * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq;
+  memset(w.Q.data(), 0, sizeof(float) * (size_t)(Bq * D));
+  memset(w.dO.data(), 0, sizeof(float) * (size_t)(Bq * D));
+  LoadRows(pr.q, b, hq, r0, nr, D, w.Q.data());
+  LoadRows(bp.dout, b, hq, r0, nr, D, w.dO.data());
+  LoadRows(pr.out, b, hq, r0, nr, D, w.O.data());
+  for (int64_t r = 0; r < nr; r++) {
+    w.delta[r] = Dot(w.dO.data() + r * D, w.O.data() + r * D, D);
+    w.lse[r] = lp_load_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0));
+  }
+  lp_tile_plan(&pr, w.kbar.data(), w.qbar.data(), w.score.data(), b, hq, i, job.nkt, w.kind.data(),
+               w.mode.data());
+  bool any_low = false;
+  for (int64_t j = 0; j < job.nkt; j++) any_low |= w.mode[j] == LP_MODE_LOW;
+  if (any_low) ForwardRows(pr, w.Q.data(), nr, w.Qd.data());
+  memset(w.dQ.data(), 0, sizeof(float) * (size_t)(Bq * D));
+  for (int64_t j = 0; j < job.nkt; j++) {
+    if (w.mode[j] == LP_MODE_SKIP) continue;
+    const bool low = w.mode[j] == LP_MODE_LOW;
+    const int64_t c0 = j * Bk, nk = pr.Skv - c0 < Bk ? pr.Skv - c0 : Bk;
+    memset(w.Kt.data(), 0, sizeof(float) * (size_t)(Bk * D));
+    memset(w.Vt.data(), 0, sizeof(float) * (size_t)(Bk * D));
+    memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
+    memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
+    if (low) ForwardRows(pr, w.Kt.data(), nk, w.lowk.data());
+    const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? w.lowk.data() : w.Kt.data();
+    memset(w.P.data(), 0, sizeof(float) * (size_t)(Bq * Bk));
+    for (int64_t r = 0; r < nr; r++) {
+      const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
+      if (w.lse[r] == -INFINITY) continue;
+      for (int64_t c = 0; c < nvis; c++)
+        w.P[r * Bk + c] = expf(Dot(qs + r * D, ks + c * D, D) * pr.sm_scale - w.lse[r]);
+    }
+    if (low)
+      LowPair(job, w, b, hq, hk, r0, nr, c0, nk);
+    else
+      HighPair(job, w, nr, c0, nk);
+  }
+  StoreRows(bp.dq, b, hq, r0, nr, D, w.dQ.data());
+}
+
+void BackwardItemT(const BwdJob &job, int64_t item, int tid) {
+  const lpattn_bwd_problem &bp = *job.bp;
+  const lpattn_attn_problem &pr = bp.f;
+  BwdScratch &w = (*job.scratch)[tid];
+  const int64_t D = pr.D, b = item / pr.Hkv, hk = item % pr.Hkv, G = pr.Hq / pr.Hkv;
+  LoadRows(pr.k, b, hk, 0, pr.Skv, D, w.K.data());
+  LoadRows(pr.v, b, hk, 0, pr.Skv, D, w.V.data());
+  lp_tile_means(&pr, w.K.data(), job.nkt, w.kbar.data());
+  memset(w.dK.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
+  memset(w.dV.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
+  for (int64_t g = 0; g < G; g++)
+    for (int64_t i = 0; i < lp_tile_count(pr.Sq, pr.Bq); i++) QueryTile(job, w, b, hk * G + g, hk, i);
+  StoreRows(bp.dk, b, hk, 0, pr.Skv, D, w.dK.data());
+  StoreRows(bp.dv, b, hk, 0, pr.Skv, D, w.dV.data());
+}
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn_cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpattn_cpu {
+HWY_EXPORT(BackwardItemT);
+
+static void RunBwdItem(void *arg, int64_t i, int tid) {
+  HWY_DYNAMIC_DISPATCH(BackwardItemT)(*static_cast<const BwdJob *>(arg), i, tid);
+}
+
+lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
+  Ctx *c = static_cast<Ctx *>(ctx->impl);
+  const lpattn_attn_problem &pr = bp->f;
+  std::vector<BwdScratch> scratch;
+  BwdJob job = {bp, lp_tile_count(pr.Skv, pr.Bk), 0, &scratch};
+  job.W = pr.Bq > pr.Bk ? pr.Bq : pr.Bk;
+  if (pr.D > job.W) job.W = pr.D;
+  try {
+    scratch.resize((size_t)PoolThreads(c->pool));
+    const size_t S = (size_t)(pr.Skv * pr.D), WW = (size_t)(job.W * job.W), W = (size_t)job.W;
+    const size_t n = (size_t)job.nkt, D = (size_t)pr.D;
+    for (BwdScratch &w : scratch) {
+      for (auto *v : {&w.K, &w.V, &w.dK, &w.dV}) v->resize(S);
+      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.lowk, &w.A, &w.B, &w.Pf, &w.P, &w.dQ})
+        v->resize(WW);
+      for (auto *v : {&w.delta, &w.lse, &w.x, &w.y}) v->resize(W);
+      w.kbar.resize(n * D), w.qbar.resize(D), w.score.resize(n);
+      w.idx.resize(W), w.kind.resize(n), w.mode.resize(n), w.codes.resize(W), w.scales.resize(W);
+    }
+  } catch (const std::bad_alloc &) {
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  return PoolRun(c->pool, pr.B * pr.Hkv, RunBwdItem, &job) ? LPATTN_OK : LPATTN_ERR_OUT_OF_MEMORY;
+}
+}  // namespace lpattn_cpu
+#endif
