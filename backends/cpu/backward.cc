@@ -26,7 +26,12 @@
 namespace lpattn_cpu {
 struct BwdScratch {
   std::vector<float> K, V, dK, dV, kbar, qbar, score;
-  std::vector<float> Q, Qd, dO, O, Kt, Vt, lowk, A, B, Pf, P, dQ, delta, lse, x, y;
+  std::vector<float> Q, Qd, dO, O, Kt, Vt, lowk, A, Pf, P, dQ, delta, lse, x, y;
+  // Operands that do not depend on the pair, quantized once: per query tile
+  // dO along the rows and along D, Q along the rows; per KV tile (of the
+  // item) V along D and K along the keys ([nkt * Bk][D], made on first use).
+  std::vector<float> dOr, dOd, Qr, Vd, Kc;
+  std::vector<uint8_t> have_kv;
   std::vector<int64_t> idx;
   std::vector<uint8_t> kind, mode, codes, scales;
 };
@@ -98,33 +103,34 @@ HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq,
   const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, Sq = pr.Sq, Skv = pr.Skv;
   const float sm = pr.sm_scale;
   const Lin iP = {((b * pr.Hq + hq) * Sq + r0) * Skv + c0, Skv, 1};
-  const Lin iQ = {((b * pr.Hq + hq) * Sq + r0) * D, D, 1};
   const Lin iK = {((b * pr.Hkv + hk) * Skv + c0) * D, D, 1};
-  float *A = w.A.data(), *B = w.B.data(), *Pf = w.Pf.data();
+  float *A = w.A.data(), *Pf = w.Pf.data();
+  const int64_t j = c0 / Bk;
+  if (!w.have_kv[j]) {  // this KV tile's V along D and K along the keys, once per item
+    Qdq(job, w, BOP_V_D, w.Vt.data(), Bk, D, false, iK, w.Vd.data() + c0 * D);
+    Qdq(job, w, BOP_K_C, w.Kt.data(), Bk, D, true, iK, w.Kc.data() + c0 * D);
+    w.have_kv[j] = 1;
+  }
+  const float *Vd = w.Vd.data() + c0 * D, *Kc = w.Kc.data() + c0 * D;
   // dV = P^T dO, along the query rows
   Qdq(job, w, BOP_P_R, w.P.data(), Bq, Bk, true, iP, A);
-  Qdq(job, w, BOP_DO_R, w.dO.data(), Bq, D, true, iQ, B);
   for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(A[r * Bk + c], B + r * D, w.dV.data() + (c0 + c) * D, D);
+    for (int64_t c = 0; c < nk; c++) Axpy(A[r * Bk + c], w.dOr.data() + r * D, w.dV.data() + (c0 + c) * D, D);
   // dP = dO V^T along D; dS = P (dP - Delta)
-  Qdq(job, w, BOP_DO_D, w.dO.data(), Bq, D, false, iQ, A);
-  Qdq(job, w, BOP_V_D, w.Vt.data(), Bk, D, false, iK, B);
   memset(Pf, 0, sizeof(float) * (size_t)(Bq * Bk));
   for (int64_t r = 0; r < nr; r++)
     for (int64_t c = 0; c < nk; c++) {
       const float p = w.P[r * Bk + c];
-      Pf[r * Bk + c] = p != 0.0f ? p * (Dot(A + r * D, B + c * D, D) - w.delta[r]) : 0.0f;
+      Pf[r * Bk + c] = p != 0.0f ? p * (Dot(w.dOd.data() + r * D, Vd + c * D, D) - w.delta[r]) : 0.0f;
     }
   // dQ = dS K, along the keys
   Qdq(job, w, BOP_DS_C, Pf, Bq, Bk, false, iP, A);
-  Qdq(job, w, BOP_K_C, w.Kt.data(), Bk, D, true, iK, B);
   for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], B + c * D, w.dQ.data() + r * D, D);
+    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], Kc + c * D, w.dQ.data() + r * D, D);
   // dK = dS^T Q, along the query rows
   Qdq(job, w, BOP_DS_R, Pf, Bq, Bk, true, iP, A);
-  Qdq(job, w, BOP_Q_R, w.Q.data(), Bq, D, true, iQ, B);
   for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], B + r * D, w.dK.data() + (c0 + c) * D, D);
+    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], w.Qr.data() + r * D, w.dK.data() + (c0 + c) * D, D);
 }
 
 HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c0, int64_t nk) {
@@ -171,7 +177,13 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
                w.mode.data());
   bool any_low = false;
   for (int64_t j = 0; j < job.nkt; j++) any_low |= w.mode[j] == LP_MODE_LOW;
-  if (any_low) ForwardRows(pr, w.Q.data(), nr, w.Qd.data());
+  if (any_low) {
+    const Lin iQ = {((b * pr.Hq + hq) * pr.Sq + r0) * D, D, 1};
+    ForwardRows(pr, w.Q.data(), nr, w.Qd.data());
+    Qdq(job, w, BOP_DO_R, w.dO.data(), Bq, D, true, iQ, w.dOr.data());
+    Qdq(job, w, BOP_DO_D, w.dO.data(), Bq, D, false, iQ, w.dOd.data());
+    Qdq(job, w, BOP_Q_R, w.Q.data(), Bq, D, true, iQ, w.Qr.data());
+  }
   memset(w.dQ.data(), 0, sizeof(float) * (size_t)(Bq * D));
   for (int64_t j = 0; j < job.nkt; j++) {
     if (w.mode[j] == LP_MODE_SKIP) continue;
@@ -208,6 +220,7 @@ void BackwardItemT(const BwdJob &job, int64_t item, int tid) {
   lp_tile_means(&pr, w.K.data(), job.nkt, w.kbar.data());
   memset(w.dK.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.dV.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
+  memset(w.have_kv.data(), 0, (size_t)job.nkt);
   for (int64_t g = 0; g < G; g++)
     for (int64_t i = 0; i < lp_tile_count(pr.Sq, pr.Bq); i++) QueryTile(job, w, b, hk * G + g, hk, i);
   StoreRows(bp.dk, b, hk, 0, pr.Skv, D, w.dK.data());
@@ -238,9 +251,12 @@ lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
     const size_t n = (size_t)job.nkt, D = (size_t)pr.D;
     for (BwdScratch &w : scratch) {
       for (auto *v : {&w.K, &w.V, &w.dK, &w.dV}) v->resize(S);
-      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.lowk, &w.A, &w.B, &w.Pf, &w.P, &w.dQ})
+      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.lowk, &w.A, &w.Pf, &w.P, &w.dQ})
         v->resize(WW);
       for (auto *v : {&w.delta, &w.lse, &w.x, &w.y}) v->resize(W);
+      for (auto *v : {&w.dOr, &w.dOd, &w.Qr}) v->resize(WW);
+      for (auto *v : {&w.Vd, &w.Kc}) v->resize(n * (size_t)pr.Bk * D);
+      w.have_kv.resize(n);
       w.kbar.resize(n * D), w.qbar.resize(D), w.score.resize(n);
       w.idx.resize(W), w.kind.resize(n), w.mode.resize(n), w.codes.resize(W), w.scales.resize(W);
     }
