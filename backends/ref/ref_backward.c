@@ -108,6 +108,18 @@ static double dotf(const float *a, const float *b, int64_t D) {
   return s;
 }
 
+/* dst[c][d] += scale * sum over the nr query rows r of A[r][c] * B[r][d]
+ * (A: [.. x Bk], B: [.. x D]): the products reduced along the query rows. */
+static void add_at_b(const float *A, const float *B, int64_t nr, int64_t nk, int64_t Bk, int64_t D,
+                     double scale, double *dst) {
+  for (int64_t c = 0; c < nk; c++)
+    for (int64_t d = 0; d < D; d++) {
+      double s = 0.0;
+      for (int64_t r = 0; r < nr; r++) s += (double)A[r * Bk + c] * B[r * D + d];
+      dst[c * D + d] += scale * s;
+    }
+}
+
 /* One (query tile, KV tile) pair: rows [r0, r0 + nr) of q head hq, keys
  * [c0, c0 + nk); P holds the pair's probabilities ([Bq x Bk], 0 where masked). */
 static void low_pair(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t r0, int64_t nr,
@@ -123,12 +135,7 @@ static void low_pair(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t r0, int6
   for (int64_t e = 0; e < Bq * Bk; e++) Pf[e] = (float)w->P[e];
   qdq(w, OP_P_R, Pf, Bq, Bk, 1, iP, A);
   qdq(w, OP_DO_R, w->dO, Bq, D, 1, iQ, B);
-  for (int64_t c = 0; c < nk; c++)
-    for (int64_t d = 0; d < D; d++) {
-      double s = 0.0;
-      for (int64_t r = 0; r < nr; r++) s += (double)A[r * Bk + c] * B[r * D + d];
-      w->dV[(c0 + c) * D + d] += s;
-    }
+  add_at_b(A, B, nr, nk, Bk, D, 1.0, w->dV + c0 * D);
   /* dP = dO V^T: both along d; dS = P (dP - Delta) */
   qdq(w, OP_DO_D, w->dO, Bq, D, 0, iQ, A);
   qdq(w, OP_V_D, w->Vt, Bk, D, 0, iK, B);
@@ -149,12 +156,7 @@ static void low_pair(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t r0, int6
   /* dK = dS^T Q: along the query rows */
   qdq(w, OP_DS_R, Pf, Bq, Bk, 1, iP, A);
   qdq(w, OP_Q_R, w->Q, Bq, D, 1, iQ, B);
-  for (int64_t c = 0; c < nk; c++)
-    for (int64_t d = 0; d < D; d++) {
-      double s = 0.0;
-      for (int64_t r = 0; r < nr; r++) s += (double)A[r * Bk + c] * B[r * D + d];
-      w->dK[(c0 + c) * D + d] += sm * s;
-    }
+  add_at_b(A, B, nr, nk, Bk, D, sm, w->dK + c0 * D);
 }
 
 static void high_pair(bwd *w, int64_t nr, int64_t c0, int64_t nk) {
