@@ -111,6 +111,7 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
     sm.qh[r][d] = x, sm.ql[r][d] = xl;
     if (d == 0) sm.qf[r] = f;
   }
+  __syncthreads();
 
   const int32_t *table = a.seqs.table + (int64_t)b * a.seqs.table_stride;
   const int64_t pages0 = P.num_slots * P.slot_bytes;
