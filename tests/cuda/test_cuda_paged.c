@@ -7,8 +7,9 @@
  * appending one token at a time equals appending many; a sequence forked
  * from another (shared completed pages, slot copied) equals the same tokens
  * appended to a pool of their own (bitwise); a CUDA graph of
- * append + decode replays to the same bits. Exit 77 without a GPU, or when
- * the backend has no paged decode (HIP for now). */
+ * append + decode replays to the same bits (CUDA only). Built for HIP too
+ * (tests/hip). Exit 77 without a GPU, or when the backend has no paged
+ * decode. */
 #include "cudatest.h"
 #include "kvpage.h"
 #if !defined(LPATTN_TEST_HIP)

@@ -63,6 +63,7 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
 }
 
 /* grid (num_seqs, tiles, Hkv): tile len / T + y, if this append completes it */
+__host__ __device__ inline bool gpu_quant_both(int T, int D) { return (size_t)T * (2 * D + 1) * 4 <= GPU_SMEM_MAX; }
 __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   extern __shared__ float gpu_sm[];
   const lp_gpu_pool &P = a.pool;
@@ -74,7 +75,13 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   if ((tile + 1) * T > len + a.n) return;
   uint8_t *pg = gpu_page(a, s, tile);
   if (!pg) return;
-  float *Kf = gpu_sm, *Vf = gpu_sm + T * D; /* [T][D], [T][D + 1] */
+  /* K [T][D] and V [T][D + 1] together, or in turn in one [T][D] buffer
+   * where both do not fit (HIP's 64 KB of LDS) */
+  const bool both = gpu_quant_both(T, D);
+  float *Kf = gpu_sm, *Vf = both ? gpu_sm + T * D : gpu_sm;
+  const int vst = both ? D + 1 : D;
+  for (int pass = 0; pass < (both ? 1 : 2); pass++) {
+  const bool dk = both || pass == 0, dv = both || pass == 1;
   for (int e = threadIdx.x; e < T * D; e += blockDim.x) {
     const int tau = e / D, d = e % D;
     float kx, vx;
@@ -86,14 +93,15 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
       kx = gpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, gpu_off(a.sk, s, h, i, d)));
       vx = gpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, gpu_off(a.sv, s, h, i, d)));
     }
-    Kf[tau * D + d] = kx, Vf[tau * (D + 1) + d] = vx;
+    if (dk) Kf[tau * D + d] = kx;
+    if (dv) Vf[tau * vst + d] = vx;
   }
   __syncthreads();
   uint8_t *base = pg + (int64_t)h * P.head_bytes;
   const int fmt = P.fmt, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, fp8 = fmt == LPATTN_FMT_FP8;
   uint8_t codes[256], sc[16];
   float outer = 0.0f;
-  for (int tau = threadIdx.x; tau < T; tau += blockDim.x) { /* K: one token's D values */
+  for (int tau = threadIdx.x; dk && tau < T; tau += blockDim.x) { /* K: one token's D values */
     gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
     if (fp8) {
       for (int d = 0; d < D; d++) base[P.kc + (int64_t)tau * D + d] = codes[d];
@@ -103,8 +111,8 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
     }
     if (fmt != LPATTN_FMT_MXFP4) ((float *)(base + P.ko))[tau] = outer;
   }
-  for (int c = threadIdx.x; c < D; c += blockDim.x) { /* V: one channel of the tile */
-    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Vf + c, D + 1, T, codes, sc, &outer);
+  for (int c = threadIdx.x; dv && c < D; c += blockDim.x) { /* V: one channel of the tile */
+    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Vf + c, vst, T, codes, sc, &outer);
     if (fp8) {
       for (int k = 0; k < T; k++) base[P.vc + (int64_t)c * T + k] = codes[k];
     } else {
@@ -112,6 +120,8 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
       for (int k = 0; k < T / G; k++) base[P.vs + (int64_t)c * (T / G) + k] = sc[k];
     }
     if (fmt != LPATTN_FMT_MXFP4) ((float *)(base + P.vo))[c] = outer;
+  }
+  __syncthreads();
   }
 }
 
@@ -174,7 +184,8 @@ lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st) {
   dim3 pg((unsigned)a->n, (unsigned)a->pool.Hkv, (unsigned)a->seqs.num_seqs);
   gpu_put_kernel<<<pg, 128, 0, st>>>(x);
   if (a->pool.has_low) {
-    const size_t smem = (size_t)a->pool.T * (2 * a->pool.D + 1) * 4;
+    const int T = a->pool.T, D = a->pool.D;
+    const size_t smem = (size_t)T * (gpu_quant_both(T, D) ? 2 * D + 1 : D) * 4;
     if (cudaFuncSetAttribute(gpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
       return LPATTN_ERR_BACKEND;
     dim3 qg((unsigned)a->seqs.num_seqs, (unsigned)(a->n / a->pool.T + 2), (unsigned)a->pool.Hkv);
