@@ -25,155 +25,62 @@
  *   of the online softmax does not matter), ldmatrix + mma in f16/bf16.
  * The 4 warps' states are merged at the end into the chunk's partial state
  * (O, LSE, H), merged over chunks by the SPEC 7 merge kernel in chunk order.
- * A chunk depends only on its sequence: results are batch-invariant. */
+ * A chunk depends only on its sequence: results are batch-invariant.
+ * Files: lp_gpu_decode_prim.cuh.j2 (register primitives, CTA context),
+ * lp_gpu_decode_low.cuh.j2 (low-tile step), lp_gpu_decode_high.cuh.j2
+ * (high-tile step), this one (Q, tile selection, the warps' merge, launch). */
 #ifndef LP_GPU_DECODE_CUH
 #define LP_GPU_DECODE_CUH
-#include "lp_gpu.cuh"
-#include "lp_gpu_kv_args.h"
+#include "lp_gpu_decode_low.cuh"
+#include "lp_gpu_decode_high.cuh"
 
 namespace lpattn_cuda {
 
-#define LPD_T 64 /* keys per page (the kernels' lane mapping needs 64) */
-
-/* low 16 bits: two E4M3 codes -> f16x2 (exact) */
-__device__ __forceinline__ uint32_t lpd_e4m3x2(uint32_t two) {
-  uint32_t d;
-  const unsigned short a = (unsigned short)two;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(a));
-  return d;
-}
-/* 8 E2M1 codes (element 0 in the low nibble) -> 4 f16 pairs (2i, 2i+1),
- * each value times 2^-6: the code's bits moved into an E4M3 byte. */
-__device__ __forceinline__ void lpd_fp4x8(uint32_t w, uint32_t o[4]) {
-  const uint32_t lo = ((w & 0x07070707u) << 2) | ((w & 0x08080808u) << 4);
-  const uint32_t hi = ((w >> 2) & 0x1c1c1c1cu) | (w & 0x80808080u);
-  const uint32_t x0 = __byte_perm(lo, hi, 0x5140), x1 = __byte_perm(lo, hi, 0x7362);
-  o[0] = lpd_e4m3x2(x0), o[1] = lpd_e4m3x2(x0 >> 16), o[2] = lpd_e4m3x2(x1), o[3] = lpd_e4m3x2(x1 >> 16);
-}
-__device__ __forceinline__ uint32_t lpd_hmul2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-/* f16x2 (2^rel, 2^rel) for rel <= 0 (0 below the f16 range) */
-__device__ __forceinline__ uint32_t lpd_pow2h2(int rel) {
-  const uint32_t h = rel >= -14 ? (uint32_t)(rel + 15) << 10 : rel >= -24 ? 1u << (rel + 24) : 0u;
-  return h | h << 16;
-}
-__device__ __forceinline__ uint32_t lpd_max4(uint32_t x) {
-  const uint32_t a = max(x & 0xffu, (x >> 8) & 0xffu), b = max((x >> 16) & 0xffu, x >> 24);
-  return max(a, b);
-}
-__device__ __forceinline__ float lpd_qmax(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float lpd_qsum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-/* transpose of an 8x8 block of 16-bit values held in the mma fragment layout */
-__device__ __forceinline__ uint32_t lpd_trans(uint32_t x) {
-  uint32_t y;
-  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-/* max / sum over the 8 lanes of a quad position (the lanes that share t) */
-__device__ __forceinline__ float lpd_gmax(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-}
-__device__ __forceinline__ float lpd_gsum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 4);
-  x += __shfl_xor_sync(0xffffffffu, x, 8);
-  return x + __shfl_xor_sync(0xffffffffu, x, 16);
-}
-__device__ __forceinline__ void lpd_mma16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  gpu_mma<__half>::run(c[0], c[1], c[2], c[3], a, b0, b1);
-}
-
-/* Shared memory: per warp two stages (a low tile's head section of its page,
- * or 16 high keys of K and V, rows padded), Q (high), Q (low, f16 inner
- * values), per-row Q factors and the round's row maxima. */
-template <int D> struct lpd_smem {
-  static constexpr int LDH = D + 8; /* 16-bit elements per padded high row */
-  static constexpr int HSUB = 2 * 16 * LDH * 2;
-  /* bytes of one warp's region: low pools, a ring of 3 half-tiles (K part
-   * [0, vc) or V part [vc, head_bytes) of a page's head section), at least
-   * one high sub-block; high pools, two high sub-blocks. The final merge
-   * reuses the 4 regions. */
-  static __host__ __device__ int region(int64_t head_bytes, int64_t vc, bool low, int ring) {
-    int64_t r = 2 * HSUB;
-    if (low) {
-      const int64_t half = vc > head_bytes - vc ? vc : head_bytes - vc;
-      r = ring * ((half + 127) / 128 * 128);
-      if (r < HSUB) r = HSUB;
-    }
-    const int64_t merge = (int64_t)8 * 8 * (D + 4) * 4 / 4;
-    if (r < merge) r = merge;
-    return (int)((r + 127) / 128 * 128);
+/* Tile selection of the paged pool (SEMANTICS "Decode"): a row at query
+ * position p sees the tiles below its own tile low (in a low pool) and its
+ * own tile high, from the sequence's slot ring; a HIGH pool reads every
+ * tile high from its page. A step takes tile j for row p where low(j, p)
+ * or high(j, p); another selection (THRIFT: some tiles high per row) is
+ * another struct with the same three members. */
+struct lpd_sel_ring {
+  __device__ __forceinline__ bool low(int j, int p) const { return j < p / LPD_T; }
+  __device__ __forceinline__ bool high(int j, int p) const { return j == p / LPD_T; }
+  template <int D> __device__ __forceinline__ const uint8_t *src(const lpd_ctx<D> &C, int j, bool v) const {
+    const lp_gpu_pool &P = C.P;
+    const uint8_t *sl = P.mem + (int64_t)C.slot * P.slot_bytes + (v ? P.rv : P.rk);
+    return sl + (int64_t)(j & 1) * P.Hkv * LPD_T * D * 2 + (int64_t)C.h * LPD_T * D * 2;
   }
-  static __host__ __device__ size_t bytes(int wr, bool low) { /* low: Q's inner values too */
-    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4;
+};
+struct lpd_sel_pages {
+  __device__ __forceinline__ bool low(int, int) const { return false; }
+  __device__ __forceinline__ bool high(int, int) const { return true; }
+  template <int D> __device__ __forceinline__ const uint8_t *src(const lpd_ctx<D> &C, int j, bool v) const {
+    const uint8_t *pg = C.page_ptr(j);
+    return pg ? pg + (v ? C.P.hv : C.P.hk) + (int64_t)C.h * LPD_T * D * 2 : nullptr;
   }
 };
 
-struct lpd_rows { /* the two rows of a lane (g, g + 8) */
-  int live[2], p[2];
-};
-
-template <typename HT, int D, int FMT, int RING>
-__device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
-  typedef lpd_smem<D> SM;
-  constexpr int T = LPD_T, LDH = SM::LDH, NB = D / 8, KS = D / 16, CW = D / 4;
+/* Q of the CTA's rows into shared memory: high rows (Qh, zero-padded to
+ * 16), and for low pools the inner values (codes x group scale, MXFP4
+ * relative to the row's largest scale) of the quantized rows (Ql) with
+ * each row's outer factor (qf). */
+template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_ctx<D> &C) {
+  constexpr int LDH = lpd_smem<D>::LDH;
   constexpr bool LOW = FMT >= 0;
-  extern __shared__ __align__(128) uint8_t lpd_sm[];
-  const lp_gpu_pool &P = a.pool;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int chunk = blockIdx.x, b = blockIdx.z;
-  const int G = P.Hq / P.Hkv, nrb = (G * a.Sq + 7) / 8; /* blocks of 8 query rows */
-  const int h = blockIdx.y / nrb, rb = blockIdx.y % nrb;
-  const int len = a.seqs.lens[b], Sq = a.Sq;
-  const int wr = SM::region(P.head_bytes, P.vc, LOW, RING);
-  uint8_t *stages = lpd_sm;
-  unsigned short *Qh = (unsigned short *)(lpd_sm + 4 * wr);
-  unsigned short *Ql = Qh + 16 * LDH;
-  float *qf = (float *)(Ql + (LOW ? 8 * D : 0)), *xm = qf + 8;
-  const int ntile = len > 0 ? (len + T - 1) / T : 0;
-  const int j0 = chunk * a.chunk_tiles, j1 = min(j0 + a.chunk_tiles, ntile);
-  const int32_t slot = a.seqs.slots[b];
-  auto prow = [&](int r) -> int64_t { /* partial-state row of block row r */
-    const int rr = 8 * rb + r, qh = h * G + rr / Sq, s = rr % Sq;
-    return (((int64_t)chunk * a.seqs.num_seqs + b) * P.Hq + qh) * Sq + s;
-  };
-  auto live = [&](int r) { return r < 8 && 8 * rb + r < G * Sq; };
-  if (j0 >= j1 || slot < 0 || slot >= P.num_slots) {
-    if (threadIdx.x < 8 && live(threadIdx.x)) {
-      a.part_l[prow(threadIdx.x)] = gpu_ninf();
-      a.part_h[prow(threadIdx.x)] = 0.0f;
-    }
-    return;
-  }
-  lpd_rows R, RL; /* rows g, g + 8 (high tiles: m16 rows) and 2t, 2t + 1 (low tiles: n8 rows) */
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    const int r = g + 8 * i, rl = 2 * t + i;
-    R.live[i] = live(r), RL.live[i] = live(rl);
-    R.p[i] = len - Sq + (8 * rb + r) % Sq, RL.p[i] = len - Sq + (8 * rb + rl) % Sq;
-  }
-
-  /* ---- Q: high rows in smem; low: the inner values (codes x group scale,
-   * MXFP4 relative to the row's largest scale) of the quantized rows */
+  const lp_gpu_pdecode_args &a = C.a;
+  const lp_gpu_pool &P = C.P;
+  const int G = C.G, Sq = C.Sq, h = C.h, rb = C.rb, b = C.b;
+  unsigned short *Qh = C.Qh, *Ql = C.Ql;
+  float *qf = C.qf;
   for (int e = threadIdx.x; e < 16 * D; e += blockDim.x) {
     const int r = e / D, d = e % D, rr = 8 * rb + r;
     const int qh = h * G + rr / Sq, s = rr % Sq;
     unsigned short v = 0;
-    if (live(r)) v = ((const unsigned short *)a.q)[gpu_off(a.sq, b, qh, s, d)];
+    if (C.live(r)) v = ((const unsigned short *)a.q)[gpu_off(a.sq, b, qh, s, d)];
     Qh[r * LDH + d] = v;
     if (LOW && r < 8) {
       float x = 0.0f, f = 0.0f;
-      if (live(r)) {
+      if (C.live(r)) {
         const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
         if (FMT == LPATTN_FMT_FP8) {
           x = gpu_e4m3_decode(a.qcodes[row * D + d]), f = a.qouter[row];
@@ -194,412 +101,37 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       if (d == 0) qf[r] = f;
     }
   }
-  __syncthreads();
+}
 
-  gpu_row st[2], stl[2]; /* high-tile and low-tile states of this warp's rows */
-  gpu_row_init(&st[0]), gpu_row_init(&st[1]), gpu_row_init(&stl[0]), gpu_row_init(&stl[1]);
-  float acc[NB][4];  /* high: O [rows g, g+8][channels 8nb + 2t, +1] */
-  float accl[NB / 2][4]; /* low: O^T [channels 16ct + g, +8][rows 2t, 2t+1] */
-#pragma unroll
-  for (int nb = 0; nb < NB; nb++) acc[nb][0] = acc[nb][1] = acc[nb][2] = acc[nb][3] = 0.0f;
-#pragma unroll
-  for (int ct = 0; ct < NB / 2; ct++) accl[ct][0] = accl[ct][1] = accl[ct][2] = accl[ct][3] = 0.0f;
-  uint8_t *mybuf = stages + (size_t)warp * wr;
-  const int64_t pages0 = P.num_slots * P.slot_bytes;
-  const int32_t *table = a.seqs.table + (int64_t)b * a.seqs.table_stride;
-  auto page_ptr = [&](int j) -> const uint8_t * {
-    const int32_t pg = j < a.seqs.max_pages ? table[j] : -1;
-    return pg >= 0 && pg < P.num_pages ? P.mem + pages0 + (int64_t)pg * P.page_bytes : nullptr;
-  };
-
-  /* ---- low tiles, in rounds of 4 (one per warp): S^T = K Q^T (m16 keys,
-   * n8 rows) and O^T += V^T P^T (m16 channels), so the 8 query rows fill n.
-   * Key order: lane (g, t) holds keys 16(g/2) + 4mt + (g&1) (+2) of m-tile
-   * mt, and after the transpose of P the keys 16t..16t+15: one 16-key group. */
-  if (LOW) {
-    /* layout offsets within a head section, as 32-bit ints (cheap address math) */
-    const int kc_ = (int)P.kc, ks_ = (int)P.ks, ko_ = (int)P.ko, vc_ = (int)P.vc, vs_ = (int)P.vs,
-              vo_ = (int)P.vo, hb_ = (int)P.head_bytes;
-    uint32_t qb[KS][2];
-#pragma unroll
-    for (int s = 0; s < KS; s++) {
-      const int d = CW * t + 4 * s;
-      qb[s][0] = *(const uint32_t *)&Ql[g * D + d], qb[s][1] = *(const uint32_t *)&Ql[g * D + d + 2];
-    }
-    const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
-    const int jl1 = min(j1, (len - 1) / T);
-    const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
-    float mrun[2] = {gpu_ninf(), gpu_ninf()};
-    const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */
-    auto slot = [&](int q) { return mybuf + (q % RING) * sl; };
-    /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile */
-    auto issue = [&](int q) {
-      const int r = q >> 1, j = j0 + 4 * r + warp;
-      if (r < rounds && j < jl1) {
-        const uint8_t *src = page_ptr(j);
-        uint8_t *dst = slot(q);
-        const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_, n16 = (o1 - o0) / 16;
-        const uint8_t *from = src ? src + (int64_t)hb_ * h + o0 : P.mem;
-        for (int c = lane; c < n16; c += 32) gpu_cp16(dst + 16 * c, from + (src ? 16 * c : 0), src ? 16 : 0);
-      }
-      gpu_cp_commit();
-    };
-    if (rounds)
-      for (int q = 0; q < RING; q++) issue(q);
-    for (int r = 0; r < rounds; r++) {
-      const int j = j0 + 4 * r + warp;
-      const bool has = j < jl1;
-      gpu_cp_wait<RING - 1>(); /* K part of this round's tile */
-      __syncwarp();
-      const uint8_t *sb = slot(2 * r);
-      bool vis[2];
-#pragma unroll
-      for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T;
-      float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
-      float tm[2] = {gpu_ninf(), gpu_ninf()};
-      const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
-      if (any) {
-#pragma unroll
-        for (int mt = 0; mt < 4; mt++) {
-          const int kA = 16 * (g >> 1) + 4 * mt + (g & 1), kB = kA + 2;
-          /* two accumulators (even / odd k-steps): shorter mma dependency chains */
-          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
-          if (FMT == LPATTN_FMT_FP8) {
-            const uint8_t *pa = sb + kc_ + kA * D + CW * t, *pb = sb + kc_ + kB * D + CW * t;
-#pragma unroll
-            for (int u = 0; u < CW / 16; u++) {
-              const uint4 wa = *(const uint4 *)(pa + 16 * u), wb = *(const uint4 *)(pb + 16 * u);
-              const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-              for (int k = 0; k < 4; k++) {
-                const uint32_t af[4] = {lpd_e4m3x2(xa[k]), lpd_e4m3x2(xb[k]), lpd_e4m3x2(xa[k] >> 16), lpd_e4m3x2(xb[k] >> 16)};
-                lpd_mma16(k & 1 ? c2 : c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
-              }
-            }
-            kf[0] = ((const float *)(sb + ko_))[kA], kf[1] = ((const float *)(sb + ko_))[kB];
-          } else {
-            constexpr int GS = FMT == LPATTN_FMT_MXFP4 ? 32 : 16, NGL = CW / GS > 0 ? CW / GS : 1;
-            uint32_t w[2][CW / 8], ksc[2][NGL];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-              const int key = e ? kB : kA;
-              const uint8_t *kp = sb + kc_ + key * (D / 2) + (CW / 2) * t;
-              if (CW == 16) {
-                const uint2 x = *(const uint2 *)kp;
-                w[e][0] = x.x, w[e][1] = x.y;
-              } else {
-#pragma unroll
-                for (int u = 0; u < CW / 32; u++) {
-                  const uint4 x = *(const uint4 *)(kp + 16 * u);
-                  w[e][4 * u] = x.x, w[e][4 * u + 1] = x.y, w[e][4 * u + 2] = x.z, w[e][4 * u + 3] = x.w;
-                }
-              }
-              const uint8_t *ksr = sb + ks_ + key * (D / GS);
-              const int g0 = CW * t / GS;
-              int kmax = 0;
-              if (FMT == LPATTN_FMT_MXFP4)
-                for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
-#pragma unroll
-              for (int k = 0; k < NGL; k++) {
-                const uint32_t sbyte = ksr[g0 + k];
-                ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
-              }
-              kf[e] = FMT == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode((uint8_t)kmax) * 64.0f
-                                             : ((const float *)(sb + ko_))[key] * 64.0f;
-            }
-#pragma unroll
-            for (int u = 0; u < CW / 8; u++) {
-              uint32_t ha[4], hb[4];
-              lpd_fp4x8(w[0][u], ha), lpd_fp4x8(w[1][u], hb);
-#pragma unroll
-              for (int k = 0; k < 2; k++) {
-                /* group of step s2 among this lane's: a constant (CW t is a multiple of GS, or one group) */
-                const int s2 = 2 * u + k, gi = CW >= GS ? 4 * s2 / GS : 0;
-                const uint32_t af[4] = {lpd_hmul2(ha[2 * k], ksc[0][gi]), lpd_hmul2(hb[2 * k], ksc[1][gi]),
-                                        lpd_hmul2(ha[2 * k + 1], ksc[0][gi]), lpd_hmul2(hb[2 * k + 1], ksc[1][gi])};
-                lpd_mma16(k & 1 ? c2 : c, af, qb[s2][0], qb[s2][1]);
-              }
-            }
-          }
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int i = e & 1;
-            const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
-            s[mt][e] = vis[i] ? v : gpu_ninf();
-            tm[i] = fmaxf(tm[i], s[mt][e]);
-          }
-        }
-      }
-      tm[0] = lpd_gmax(tm[0]), tm[1] = lpd_gmax(tm[1]);
-      float *x = xm + (r & 1) * 32;
-      if (g == 0) x[warp * 8 + 2 * t] = tm[0], x[warp * 8 + 2 * t + 1] = tm[1];
-      __syncthreads();
-      float pm[2];
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        float m = mrun[i], all = mrun[i];
-        for (int w = 0; w < 4; w++) {
-          const float v = x[w * 8 + 2 * t + i];
-          all = fmaxf(all, v);
-          if (w <= warp) m = fmaxf(m, v);
-        }
-        pm[i] = m, mrun[i] = all;
-      }
-      issue(2 * r + RING); /* the K slot is free (every warp passed the exchange) */
-      gpu_cp_wait<RING - 1>(); /* V part of this round's tile */
-      __syncwarp();
-      sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
-      if (any) {
-        /* online softmax against the chunk's running max, then P^ */
-        gpu_step sp[2];
-        float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f}, ga[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-          sp[i] = gpu_row_begin(&stl[i], pm[i], 0.0f);
-          if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
-        }
-#pragma unroll
-        for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int i = e & 1;
-            const float v = s[mt][e];
-            const float p = v == gpu_ninf() ? 0.0f : __expf(v + sp[i].bias);
-            ps[i] += p;
-            if (p != 0.0f) pss[i] += p * v;
-            ga[i] = fmaxf(ga[i], p);
-            s[mt][e] = p;
-          }
-        float prw[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-          const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
-          if (vis[i]) gpu_row_end(&stl[i], &sp[i], sum, sums);
-          if (FMT == LPATTN_FMT_FP8) {
-            prw[i] = 1.0f / 448.0f;
-#pragma unroll
-            for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-              for (int k = 0; k < 2; k++) s[mt][2 * k + i] = gpu_e4m3_round(__fmul_rn(s[mt][2 * k + i], 448.0f));
-            continue;
-          }
-          uint8_t sc;
-          float sval, denom;
-          /* a 16-key group is held by lanes g, g ^ 1; 32 keys by g ^ {1, 2} */
-          float gmax = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
-          /* the group scale step of templates/common/quant.j2 */
-          if (FMT == LPATTN_FMT_MXFP4) {
-            gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 8));
-            sval = gpu_group_scale(1, gmax, 0, 0.0f, P.mx_round_up, &sc, &denom);
-            prw[i] = 1.0f;
-          } else {
-            const float outer = gpu_outer_scale(0, lpd_gmax(ga[i]));
-            sval = gpu_group_scale(0, gmax, 0, outer, P.mx_round_up, &sc, &denom);
-            prw[i] = outer;
-          }
-          const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
-#pragma unroll
-          for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-              const float p = s[mt][2 * k + i];
-              s[mt][2 * k + i] = denom == 0.0f ? 0.0f : gpu_e2m1_round(p * rden) * sval;
-            }
-        }
-        uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
-#pragma unroll
-        for (int mt = 0; mt < 4; mt++) {
-          pb[mt][0] = lpd_trans(gpu_mma<__half>::pack(s[mt][0], s[mt][1]));
-          pb[mt][1] = lpd_trans(gpu_mma<__half>::pack(s[mt][2], s[mt][3]));
-        }
-        /* O^T = O^T alpha + (V^T P^T) vcol prow, 16 channels at a time */
-#pragma unroll
-        for (int ct = 0; ct < NB / 2; ct++) {
-          const int cA = 16 * ct + g, cB = cA + 8;
-          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, vcol[2];
-          if (FMT == LPATTN_FMT_FP8) {
-            const uint4 wa = *(const uint4 *)(sb + vc_ + cA * T + 16 * t);
-            const uint4 wb = *(const uint4 *)(sb + vc_ + cB * T + 16 * t);
-            const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-            for (int mt = 0; mt < 4; mt++) {
-              const uint32_t af[4] = {lpd_e4m3x2(xa[mt]), lpd_e4m3x2(xb[mt]), lpd_e4m3x2(xa[mt] >> 16), lpd_e4m3x2(xb[mt] >> 16)};
-              lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
-            }
-            vcol[0] = ((const float *)(sb + vo_))[cA], vcol[1] = ((const float *)(sb + vo_))[cB];
-          } else {
-            uint32_t hv[2][8], scl[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-              const int ch = e ? cB : cA;
-              const uint2 w = *(const uint2 *)(sb + vc_ + ch * (T / 2) + 8 * t);
-              lpd_fp4x8(w.x, hv[e]), lpd_fp4x8(w.y, hv[e] + 4);
-              if (FMT == LPATTN_FMT_MXFP4) {
-                const uint8_t *vsr = sb + vs_ + ch * 2;
-                const int vmax = max((int)vsr[0], (int)vsr[1]);
-                scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax);
-                vcol[e] = gpu_e8m0_decode((uint8_t)vmax) * 64.0f;
-              } else {
-                const uint32_t sbyte = sb[vs_ + ch * 4 + t];
-                scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);
-                vcol[e] = ((const float *)(sb + vo_))[ch] * 64.0f;
-              }
-            }
-#pragma unroll
-            for (int mt = 0; mt < 4; mt++) {
-              const uint32_t af[4] = {lpd_hmul2(hv[0][2 * mt], scl[0]), lpd_hmul2(hv[1][2 * mt], scl[1]),
-                                      lpd_hmul2(hv[0][2 * mt + 1], scl[0]), lpd_hmul2(hv[1][2 * mt + 1], scl[1])};
-              lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
-            }
-          }
-#pragma unroll
-          for (int e = 0; e < 4; e++)
-            accl[ct][e] = accl[ct][e] * sp[e & 1].alpha + (c[e] * prw[e & 1]) * vcol[e >> 1];
-        }
-      }
-      __syncwarp();
-      issue(2 * r + RING + 1);
-    }
-    gpu_cp_wait<0>();
-  }
-
-  /* ---- high tiles: warp w takes keys [16w, 16w + 16) of each ------------- */
-  {
-    const int jh0 = LOW ? max(j0, max(len - Sq, 0) / T) : j0;
-    const int nh = j1 - jh0;
-    const int64_t hoff = (int64_t)h * T * D * 2;
-    const bool dbl = wr >= 2 * SM::HSUB;
-    auto hsrc = [&](int j, bool v) -> const uint8_t * {
-      if (LOW) {
-        const uint8_t *sl = P.mem + (int64_t)slot * P.slot_bytes + (v ? P.rv : P.rk);
-        return sl + (int64_t)(j & 1) * P.Hkv * T * D * 2 + hoff;
-      }
-      const uint8_t *pg = page_ptr(j);
-      return pg ? pg + (v ? P.hv : P.hk) + hoff : nullptr;
-    };
-    auto issue = [&](int k) {
-      if (k < nh) {
-        const int j = jh0 + k;
-        uint8_t *dst = mybuf + (dbl ? (k & 1) * SM::HSUB : 0);
-        const uint8_t *ks = hsrc(j, false), *vs = hsrc(j, true);
-        for (int c = lane; c < 16 * D / 8; c += 32) {
-          const int kk = c / (D / 8), part = c % (D / 8), key = j * T + 16 * warp + kk;
-          const bool ok = ks && key < len;
-          const int64_t so = ((int64_t)(16 * warp + kk) * D + 8 * part) * 2;
-          gpu_cp16(dst + (kk * LDH + 8 * part) * 2, ok ? ks + so : (const void *)P.mem, ok ? 16 : 0);
-          gpu_cp16(dst + ((16 + kk) * LDH + 8 * part) * 2, ok ? vs + so : (const void *)P.mem, ok ? 16 : 0);
-        }
-      }
-      gpu_cp_commit();
-    };
-    if (dbl && nh > 0) issue(0);
-    for (int k = 0; k < nh; k++) {
-      const int j = jh0 + k, key0 = j * T + 16 * warp;
-      if (!dbl) { /* one buffer (low pools: at most two high tiles) */
-        issue(k);
-        gpu_cp_wait<0>();
-      } else {
-        if (k + 1 < nh) issue(k + 1);
-        else gpu_cp_commit();
-        gpu_cp_wait<1>();
-      }
-      __syncwarp();
-      if (key0 >= len) continue;
-      const unsigned short *Ks = (const unsigned short *)(mybuf + (dbl ? (k & 1) * SM::HSUB : 0)), *Vs = Ks + 16 * LDH;
-      bool vis[2];
-#pragma unroll
-      for (int i = 0; i < 2; i++) vis[i] = R.live[i] && key0 <= R.p[i] && (!LOW || j == R.p[i] / T);
-      if (!__any_sync(0xffffffffu, vis[0] || vis[1])) {
-        __syncwarp();
-        continue;
-      }
-      float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int s = 0; s < KS; s++) {
-        uint32_t qa4[4], kb[4];
-        gpu_ldsm_x4(qa4, &Qh[(lane & 15) * LDH + 16 * s + (lane >> 4) * 8]);
-        gpu_ldsm_x4(kb, &Ks[((lane & 7) + ((lane >> 4) << 3)) * LDH + 16 * s + ((lane >> 3) & 1) * 8]);
-        gpu_mma<HT>::run(c[0][0], c[0][1], c[0][2], c[0][3], qa4, kb[0], kb[1]);
-        gpu_mma<HT>::run(c[1][0], c[1][1], c[1][2], c[1][3], qa4, kb[2], kb[3]);
-      }
-      float tm[2] = {gpu_ninf(), gpu_ninf()};
-#pragma unroll
-      for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
-          const float v = vis[i] && key <= R.p[i] ? __fmul_rn(c[nb][e], a.sm_scale) : gpu_ninf();
-          c[nb][e] = v;
-          tm[i] = fmaxf(tm[i], v);
-        }
-      gpu_step sp[2];
-      float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        sp[i] = gpu_row_begin(&st[i], lpd_qmax(tm[i]), 0.0f);
-        if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
-      }
-#pragma unroll
-      for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = e >> 1;
-          const float v = c[nb][e], p = v == gpu_ninf() ? 0.0f : __expf(v + sp[i].bias);
-          ps[i] += p;
-          if (p != 0.0f) pss[i] += p * v;
-          c[nb][e] = p;
-        }
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
-        if (vis[i]) gpu_row_end(&st[i], &sp[i], sum, sums);
-      }
-      uint32_t pa[4];
-      pa[0] = gpu_mma<HT>::pack(c[0][0], c[0][1]), pa[1] = gpu_mma<HT>::pack(c[0][2], c[0][3]);
-      pa[2] = gpu_mma<HT>::pack(c[1][0], c[1][1]), pa[3] = gpu_mma<HT>::pack(c[1][2], c[1][3]);
-#pragma unroll
-      for (int n2 = 0; n2 < NB / 2; n2++) {
-        uint32_t vb[4];
-        const int mi = lane >> 3;
-        gpu_ldsm_x4_t(vb, &Vs[((lane & 7) + (mi & 1) * 8) * LDH + 16 * n2 + (mi >> 1) * 8]);
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-          float *o = acc[2 * n2 + q];
-          o[0] *= sp[0].alpha, o[1] *= sp[0].alpha, o[2] *= sp[1].alpha, o[3] *= sp[1].alpha;
-          gpu_mma<HT>::run(o[0], o[1], o[2], o[3], pa, vb[2 * q], vb[2 * q + 1]);
-        }
-      }
-      __syncwarp();
-    }
-    gpu_cp_wait<0>();
-  }
-
-  /* ---- merge the warps' low and high states into the chunk's partial ---- */
-  __syncthreads();
-  float *mo = (float *)stages;  /* [8 states][8 rows][D] */
+/* The 4 warps' low and high states merged into the chunk's partial state. */
+template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D> &C, const lpd_acc<D> &A) {
+  constexpr int NB = D / 8;
+  const lp_gpu_pdecode_args &a = C.a;
+  const int warp = C.warp, g = C.g, t = C.t;
+  float *mo = (float *)C.sm;  /* [8 states][8 rows][D] */
   float *mr = mo + 8 * 8 * D;   /* [8 states][8 rows][4]: m, l, r, n */
 #pragma unroll
   for (int ct = 0; ct < NB / 2; ct++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) mo[((2 * warp) * 8 + 2 * t + (e & 1)) * D + 16 * ct + g + 8 * (e >> 1)] = accl[ct][e];
+    for (int e = 0; e < 4; e++) mo[((2 * warp) * 8 + 2 * t + (e & 1)) * D + 16 * ct + g + 8 * (e >> 1)] = A.accl[ct][e];
 #pragma unroll
   for (int nb = 0; nb < NB; nb++)
 #pragma unroll
-    for (int e = 0; e < 2; e++) mo[((2 * warp + 1) * 8 + g) * D + 8 * nb + 2 * t + e] = acc[nb][e];
+    for (int e = 0; e < 2; e++) mo[((2 * warp + 1) * 8 + g) * D + 8 * nb + 2 * t + e] = A.acc[nb][e];
   if (g == 0)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       float *x = mr + ((2 * warp) * 8 + 2 * t + i) * 4;
-      x[0] = stl[i].m, x[1] = stl[i].l, x[2] = stl[i].r, x[3] = (float)stl[i].n;
+      x[0] = A.stl[i].m, x[1] = A.stl[i].l, x[2] = A.stl[i].r, x[3] = (float)A.stl[i].n;
     }
   if (t == 0) {
     float *x = mr + ((2 * warp + 1) * 8 + g) * 4;
-    x[0] = st[0].m, x[1] = st[0].l, x[2] = st[0].r, x[3] = (float)st[0].n;
+    x[0] = A.st[0].m, x[1] = A.st[0].l, x[2] = A.st[0].r, x[3] = (float)A.st[0].n;
   }
   __syncthreads();
   {
     const int r = threadIdx.x >> 4, part = threadIdx.x & 15;
-    if (live(r)) {
+    if (C.live(r)) {
       float M = gpu_ninf(), f[8];
       int n = 0;
 #pragma unroll
@@ -617,7 +149,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       m.n = n;
       float inv_l, lse, ent;
       gpu_row_finish(&m, &inv_l, &lse, &ent);
-      const int64_t pr = prow(r);
+      const int64_t pr = C.prow(r);
       for (int d = part; d < D; d += 16) {
         float y = 0.0f;
 #pragma unroll
@@ -628,6 +160,64 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       if (part == 0) a.part_l[pr] = lse, a.part_h[pr] = ent;
     }
   }
+}
+
+template <typename HT, int D, int FMT, int RING>
+__device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
+  typedef lpd_smem<D> SM;
+  constexpr int T = LPD_T, LDH = SM::LDH;
+  constexpr bool LOW = FMT >= 0;
+  extern __shared__ __align__(128) uint8_t lpd_sm[];
+  lpd_ctx<D> C(a);
+  const lp_gpu_pool &P = a.pool;
+  C.warp = threadIdx.x >> 5, C.lane = threadIdx.x & 31, C.g = C.lane >> 2, C.t = C.lane & 3;
+  C.chunk = blockIdx.x, C.b = blockIdx.z;
+  C.G = P.Hq / P.Hkv;
+  const int nrb = (C.G * a.Sq + 7) / 8; /* blocks of 8 query rows */
+  C.h = blockIdx.y / nrb, C.rb = blockIdx.y % nrb;
+  C.len = a.seqs.lens[C.b], C.Sq = a.Sq;
+  C.wr = SM::region(P.head_bytes, P.vc, LOW, RING);
+  C.sm = lpd_sm;
+  C.Qh = (unsigned short *)(lpd_sm + 4 * C.wr);
+  C.Ql = C.Qh + 16 * LDH;
+  C.qf = (float *)(C.Ql + (LOW ? 8 * D : 0)), C.xm = C.qf + 8;
+  const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
+  C.j0 = C.chunk * a.chunk_tiles, C.j1 = min(C.j0 + a.chunk_tiles, ntile);
+  C.slot = a.seqs.slots[C.b];
+  if (C.j0 >= C.j1 || C.slot < 0 || C.slot >= P.num_slots) {
+    if (threadIdx.x < 8 && C.live(threadIdx.x)) {
+      a.part_l[C.prow(threadIdx.x)] = gpu_ninf();
+      a.part_h[C.prow(threadIdx.x)] = 0.0f;
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const int r = C.g + 8 * i, rl = 2 * C.t + i;
+    C.R.live[i] = C.live(r), C.RL.live[i] = C.live(rl);
+    C.R.p[i] = C.len - C.Sq + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.len - C.Sq + (8 * C.rb + rl) % C.Sq;
+  }
+  lpd_load_q<D, FMT>(C);
+  __syncthreads();
+
+  lpd_acc<D> A;
+  gpu_row_init(&A.st[0]), gpu_row_init(&A.st[1]), gpu_row_init(&A.stl[0]), gpu_row_init(&A.stl[1]);
+#pragma unroll
+  for (int nb = 0; nb < D / 8; nb++) A.acc[nb][0] = A.acc[nb][1] = A.acc[nb][2] = A.acc[nb][3] = 0.0f;
+#pragma unroll
+  for (int ct = 0; ct < D / 16; ct++) A.accl[ct][0] = A.accl[ct][1] = A.accl[ct][2] = A.accl[ct][3] = 0.0f;
+  C.mybuf = lpd_sm + (size_t)C.warp * C.wr;
+  C.pages0 = P.num_slots * P.slot_bytes;
+  C.table = a.seqs.table + (int64_t)C.b * a.seqs.table_stride;
+
+  if (LOW) {
+    lpd_low_tiles<D, FMT, RING>(C, A, lpd_sel_ring());
+    lpd_high_tiles<HT, D>(C, A, max(C.j0, max(C.len - C.Sq, 0) / T), C.j1, lpd_sel_ring());
+  } else {
+    lpd_high_tiles<HT, D>(C, A, C.j0, C.j1, lpd_sel_pages());
+  }
+  __syncthreads();
+  lpd_merge_warps<D>(C, A);
 }
 
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
