@@ -33,7 +33,11 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
 #pragma unroll
   for (int s = 0; s < KS; s++) {
     const int d = CW * t + 4 * s;
-    qb[s][0] = *(const uint32_t *)&Ql[g * D + d], qb[s][1] = *(const uint32_t *)&Ql[g * D + d + 2];
+    const unsigned short *q = Ql + g * D + d;
+    if (FMT == LPATTN_FMT_FP8) /* d pairs (0, 1), (2, 3) */
+      qb[s][0] = *(const uint32_t *)q, qb[s][1] = *(const uint32_t *)(q + 2);
+    else /* (0, 2), (1, 3): the pair order of lpd_fp4x8 */
+      qb[s][0] = q[0] | (uint32_t)q[2] << 16, qb[s][1] = q[1] | (uint32_t)q[3] << 16;
   }
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
   const int jl1 = min(j1, (len - 1) / T);
@@ -70,7 +74,9 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     if (any) {
 #pragma unroll
       for (int mt = 0; mt < 4; mt++) {
-        const int kA = 16 * (g >> 1) + 4 * mt + (g & 1), kB = kA + 2;
+        /* FP8: keys (0, 1) and (2, 3) of a 4-key step pair up in P^T; E2M1: (0, 2), (1, 3) */
+        const int kA = 16 * (g >> 1) + 4 * mt + (FMT == LPATTN_FMT_FP8 ? (g & 1) : 2 * (g & 1));
+        const int kB = kA + (FMT == LPATTN_FMT_FP8 ? 2 : 1);
         /* two accumulators (even / odd k-steps): shorter mma dependency chains */
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, kf[2];
         if (FMT == LPATTN_FMT_FP8) {
@@ -111,10 +117,10 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
 #pragma unroll
             for (int k = 0; k < NGL; k++) {
               const uint32_t sbyte = ksr[g0 + k];
-              ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax) : lpd_e4m3x2(sbyte | sbyte << 8);
+              ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax + 8) : lpd_e4m3x2(sbyte | sbyte << 8);
             }
             kf[e] = FMT == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode((uint8_t)kmax) * 64.0f
-                                           : ((const float *)(sb + ko_))[key] * 64.0f;
+                                           : ((const float *)(sb + ko_))[key] * 16384.0f;
           }
 #pragma unroll
           for (int u = 0; u < CW / 8; u++) {
@@ -124,8 +130,9 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
             for (int k = 0; k < 2; k++) {
               /* group of step s2 among this lane's: a constant (CW t is a multiple of GS, or one group) */
               const int s2 = 2 * u + k, gi = CW >= GS ? 4 * s2 / GS : 0;
-              const uint32_t af[4] = {lpd_hmul2(ha[2 * k], ksc[0][gi]), lpd_hmul2(hb[2 * k], ksc[1][gi]),
-                                      lpd_hmul2(ha[2 * k + 1], ksc[0][gi]), lpd_hmul2(hb[2 * k + 1], ksc[1][gi])};
+              /* d (0, 2) and (1, 3) of step s2 (lpd_fp4x8's pairs, Q's qb) */
+              const uint32_t af[4] = {lpd_hmul2(ha[k], ksc[0][gi]), lpd_hmul2(hb[k], ksc[1][gi]),
+                                      lpd_hmul2(ha[k + 2], ksc[0][gi]), lpd_hmul2(hb[k + 2], ksc[1][gi])};
               lpd_mma16(k & 1 ? c2 : c, af, qb[s2][0], qb[s2][1]);
             }
           }
@@ -184,36 +191,51 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
       for (int i = 0; i < 2; i++) {
         const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
         if (vis[i]) gpu_row_end(&A.stl[i], &sp[i], sum, sums);
-        if (FMT == LPATTN_FMT_FP8) {
-          prw[i] = 1.0f / 448.0f;
-#pragma unroll
-          for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-            for (int k = 0; k < 2; k++) s[mt][2 * k + i] = gpu_e4m3_round(__fmul_rn(s[mt][2 * k + i], 448.0f));
-          continue;
-        }
-        uint8_t sc;
-        float sval, denom;
-        /* a 16-key group is held by lanes g, g ^ 1; 32 keys by g ^ {1, 2} */
-        float gmax = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
-        /* the group scale step of templates/common/quant.j2 */
-        if (FMT == LPATTN_FMT_MXFP4) {
-          gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, 8));
-          sval = gpu_group_scale(1, gmax, 0, 0.0f, P.mx_round_up, &sc, &denom);
-          prw[i] = 1.0f;
-        } else {
-          const float outer = gpu_outer_scale(0, lpd_gmax(ga[i]));
-          sval = gpu_group_scale(0, gmax, 0, outer, P.mx_round_up, &sc, &denom);
-          prw[i] = outer;
-        }
-        const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
+      }
+      if (FMT == LPATTN_FMT_FP8) {
+        prw[0] = prw[1] = 1.0f / 448.0f;
 #pragma unroll
         for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-          for (int k = 0; k < 2; k++) {
-            const float p = s[mt][2 * k + i];
-            s[mt][2 * k + i] = denom == 0.0f ? 0.0f : gpu_e2m1_round(p * rden) * sval;
+          for (int e = 0; e < 4; e++) s[mt][e] = gpu_e4m3_round(__fmul_rn(s[mt][e], 448.0f));
+      } else {
+        /* The group scale step of templates/common/quant.j2, once per (row,
+         * group): a 16-key group is held by lanes g, g ^ 1 (32 keys by
+         * g ^ {1, 2}); lane g takes row 2t + (g & 1) of the two and the pair
+         * swaps the results. A row's amax (NVFP4 outer) is over all g. */
+        float gm[2], am[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+          gm[i] = fmaxf(ga[i], __shfl_xor_sync(0xffffffffu, ga[i], 4));
+          if (FMT == LPATTN_FMT_MXFP4) gm[i] = fmaxf(gm[i], __shfl_xor_sync(0xffffffffu, gm[i], 8));
+          else {
+            am[i] = fmaxf(gm[i], __shfl_xor_sync(0xffffffffu, gm[i], 8));
+            am[i] = fmaxf(am[i], __shfl_xor_sync(0xffffffffu, am[i], 16));
           }
+        }
+        const bool odd = g & 1;
+        uint8_t sc;
+        float denom, outer = 1.0f, sval;
+        if (FMT == LPATTN_FMT_MXFP4) {
+          sval = gpu_group_scale(1, odd ? gm[1] : gm[0], 0, 0.0f, P.mx_round_up, &sc, &denom);
+        } else {
+          outer = gpu_outer_scale(0, odd ? am[1] : am[0]);
+          sval = gpu_group_scale(0, odd ? gm[1] : gm[0], 0, outer, P.mx_round_up, &sc, &denom);
+        }
+        /* denom 0: the group's codes are 0 (p * 0 rounds to 0; sval is finite) */
+        const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
+        const float sv_o = __shfl_xor_sync(0xffffffffu, sval, 4), rd_o = __shfl_xor_sync(0xffffffffu, rden, 4);
+        const float sv[2] = {odd ? sv_o : sval, odd ? sval : sv_o}, rd[2] = {odd ? rd_o : rden, odd ? rden : rd_o};
+        if (FMT == LPATTN_FMT_MXFP4) {
+          prw[0] = prw[1] = 1.0f;
+        } else {
+          const float ou_o = __shfl_xor_sync(0xffffffffu, outer, 4);
+          prw[0] = odd ? ou_o : outer, prw[1] = odd ? outer : ou_o;
+        }
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) s[mt][e] = gpu_e2m1_round(s[mt][e] * rd[e & 1]) * sv[e & 1];
       }
       uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
 #pragma unroll
@@ -246,18 +268,19 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
             if (FMT == LPATTN_FMT_MXFP4) {
               const uint8_t *vsr = sb + vs_ + ch * 2;
               const int vmax = max((int)vsr[0], (int)vsr[1]);
-              scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax);
+              scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax + 8);
               vcol[e] = gpu_e8m0_decode((uint8_t)vmax) * 64.0f;
             } else {
               const uint32_t sbyte = sb[vs_ + ch * 4 + t];
               scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);
-              vcol[e] = ((const float *)(sb + vo_))[ch] * 64.0f;
+              vcol[e] = ((const float *)(sb + vo_))[ch] * 16384.0f;
             }
           }
 #pragma unroll
           for (int mt = 0; mt < 4; mt++) {
-            const uint32_t af[4] = {lpd_hmul2(hv[0][2 * mt], scl[0]), lpd_hmul2(hv[1][2 * mt], scl[1]),
-                                    lpd_hmul2(hv[0][2 * mt + 1], scl[0]), lpd_hmul2(hv[1][2 * mt + 1], scl[1])};
+            const int hx = 4 * (mt >> 1) + (mt & 1); /* keys (0, 2) and (1, 3) of step mt */
+            const uint32_t af[4] = {lpd_hmul2(hv[0][hx], scl[0]), lpd_hmul2(hv[1][hx], scl[1]),
+                                    lpd_hmul2(hv[0][hx + 2], scl[0]), lpd_hmul2(hv[1][hx + 2], scl[1])};
             lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
           }
         }

@@ -19,20 +19,24 @@ __device__ __forceinline__ uint32_t lpd_e4m3x2(uint32_t two) {
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(a));
   return d;
 }
-/* 8 E2M1 codes (element 0 in the low nibble) -> 4 f16 pairs (2i, 2i+1),
- * each value times 2^-6: the code's bits moved into an E4M3 byte. */
+/* 8 E2M1 codes (code j in bits 4j..4j+3) -> 4 f16 pairs, each value times
+ * 2^-14 exactly: the magnitude bits (exponent, mantissa) go to f16 bits 9..11
+ * (code 1, 0.5, becomes the subnormal 2^-15), the sign to bit 15. Even codes
+ * 2k go to byte k of ze (magnitude at bits 1..3, sign at 7), odd ones to zo;
+ * the pairs are o[0] = codes (0, 2), o[1] = (4, 6), o[2] = (1, 3), o[3] = (5, 7).
+ * 10 instructions (the sign bits outside the mask land on masked bits). */
 __device__ __forceinline__ void lpd_fp4x8(uint32_t w, uint32_t o[4]) {
-  const uint32_t lo = ((w & 0x07070707u) << 2) | ((w & 0x08080808u) << 4);
-  const uint32_t hi = ((w >> 2) & 0x1c1c1c1cu) | (w & 0x80808080u);
-  const uint32_t x0 = __byte_perm(lo, hi, 0x5140), x1 = __byte_perm(lo, hi, 0x7362);
-  o[0] = lpd_e4m3x2(x0), o[1] = lpd_e4m3x2(x0 >> 16), o[2] = lpd_e4m3x2(x1), o[3] = lpd_e4m3x2(x1 >> 16);
+  const uint32_t m = 0x0e0e0e0eu, s = w & 0x88888888u;
+  const uint32_t ze = ((w << 1) & m) | ((s << 4) & ~m), zo = ((w >> 3) & m) | (s & ~m);
+  o[0] = __byte_perm(ze, 0u, 0x1404), o[1] = __byte_perm(ze, 0u, 0x3424);
+  o[2] = __byte_perm(zo, 0u, 0x1404), o[3] = __byte_perm(zo, 0u, 0x3424);
 }
 __device__ __forceinline__ uint32_t lpd_hmul2(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
-/* f16x2 (2^rel, 2^rel) for rel <= 0 (0 below the f16 range) */
+/* f16x2 (2^rel, 2^rel) for rel <= 15 (0 below the f16 range) */
 __device__ __forceinline__ uint32_t lpd_pow2h2(int rel) {
   const uint32_t h = rel >= -14 ? (uint32_t)(rel + 15) << 10 : rel >= -24 ? 1u << (rel + 24) : 0u;
   return h | h << 16;
