@@ -123,7 +123,8 @@ static inline float cpu_group_scale(int format, float ga, int bad, float outer, 
     s = cpu_e8m0_decode(c);
     *denom = bad || !(ga > 0.0f) ? 0.0f : s;
   } else {
-    c = bad ? 0x7f : outer == 0.0f ? 0 : cpu_e4m3_encode((ga / 6.0f) / outer);
+    /* (the divisor is kept nonzero: a GPU's x / 0 takes a slow path) */
+    c = bad ? 0x7f : outer == 0.0f ? 0 : cpu_e4m3_encode((ga / 6.0f) / (outer == 0.0f ? 1.0f : outer));
     s = cpu_e4m3_decode(c);
     *denom = bad ? 0.0f : s * outer;
   }

@@ -72,32 +72,42 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
   const int G = C.G, Sq = C.Sq, h = C.h, rb = C.rb, b = C.b;
   unsigned short *Qh = C.Qh, *Ql = C.Ql;
   float *qf = C.qf;
-  for (int e = threadIdx.x; e < 16 * D; e += blockDim.x) {
-    const int r = e / D, d = e % D, rr = 8 * rb + r;
+  /* a thread takes d, d + 1 of a row (one code byte of E2M1); rows 8..15
+   * of Qh (the m16 padding of the high tiles) are zero */
+  for (int e = threadIdx.x; e < 8 * D / 2; e += blockDim.x) {
+    const int r = e / (D / 2), d = 2 * (e % (D / 2)), rr = 8 * rb + r;
     const int qh = h * G + rr / Sq, s = rr % Sq;
-    unsigned short v = 0;
-    if (C.live(r)) v = ((const unsigned short *)a.q)[gpu_off(a.sq, b, qh, s, d)];
-    Qh[r * LDH + d] = v;
-    if (LOW && r < 8) {
-      float x = 0.0f, f = 0.0f;
-      if (C.live(r)) {
+    uint32_t v = 0;
+    float x[2] = {0.0f, 0.0f}, f = 0.0f;
+    if (C.live(r)) {
+      const unsigned short *q = (const unsigned short *)a.q;
+      const int64_t o = gpu_off(a.sq, b, qh, s, d);
+      v = q[o] | (uint32_t)q[o + a.sq[3]] << 16;
+      if (LOW) {
         const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
         if (FMT == LPATTN_FMT_FP8) {
-          x = gpu_e4m3_decode(a.qcodes[row * D + d]), f = a.qouter[row];
+          x[0] = gpu_e4m3_decode(a.qcodes[row * D + d]), x[1] = gpu_e4m3_decode(a.qcodes[row * D + d + 1]);
+          f = a.qouter[row];
         } else {
-          const uint8_t c = (a.qcodes[row * (D / 2) + d / 2] >> (4 * (d & 1))) & 15;
+          const uint8_t c = a.qcodes[row * (D / 2) + d / 2]; /* codes d (low nibble), d + 1 */
+          float sc;
           if (FMT == LPATTN_FMT_NVFP4) {
-            x = gpu_e2m1_decode(c) * gpu_e4m3_decode(a.qscales[row * (D / 16) + d / 16]), f = a.qouter[row];
+            sc = gpu_e4m3_decode(a.qscales[row * (D / 16) + d / 16]), f = a.qouter[row];
           } else {
             const uint8_t *sr = a.qscales + row * (D / 32);
             int emax = 0;
             for (int k = 0; k < D / 32; k++) emax = max(emax, (int)sr[k]);
-            x = gpu_e2m1_decode(c) * gpu_pow2(max((int)sr[d / 32] - emax, -140));
+            sc = gpu_pow2(max((int)sr[d / 32] - emax, -140));
             f = gpu_e8m0_decode((uint8_t)emax);
           }
+          x[0] = gpu_e2m1_decode(c & 15) * sc, x[1] = gpu_e2m1_decode(c >> 4) * sc;
         }
       }
-      Ql[r * D + d] = __half_as_ushort(__float2half_rn(x));
+    }
+    *(uint32_t *)&Qh[r * LDH + d] = v, *(uint32_t *)&Qh[(r + 8) * LDH + d] = 0u;
+    if (LOW) {
+      Ql[r * D + d] = __half_as_ushort(__float2half_rn(x[0]));
+      Ql[r * D + d + 1] = __half_as_ushort(__float2half_rn(x[1]));
       if (d == 0) qf[r] = f;
     }
   }
@@ -181,6 +191,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.Qh = (unsigned short *)(lpd_sm + 4 * C.wr);
   C.Ql = C.Qh + 16 * LDH;
   C.qf = (float *)(C.Ql + (LOW ? 8 * D : 0)), C.xm = C.qf + 8;
+  C.bars = (uint64_t *)(C.xm + 2 * 4 * 8) + 4 * C.warp;
   const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
   C.j0 = C.chunk * a.chunk_tiles, C.j1 = min(C.j0 + a.chunk_tiles, ntile);
   C.slot = a.seqs.slots[C.b];

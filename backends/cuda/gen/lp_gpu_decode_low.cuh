@@ -45,24 +45,36 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
   float mrun[2] = {gpu_ninf(), gpu_ninf()};
   const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */
   auto slot = [&](int q) { return mybuf + (q % RING) * sl; };
-  /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile */
+  /* half tile q: K part (q even) or V part (q odd) of round q / 2's tile,
+   * one bulk copy into ring slot q % RING (its barrier's use q / RING). The
+   * warp's tiles are a prefix of the rounds, so are the half tiles issued. */
+  uint64_t *bars = C.bars;
+  if (lane == 0)
+    for (int k = 0; k < RING; k++) lpd_bar_init(bars + k);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
   auto issue = [&](int q) {
     const int r = q >> 1, j = j0 + 4 * r + warp;
     if (r < rounds && j < jl1) {
       const uint8_t *src = C.page_ptr(j);
       uint8_t *dst = slot(q);
-      const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_, n16 = (o1 - o0) / 16;
-      const uint8_t *from = src ? src + (int64_t)hb_ * h + o0 : P.mem;
-      for (int c = lane; c < n16; c += 32) gpu_cp16(dst + 16 * c, from + (src ? 16 * c : 0), src ? 16 : 0);
+      const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_;
+      if (src) {
+        if (lane == 0) lpd_bulk(dst, src + (int64_t)hb_ * h + o0, (uint32_t)(o1 - o0), bars + q % RING);
+      } else { /* no page: zeros */
+        for (int c = lane; c < (o1 - o0) / 16; c += 32) *(uint4 *)(dst + 16 * c) = make_uint4(0u, 0u, 0u, 0u);
+        __syncwarp();
+        if (lane == 0) lpd_bar_arrive(bars + q % RING);
+      }
     }
-    gpu_cp_commit();
   };
+  auto wait = [&](int q) { lpd_bar_wait(bars + q % RING, (uint32_t)(q / RING) & 1u); };
   if (rounds)
     for (int q = 0; q < RING; q++) issue(q);
   for (int r = 0; r < rounds; r++) {
     const int j = j0 + 4 * r + warp;
     const bool has = j < jl1;
-    gpu_cp_wait<RING - 1>(); /* K part of this round's tile */
+    if (has) wait(2 * r); /* K part of this round's tile */
     __syncwarp();
     const uint8_t *sb = slot(2 * r);
     bool vis[2];
@@ -162,7 +174,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
       pm[i] = m, mrun[i] = all;
     }
     issue(2 * r + RING); /* the K slot is free (every warp passed the exchange) */
-    gpu_cp_wait<RING - 1>(); /* V part of this round's tile */
+    if (has) wait(2 * r + 1); /* V part of this round's tile */
     __syncwarp();
     sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
     if (any) {
@@ -180,9 +192,11 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         for (int e = 0; e < 4; e++) {
           const int i = e & 1;
           const float v = s[mt][e];
-          const float p = v == gpu_ninf() ? 0.0f : __expf(v + sp[i].bias);
+          /* a row sees a low tile in full (v finite) or not at all (v = -inf,
+           * bias 0: p = 0; its sums are not used) */
+          const float p = __expf(v + sp[i].bias);
           ps[i] += p;
-          if (p != 0.0f) pss[i] += p * v;
+          pss[i] += p * v;
           ga[i] = fmaxf(ga[i], p);
           s[mt][e] = p;
         }
@@ -223,7 +237,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           sval = gpu_group_scale(0, odd ? gm[1] : gm[0], 0, outer, P.mx_round_up, &sc, &denom);
         }
         /* denom 0: the group's codes are 0 (p * 0 rounds to 0; sval is finite) */
-        const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
+        const float rden = denom == 0.0f ? 0.0f : 1.0f / (denom == 0.0f ? 1.0f : denom); /* no x / 0 slow path */
         const float sv_o = __shfl_xor_sync(0xffffffffu, sval, 4), rd_o = __shfl_xor_sync(0xffffffffu, rden, 4);
         const float sv[2] = {odd ? sv_o : sval, odd ? sval : sv_o}, rd[2] = {odd ? rd_o : rden, odd ? rden : rd_o};
         if (FMT == LPATTN_FMT_MXFP4) {

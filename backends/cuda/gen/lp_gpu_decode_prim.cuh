@@ -74,6 +74,26 @@ __device__ __forceinline__ void lpd_mma16(float c[4], const uint32_t a[4], uint3
   gpu_mma<__half>::run(c[0], c[1], c[2], c[3], a, b0, b1);
 }
 
+/* Bulk copies (cp.async.bulk: one instruction moves a half tile) that
+ * complete on an mbarrier of one arrival; a use q of a barrier completes its
+ * phase q & 1. */
+__device__ __forceinline__ uint32_t lpd_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void lpd_bar_init(uint64_t *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(lpd_sa(bar)) : "memory");
+}
+__device__ __forceinline__ void lpd_bulk(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(lpd_sa(bar)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(lpd_sa(dst)), "l"(src), "r"(bytes), "r"(lpd_sa(bar)) : "memory");
+}
+__device__ __forceinline__ void lpd_bar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(lpd_sa(bar)) : "memory");
+}
+__device__ __forceinline__ void lpd_bar_wait(uint64_t *bar, uint32_t phase) {
+  asm volatile("{\n .reg .pred p;\n LPD_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra LPD_WAIT;\n}" ::"r"(lpd_sa(bar)), "r"(phase) : "memory");
+}
+
 /* Shared memory: per warp two stages (a low tile's head section of its page,
  * or 16 high keys of K and V, rows padded), Q (high), Q (low, f16 inner
  * values), per-row Q factors and the round's row maxima. */
@@ -96,7 +116,7 @@ template <int D> struct lpd_smem {
     return (int)((r + 127) / 128 * 128);
   }
   static __host__ __device__ size_t bytes(int wr, bool low) { /* low: Q's inner values too */
-    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4;
+    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4 + 4 * 4 * 8;
   }
 };
 
@@ -117,6 +137,7 @@ template <int D> struct lpd_ctx {
   uint8_t *sm, *mybuf;    /* the CTA's shared memory, this warp's region */
   unsigned short *Qh, *Ql; /* Q rows (high, padded LDH) and low inner values */
   float *qf, *xm;         /* per-row Q factors, the round's row maxima */
+  uint64_t *bars;         /* this warp's 4 mbarriers (low-tile ring) */
   const int32_t *table;
   int64_t pages0;         /* byte offset of page 0 in the pool */
   lpd_rows R, RL;         /* rows g, g + 8 (high tiles) and 2t, 2t + 1 (low tiles) */

@@ -131,7 +131,8 @@ static __host__ __device__ inline float gpu_group_scale(int format, float ga, in
     s = gpu_e8m0_decode(c);
     *denom = bad || !(ga > 0.0f) ? 0.0f : s;
   } else {
-    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / outer);
+    /* (the divisor is kept nonzero: a GPU's x / 0 takes a slow path) */
+    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / (outer == 0.0f ? 1.0f : outer));
     s = gpu_e4m3_decode(c);
     *denom = bad ? 0.0f : s * outer;
   }
