@@ -84,6 +84,14 @@ typedef enum {
 /* Never NULL; "unknown status" for values this version does not know. */
 LPATTN_API const char *lpattn_status_string(lpattn_status s);
 
+/* What the last failed call of this thread rejected, for people: which
+ * argument, what was expected and what was given, e.g. "k.shape[3] = 64 but
+ * q.shape[3] = 128". Every function that returns a status clears it on entry
+ * and sets it on failure (a backend's failure without detail names the
+ * backend and the operation). Never NULL; "" after a successful call. Valid
+ * until this thread's next lpattn call. */
+LPATTN_API const char *lpattn_last_error(void);
+
 /* ---- element types ------------------------------------------------------ */
 typedef enum {
   LPATTN_F32 = 0,

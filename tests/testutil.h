@@ -20,11 +20,15 @@ static int tu_pass, tu_fail;
     }                                                                 \
   } while (0)
 
+/* Also: a failure leaves its detail in lpattn_last_error(). */
 #define CHECK_STATUS(expr, want)                                                   \
   do {                                                                             \
     lpattn_status got_ = (expr);                                                   \
     CHECK(got_ == (want), "%s -> %s, want %s", #expr, lpattn_status_string(got_), \
           lpattn_status_string(want));                                             \
+    CHECK(got_ == LPATTN_OK || lpattn_last_error()[0] != '\0',                     \
+          "%s -> %s with last_error \"%s\"", #expr, lpattn_status_string(got_),    \
+          lpattn_last_error());                                                    \
   } while (0)
 
 static inline int test_skip(const char *why) {
