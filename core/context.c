@@ -190,6 +190,22 @@ void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p) {
   p->thrift_low = LPATTN_FMT_NVFP4;
 }
 
+#define TRY_BACKEND(expr, op)                                             \
+  do {                                                                    \
+    lpattn_status st_ = lp_err_backend((expr), ctx, (op));                \
+    if (st_ != LPATTN_OK) return st_;                                     \
+  } while (0)
+
+lpattn_status lpattn_set_stream(lpattn_ctx *ctx, void *stream) {
+  lp_err_clear();
+  if (!ctx) return lp_fail(LPATTN_ERR_NULL_POINTER, "ctx is NULL");
+  if (ctx->vt->set_stream) TRY_BACKEND(ctx->vt->set_stream(ctx, stream), "set_stream");
+  ctx->params.stream = stream;
+  return LPATTN_OK;
+}
+
+void *lpattn_context_stream(const lpattn_ctx *ctx) { return ctx ? ctx->params.stream : NULL; }
+
 lpattn_status lpattn_synchronize(lpattn_ctx *ctx) {
   lp_err_clear();
   if (!ctx) return lp_fail(LPATTN_ERR_NULL_POINTER, "ctx is NULL");

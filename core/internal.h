@@ -86,6 +86,7 @@ typedef struct {
   lpattn_status (*slot_copy)(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
   lpattn_status (*paged_decode)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
+  lpattn_status (*set_stream)(lpattn_ctx *ctx, void *stream); /* NULL: host backend */
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

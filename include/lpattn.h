@@ -162,6 +162,12 @@ LPATTN_API lpattn_backend lpattn_context_backend(const lpattn_ctx *ctx);
 LPATTN_API const char *lpattn_backend_name(lpattn_backend b);
 /* 1 when the backend was compiled in and can run here. */
 LPATTN_API int lpattn_backend_available(lpattn_backend b);
+/* Run the context's later calls on `stream` (cudaStream_t / hipStream_t; NULL =
+ * the default stream), e.g. a framework's current stream. Work queued on the
+ * previous stream is waited for first. Host backends keep it and ignore it. */
+LPATTN_API lpattn_status lpattn_set_stream(lpattn_ctx *ctx, void *stream);
+/* The stream set at creation or by lpattn_set_stream (NULL when ctx is). */
+LPATTN_API void *lpattn_context_stream(const lpattn_ctx *ctx);
 /* Wait for the context's queued work (no-op on host backends). */
 LPATTN_API lpattn_status lpattn_synchronize(lpattn_ctx *ctx);
 
