@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python package as a user installs it: `pip wheel .` (meson-python builds
-# the library into the package; -Dcpu=disabled keeps this step short, the
+# the library into the package; -Dcpu=disabled -Dcuda=disabled keep this step short, the
 # test command already covers the cpu backend from Python), then the wheel in
 # a fresh virtual environment imports and runs attention with NumPy alone.
 set -euo pipefail
@@ -11,7 +11,7 @@ python3 -m venv "$work/venv" 2>/dev/null || {
   apt-get install -y -qq python3-venv >/dev/null && python3 -m venv "$work/venv"; }
 "$work/venv/bin/pip" install -q numpy
 "$work/venv/bin/pip" wheel -q . --no-deps -w "$work/dist" -Csetup-args=-Dcpu=disabled \
-  -Cbuild-dir="$work/build"
+  -Csetup-args=-Dcuda=disabled -Cbuild-dir="$work/build"
 "$work/venv/bin/pip" install -q --no-deps "$work"/dist/lpattn-*.whl
 cd "$work"
 env -u LPATTN_LIBRARY "$work/venv/bin/python" - <<'PY'
