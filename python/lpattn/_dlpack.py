@@ -48,6 +48,11 @@ class View:
             cap = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
         except TypeError:
             cap = obj.__dlpack__()
+        except BufferError:  # NumPy will not export read-only arrays: use its buffer
+            if namespace_of(obj) != "numpy":
+                raise
+            self._from_numpy(obj)
+            return
         self._cap = cap
         t = _Managed.from_address(_get_ptr(cap, b"dltensor")).dl_tensor
         self.device_type, self.device_id = t.device.device_type, t.device.device_id
@@ -68,6 +73,18 @@ class View:
         self.ptr = (t.data or 0) + t.byte_offset
         if self.ptr == 0 and all(self.shape):
             raise ValueError(f"{name}: NULL data")
+
+    def _from_numpy(self, a):
+        codes = {"f4": _lib.F32, "f2": _lib.F16, "i4": _lib.I32, "u1": None}
+        key = a.dtype.str[1:]
+        if key not in codes:
+            raise TypeError(f"{self.name}: dtype {a.dtype} is not float32, float16, int32 or uint8")
+        self.dtype, self.itemsize = codes[key], a.dtype.itemsize
+        self.device_type, self.device_id = CPU, 0
+        self.shape = tuple(a.shape)
+        self.strides = tuple(st // a.dtype.itemsize for st in a.strides)
+        self.ptr = a.__array_interface__["data"][0]
+        self._cap = None
 
     @property
     def on_gpu(self):

@@ -43,6 +43,9 @@ class Attention(unittest.TestCase):
         k, v = rand(1, 4, 64, 64, seed=11), rand(1, 4, 64, 64, seed=12)
         out = lpattn.attention(q, k, v, precision="high", sm_scale=0.1)
         np.testing.assert_allclose(out, reference(q, k, v, sm_scale=0.1)[0], atol=2e-5)
+        kb = np.broadcast_to(k[:, :1], k.shape)  # read-only, stride 0 over heads
+        out = lpattn.attention(q, kb, v, precision="high")
+        np.testing.assert_allclose(out, reference(q, kb, v)[0], atol=2e-5)
 
     def test_float16_and_backend_choice(self):
         q, k, v = (rand(1, 2, 64, 64, seed=s, dtype=np.float16) for s in (13, 14, 15))
