@@ -97,6 +97,29 @@ class Errors(unittest.TestCase):
             lpattn.attention(k, k, k, backend="cuda")  # host arrays
 
 
+class Binding(unittest.TestCase):
+    def test_struct_sizes_match_the_library(self):
+        # Each params init writes sizeof(C struct) into struct_size.
+        from lpattn import _lib
+        import ctypes
+        for struct, fn in ((_lib.ContextParams, "lpattn_context_params_init"),
+                           (_lib.QuantParams, "lpattn_quant_params_init"),
+                           (_lib.AttnParams, "lpattn_attn_params_init"),
+                           (_lib.AttnAux, "lpattn_attn_aux_init"),
+                           (_lib.PoolParams, "lpattn_kv_pool_params_init"),
+                           (_lib.Batch, "lpattn_kv_batch_init")):
+            buf = (ctypes.c_uint8 * 1024)()
+            getattr(_lib.lib, fn).argtypes = [ctypes.c_void_p]
+            getattr(_lib.lib, fn)(buf)
+            getattr(_lib.lib, fn).argtypes = [ctypes.POINTER(struct)]
+            self.assertEqual(ctypes.c_size_t.from_buffer(buf).value, ctypes.sizeof(struct),
+                             struct.__name__)
+
+    def test_version_and_backends(self):
+        self.assertRegex(lpattn.__version__, r"^\d+\.\d+\.\d+$")
+        self.assertIn("ref", lpattn.available_backends())
+
+
 class Helpers(unittest.TestCase):
     def test_merge_states(self):
         q, k, v = rand(1, 2, 32, 64, seed=20), rand(1, 2, 128, 64, seed=21), rand(1, 2, 128, 64, seed=22)
