@@ -78,6 +78,18 @@ static void attention(lpattn_ctx *ctx) {
   aux.selection = lpattn_tensor_4d(lse, LPATTN_I32, B, HQ, 1, 1);
   EXPECT(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, &aux), LPATTN_ERR_INVALID_ARGUMENT,
          "aux.selection is set but precision is not THRIFT");
+  lpattn_tensor k2 = lpattn_tensor_4d(k, LPATTN_F32, 2, HKV, S / 2, D);
+  EXPECT(lpattn_attention(ctx, &tq, &k2, &k2, &to, &p, NULL), LPATTN_ERR_BAD_SHAPE,
+         "k.shape[0] = 2 but q.shape[0] = 1");
+  bad = tq, bad.shape[0] = bad.shape[1] = (int64_t)1 << 40, bad.stride[0] = bad.stride[1] = 0;
+  EXPECT(lpattn_attention(ctx, &bad, &tk, &tv, &to, &p, NULL), LPATTN_ERR_SIZE_OVERFLOW,
+         "q.shape: element count overflows int64");
+  /* 2^31 query rows: q broadcast, out never written (rejected first). */
+  lpattn_tensor qbig = tq, obig = lpattn_tensor_4d(o, LPATTN_F32, 1, 1, (int64_t)1 << 31, D);
+  qbig.shape[1] = 1, qbig.shape[2] = (int64_t)1 << 31, qbig.stride[2] = 0;
+  lpattn_tensor k1 = lpattn_tensor_4d(k, LPATTN_F32, B, 1, S, D);
+  EXPECT(lpattn_attention(ctx, &qbig, &k1, &k1, &obig, &p, NULL), LPATTN_ERR_SIZE_OVERFLOW,
+         "q.shape[2] = 2147483648, k.shape[2] = 64: at most 2^31 - 1");
   q[5] = 1.0f / 0.0f;
   p.check_finite = 1;
   EXPECT(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL), LPATTN_ERR_NONFINITE,
@@ -132,6 +144,32 @@ static void others(lpattn_ctx *ctx) {
   lpattn_kv_cache *cache = NULL;
   EXPECT(lpattn_kv_cache_create(ctx, &kp, &cache), LPATTN_ERR_BAD_GQA,
          "params.num_q_heads = 3 is not a multiple of num_kv_heads = 2");
+  kp.num_q_heads = 2, kp.num_seqs = 0;
+  EXPECT(lpattn_kv_cache_create(ctx, &kp, &cache), LPATTN_ERR_BAD_SHAPE, "num_seqs = 0");
+  kp.num_seqs = 1, kp.precision = (lpattn_precision)7;
+  EXPECT(lpattn_kv_cache_create(ctx, &kp, &cache), LPATTN_ERR_INVALID_ARGUMENT, "params.precision = 7");
+  kp.precision = LPATTN_PREC_NVFP4, kp.pasa_beta = 2.0f;
+  EXPECT(lpattn_kv_cache_create(ctx, &kp, &cache), LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = 2");
+  kp.pasa_beta = 0.0f;
+  CHECK_STATUS(lpattn_kv_cache_create(ctx, &kp, &cache), LPATTN_OK);
+  lpattn_tensor kc = lpattn_tensor_4d(k, LPATTN_F32, 1, 2, 4, 64);
+  EXPECT(lpattn_kv_cache_append(ctx, cache, 0, &kc, NULL, NULL), LPATTN_ERR_NULL_POINTER, "v is NULL");
+  CHECK_STATUS(lpattn_kv_cache_append(ctx, cache, 0, &kc, &kc, NULL), LPATTN_OK);
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.selection = lpattn_tensor_4d(lse, LPATTN_I32, 1, 2, 1, 1);
+  lpattn_tensor qd = lpattn_tensor_4d(q, LPATTN_F32, 1, 2, 1, 64), od = lpattn_tensor_4d(o, LPATTN_F32, 1, 2, 1, 64);
+  EXPECT(lpattn_decode(ctx, cache, &qd, &od, NULL, &aux), LPATTN_ERR_INVALID_ARGUMENT,
+         "aux.selection is set but precision is not THRIFT");
+  lpattn_kv_cache_free(cache);
+  /* streams */
+  EXPECT(lpattn_set_stream(NULL, NULL), LPATTN_ERR_NULL_POINTER, "ctx is NULL");
+  CHECK_STATUS(lpattn_set_stream(ctx, NULL), LPATTN_OK);
+  CHECK(lpattn_context_stream(ctx) == NULL, "host context stream");
+  /* quantized sizes that overflow */
+  const int64_t huge[4] = {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 10, 64};
+  EXPECT(lpattn_qtensor_sizes(LPATTN_FMT_NVFP4, LPATTN_AXIS_D, 64, huge, &cb, NULL, NULL),
+         LPATTN_ERR_SIZE_OVERFLOW, "shape: the element count overflows int64");
 }
 
 static void pool(lpattn_ctx *ctx) {
@@ -176,6 +214,13 @@ static void pool(lpattn_ctx *ctx) {
          "batch.lengths[1] = 5 but slot 1 holds 8 tokens");
   EXPECT(lpattn_kv_slot_copy(ctx, pl, 0, 7), LPATTN_ERR_INVALID_ARGUMENT,
          "src = 0, dst = 7, expected slots 0..1");
+  EXPECT(lpattn_paged_decode(ctx, pl, &b, NULL, &to, NULL, NULL), LPATTN_ERR_NULL_POINTER, "q is NULL");
+  b.page_table.shape[2] = 3;
+  EXPECT(lpattn_paged_decode(ctx, pl, &b, &tq, &to, NULL, NULL), LPATTN_ERR_BAD_SHAPE,
+         "batch.page_table.shape = {1, 1, 3, 2}, expected {1, 1, 2, 2}");
+  b.page_table.shape[2] = 2;
+  lpattn_kv_pool *none = NULL;
+  EXPECT(lpattn_kv_pool_create(ctx, NULL, NULL, 0, &none), LPATTN_ERR_NULL_POINTER, "params is NULL");
   lpattn_kv_pool_free(pl);
 }
 
