@@ -25,8 +25,11 @@ class _Ctx:
             self.stream = stream
 
     def __del__(self):
-        if getattr(self, "handle", None):
-            _lib.lib.lpattn_free(self.handle)
+        try:
+            if getattr(self, "handle", None):
+                _lib.lib.lpattn_free(self.handle)
+        except Exception:  # interpreter shutdown
+            pass
 
 
 def host_backend():

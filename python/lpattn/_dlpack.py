@@ -40,6 +40,8 @@ class View:
     elements, data pointer. Keeps the capsule (and so the buffer) alive."""
 
     def __init__(self, obj, name, stream=None):
+        if namespace_of(obj) == "torch" and obj.requires_grad:
+            obj = obj.detach()  # same memory; torch exports no tensor that requires grad
         self.obj, self.name = obj, name
         if not hasattr(obj, "__dlpack__"):
             raise TypeError(f"{name}: expected a DLPack tensor (torch, NumPy, CuPy, JAX), "

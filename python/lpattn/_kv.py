@@ -73,11 +73,16 @@ class KVPool:
         self.backend = self._ctx.backend
 
     def close(self):
+        """Release the pool object (its memory stays the caller's)."""
         if getattr(self, "handle", None):
             _lib.lib.lpattn_kv_pool_free(self.handle)
             self.handle = None
 
-    __del__ = close
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
 
     def __enter__(self):
         return self
