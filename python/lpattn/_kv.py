@@ -44,7 +44,8 @@ class KVPool:
     A sequence is (slot, page-table row, length); one call appends to or
     decodes a whole batch: `slots`, `lengths` int32 [num_seqs], `page_table`
     int32 [num_seqs, max_pages], on the pool's device (lpattn.h "paged KV
-    storage" says what each must hold)."""
+    storage" says what each must hold). Use a pool from the thread that made
+    it (it holds that thread's lpattn context)."""
 
     def __init__(self, num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *,
                  like=None, memory=None, backend="auto", **params):
