@@ -50,7 +50,7 @@ class View:
             cap = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
         except TypeError:
             cap = obj.__dlpack__()
-        except BufferError:  # NumPy will not export read-only arrays: use its buffer
+        except BufferError:  # NumPy exports neither read-only nor bfloat16 arrays: use its buffer
             if namespace_of(obj) != "numpy":
                 raise
             self._from_numpy(obj)
@@ -78,7 +78,8 @@ class View:
 
     def _from_numpy(self, a):
         codes = {"f4": _lib.F32, "f2": _lib.F16, "i4": _lib.I32, "u1": None}
-        key = a.dtype.str[1:]
+        key = "bf16" if a.dtype.name == "bfloat16" else a.dtype.str[1:]  # ml_dtypes
+        codes["bf16"] = _lib.BF16
         if key not in codes:
             raise TypeError(f"{self.name}: dtype {a.dtype} is not float32, float16, int32 or uint8")
         self.dtype, self.itemsize = codes[key], a.dtype.itemsize
