@@ -20,82 +20,6 @@ static int is_float_io(lpattn_dtype t) {
   return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16;
 }
 
-static size_t dtype_bytes(lpattn_dtype t) {
-  switch (t) {
-    case LPATTN_F32: case LPATTN_I32: return 4;
-    case LPATTN_F16: case LPATTN_BF16: return 2;
-    default: return 1;
-  }
-}
-
-/* Copies a caller's params struct of any known size over the defaults. */
-static lpattn_status take_params(void *dst, size_t dst_size, const void *src) {
-  if (!src) return LPATTN_OK;
-  size_t n = *(const size_t *)src;
-  if (n < sizeof(size_t) || n > dst_size)
-    return lp_fail(LPATTN_ERR_PARAMS_SIZE, "struct_size = %zu, expected %zu..%zu (this version's size)",
-                   n, sizeof(size_t), dst_size);
-  memcpy(dst, src, n);
-  *(size_t *)dst = dst_size;
-  return LPATTN_OK;
-}
-
-/* An output view must give every index tuple its own element (lpattn.h):
- * the dimensions of extent > 1, ordered by stride, each step past the whole
- * extent of the previous one. Strides are non-negative and spans known not
- * to overflow. */
-static lpattn_status check_disjoint(const lpattn_tensor *t) {
-  int64_t st[4], ex[4];
-  int n = 0;
-  for (int i = 0; i < 4; i++) {
-    if (t->shape[i] < 2) continue;
-    int j = n++;
-    for (; j > 0 && st[j - 1] > t->stride[i]; j--) st[j] = st[j - 1], ex[j] = ex[j - 1];
-    st[j] = t->stride[i], ex[j] = t->shape[i];
-  }
-  for (int i = 0; i < n; i++)
-    if (st[i] < 1 || (i > 0 && st[i - 1] > st[i] / ex[i - 1]))
-      return lp_fail(LPATTN_ERR_BAD_STRIDE,
-                     ".stride = {%lld, %lld, %lld, %lld} with shape {%lld, %lld, %lld, %lld}: an "
-                     "output view must give every index its own element",
-                     (long long)t->stride[0], (long long)t->stride[1], (long long)t->stride[2],
-                     (long long)t->stride[3], (long long)t->shape[0], (long long)t->shape[1],
-                     (long long)t->shape[2], (long long)t->shape[3]);
-  return LPATTN_OK;
-}
-
-/* Positive shape, sane strides, and every byte offset representable;
- * outputs also without two indices on one element. */
-static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
-  if (!t) return lp_fail(LPATTN_ERR_NULL_POINTER, " is NULL");
-  if (!t->data) return lp_fail(LPATTN_ERR_NULL_POINTER, ".data is NULL");
-  if ((unsigned)t->dtype > LPATTN_I32)
-    return lp_fail(LPATTN_ERR_BAD_DTYPE, ".dtype = %d is not an lpattn_dtype", (int)t->dtype);
-  int64_t span = 0, count = 1;
-  for (int i = 0; i < 4; i++) {
-    if (t->shape[i] <= 0)
-      return lp_fail(LPATTN_ERR_BAD_SHAPE, ".shape[%d] = %lld, expected > 0", i,
-                     (long long)t->shape[i]);
-    if (t->stride[i] < 0)
-      return lp_fail(LPATTN_ERR_BAD_STRIDE, ".stride[%d] = %lld, expected >= 0", i,
-                     (long long)t->stride[i]);
-    if (t->shape[i] > 1 && t->stride[i] == 0 && want_output)
-      return lp_fail(LPATTN_ERR_BAD_STRIDE, ".stride[%d] = 0 with shape[%d] = %lld: an output "
-                     "cannot broadcast", i, i, (long long)t->shape[i]);
-    if (count > INT64_MAX / t->shape[i])
-      return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, ".shape: element count overflows int64");
-    count *= t->shape[i];
-    if (t->stride[i] && t->shape[i] - 1 > (INT64_MAX - span) / t->stride[i])
-      return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, ".stride[%d] = %lld: offsets overflow int64", i,
-                     (long long)t->stride[i]);
-    span += (t->shape[i] - 1) * t->stride[i];
-  }
-  if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
-    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, ": largest offset %lld overflows size_t bytes",
-                   (long long)span);
-  return want_output ? check_disjoint(t) : LPATTN_OK;
-}
-
 /* Byte ranges [a, a + na) and [b, b + nb) share a byte (empty ones never). */
 static int overlap(const void *a, size_t na, const void *b, size_t nb) {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
@@ -114,40 +38,11 @@ static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
   return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
 }
 
-/* Detail of a shape mismatch: "<a>.shape = {..} but expected {..}". */
-static lpattn_status shape_fail(const char *a, const int64_t got[4], const int64_t want[4]) {
-  return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {%lld, %lld, %lld, %lld}",
-                 a, (long long)got[0], (long long)got[1], (long long)got[2], (long long)got[3],
-                 (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
-}
-
-static lpattn_status dtype_fail(const char *a, lpattn_dtype got, const char *want) {
-  return lp_fail(LPATTN_ERR_BAD_DTYPE, "%s.dtype = %s, expected %s", a, lp_dtype_name(got), want);
-}
-
-static lpattn_status check_head_dim(int64_t d) {
-  if (d >= 16 && d <= 256 && d % 16 == 0) return LPATTN_OK;
-  return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "head_dim = %lld, expected a multiple of 16 in [16, 256]",
-                 (long long)d);
-}
-
 static int valid_format(lpattn_format f) {
   return f == LPATTN_FMT_NVFP4 || f == LPATTN_FMT_MXFP4 || f == LPATTN_FMT_FP8;
 }
 
 static int valid_block(int b) { return b >= 32 && b <= 256 && b % 32 == 0; }
-
-static lpattn_status scan_finite(const lpattn_tensor *t) {
-  for (int64_t a = 0; a < t->shape[0]; a++)
-    for (int64_t b = 0; b < t->shape[1]; b++)
-      for (int64_t c = 0; c < t->shape[2]; c++)
-        for (int64_t d = 0; d < t->shape[3]; d++) {
-          if (!isfinite(lp_load_f32(t->data, t->dtype, lp_off4(t, a, b, c, d))))
-            return lp_fail(LPATTN_ERR_NONFINITE, "[%lld, %lld, %lld, %lld] is not finite (check_finite)",
-                           (long long)a, (long long)b, (long long)c, (long long)d);
-        }
-  return LPATTN_OK;
-}
 
 static int host(const lpattn_ctx *ctx) { return ctx->vt->host_memory && ctx->vt->host_memory(); }
 
@@ -159,9 +54,9 @@ lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpa
   if (!ctx || !x || !q) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !x ? "x" : "q");
   lpattn_quant_params p;
   lpattn_quant_params_init(&p);
-  LP_TRY_ARG("params", take_params(&p, sizeof p, params));
-  LP_TRY_ARG("x", check_view(x, 0));
-  if (!is_float_io(x->dtype)) return dtype_fail("x", x->dtype, "F32, F16 or BF16");
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
+  LP_TRY_ARG("x", lp_check_view(x, 0));
+  if (!is_float_io(x->dtype)) return lp_dtype_fail("x", x->dtype, "F32, F16 or BF16");
   if (!valid_format(p.format) || (p.axis != LPATTN_AXIS_D && p.axis != LPATTN_AXIS_S) ||
       (p.rounding != LPATTN_ROUND_NEAREST_EVEN && p.rounding != LPATTN_ROUND_STOCHASTIC))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT,
@@ -174,27 +69,27 @@ lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpa
     return lp_fail(LPATTN_ERR_BAD_LAYOUT,
                    "q has format %d, axis %d, tile %d but params ask for format %d, axis %d, tile %d",
                    (int)q->format, (int)q->axis, q->tile, (int)p.format, (int)p.axis, p.tile);
-  if (!same_shape(x, q->shape)) return shape_fail("x", x->shape, q->shape);
+  if (!same_shape(x, q->shape)) return lp_shape_fail("x", x->shape, q->shape);
   size_t cb, sb, oc;
   LP_TRY_ARG("q", lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
   if (!q->codes || (sb && !q->scales) || (oc && !q->outer))
     return lp_fail(LPATTN_ERR_NULL_POINTER, "q.%s is NULL", !q->codes ? "codes" : (sb && !q->scales) ? "scales" : "outer");
   TRY(check_qbuffers(q, cb, sb, oc));
-  if (p.check_finite && host(ctx)) LP_TRY_ARG("x", scan_finite(x)); /* device backends check in-kernel */
+  if (p.check_finite && host(ctx)) LP_TRY_ARG("x", lp_scan_finite(x)); /* device backends check in-kernel */
   return lp_err_backend(ctx->vt->quantize(ctx, x, q, &p), ctx, "quantize");
 }
 
 lpattn_status lpattn_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
   lp_err_clear();
   if (!ctx || !q || !y) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !q ? "q" : "y");
-  LP_TRY_ARG("y", check_view(y, 1));
-  if (!is_float_io(y->dtype)) return dtype_fail("y", y->dtype, "F32, F16 or BF16");
+  LP_TRY_ARG("y", lp_check_view(y, 1));
+  if (!is_float_io(y->dtype)) return lp_dtype_fail("y", y->dtype, "F32, F16 or BF16");
   if (!valid_format(q->format) || (q->axis != LPATTN_AXIS_D && q->axis != LPATTN_AXIS_S))
     return lp_fail(LPATTN_ERR_BAD_LAYOUT, "q.format = %d, q.axis = %d: not an lpattn format and axis",
                    (int)q->format, (int)q->axis);
   if (q->axis == LPATTN_AXIS_S && !valid_block(q->tile))
     return lp_fail(LPATTN_ERR_BAD_LAYOUT, "q.tile = %d, expected a multiple of 32 in [32, 256]", q->tile);
-  if (!same_shape(y, q->shape)) return shape_fail("y", y->shape, q->shape);
+  if (!same_shape(y, q->shape)) return lp_shape_fail("y", y->shape, q->shape);
   size_t cb, sb, oc;
   LP_TRY_ARG("q", lpattn_qtensor_sizes(q->format, q->axis, q->tile, q->shape, &cb, &sb, &oc));
   if (!q->codes || (sb && !q->scales) || (oc && !q->outer))
@@ -206,9 +101,9 @@ lpattn_status lpattn_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const 
 
 static lpattn_status check_aux_row_tensor(const char *name, const lpattn_tensor *t,
                                           const int64_t want[4], lpattn_dtype dt) {
-  LP_TRY_ARG(name, check_view(t, 1));
-  if (t->dtype != dt) return dtype_fail(name, t->dtype, lp_dtype_name(dt));
-  return same_shape(t, want) ? LPATTN_OK : shape_fail(name, t->shape, want);
+  LP_TRY_ARG(name, lp_check_view(t, 1));
+  if (t->dtype != dt) return lp_dtype_fail(name, t->dtype, lp_dtype_name(dt));
+  return same_shape(t, want) ? LPATTN_OK : lp_shape_fail(name, t->shape, want);
 }
 
 /* Params shared by prefill and decode: fills every default into pr. */
@@ -259,7 +154,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
 static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux *aux,
                                  lpattn_attn_problem *pr) {
   lpattn_attn_aux_init(aux);
-  LP_TRY_ARG("aux", take_params(aux, sizeof *aux, aux_in));
+  LP_TRY_ARG("aux", lp_take_params(aux, sizeof *aux, aux_in));
   const int64_t row[4] = {pr->B, pr->Hq, pr->Sq, 1};
   pr->lse = pr->entropy = pr->selection = NULL;
   if (aux->lse.data) {
@@ -288,15 +183,15 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !q ? "q" : !k ? "k" : !v ? "v" : "out");
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
-  LP_TRY_ARG("params", take_params(&p, sizeof p, params));
-  LP_TRY_ARG("q", check_view(q, 0));
-  LP_TRY_ARG("k", check_view(k, 0));
-  LP_TRY_ARG("v", check_view(v, 0));
-  LP_TRY_ARG("out", check_view(out, 1));
-  if (!is_float_io(q->dtype)) return dtype_fail("q", q->dtype, "F32, F16 or BF16");
-  if (!is_float_io(k->dtype)) return dtype_fail("k", k->dtype, "F32, F16 or BF16");
-  if (!is_float_io(out->dtype)) return dtype_fail("out", out->dtype, "F32, F16 or BF16");
-  if (v->dtype != k->dtype) return dtype_fail("v", v->dtype, lp_dtype_name(k->dtype));
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
+  LP_TRY_ARG("q", lp_check_view(q, 0));
+  LP_TRY_ARG("k", lp_check_view(k, 0));
+  LP_TRY_ARG("v", lp_check_view(v, 0));
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
+  if (!is_float_io(k->dtype)) return lp_dtype_fail("k", k->dtype, "F32, F16 or BF16");
+  if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
+  if (v->dtype != k->dtype) return lp_dtype_fail("v", v->dtype, lp_dtype_name(k->dtype));
   lpattn_attn_problem pr;
   memset(&pr, 0, sizeof pr);
   pr.B = q->shape[0], pr.Hq = q->shape[1], pr.Sq = q->shape[2], pr.D = q->shape[3];
@@ -307,9 +202,9 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
   if (k->shape[3] != pr.D)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[3] = %lld but q.shape[3] = %lld",
                    (long long)k->shape[3], (long long)pr.D);
-  if (!same_shape(v, k->shape)) return shape_fail("v", v->shape, k->shape);
-  if (!same_shape(out, q->shape)) return shape_fail("out", out->shape, q->shape);
-  LP_TRY_ARG("q", check_head_dim(pr.D));
+  if (!same_shape(v, k->shape)) return lp_shape_fail("v", v->shape, k->shape);
+  if (!same_shape(out, q->shape)) return lp_shape_fail("out", out->shape, q->shape);
+  LP_TRY_ARG("q", lp_check_head_dim(pr.D));
   if (pr.Hq % pr.Hkv)
     return lp_fail(LPATTN_ERR_BAD_GQA, "q.shape[1] = %lld query heads is not a multiple of "
                    "k.shape[1] = %lld KV heads", (long long)pr.Hq, (long long)pr.Hkv);
@@ -324,9 +219,9 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
   if (p.check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (p.check_finite) {
-    LP_TRY_ARG("q", scan_finite(q));
-    LP_TRY_ARG("k", scan_finite(k));
-    LP_TRY_ARG("v", scan_finite(v));
+    LP_TRY_ARG("q", lp_scan_finite(q));
+    LP_TRY_ARG("k", lp_scan_finite(k));
+    LP_TRY_ARG("v", lp_scan_finite(v));
   }
   return lp_err_backend(ctx->vt->attention(ctx, &pr), ctx, "attention");
 }
@@ -354,18 +249,18 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
   *out = NULL;
   lpattn_kv_cache_params p;
   lpattn_kv_cache_params_init(&p);
-  LP_TRY_ARG("params", take_params(&p, sizeof p, params));
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
   if (p.num_seqs < 1 || p.num_kv_heads < 1 || p.num_q_heads < 1 || p.max_tokens < 1)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "params: num_seqs = %d, num_kv_heads = %d, num_q_heads = %d, "
                    "max_tokens = %lld; expected each >= 1", p.num_seqs, p.num_kv_heads,
                    p.num_q_heads, (long long)p.max_tokens);
-  LP_TRY_ARG("params", check_head_dim(p.head_dim));
+  LP_TRY_ARG("params", lp_check_head_dim(p.head_dim));
   if (p.num_q_heads % p.num_kv_heads)
     return lp_fail(LPATTN_ERR_BAD_GQA, "params.num_q_heads = %d is not a multiple of num_kv_heads = %d",
                    p.num_q_heads, p.num_kv_heads);
   if (!valid_block(p.tile))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.tile = %d, expected a multiple of 32 in [32, 256]", p.tile);
-  if (!is_float_io(p.high_dtype)) return dtype_fail("params.high", p.high_dtype, "F32, F16 or BF16");
+  if (!is_float_io(p.high_dtype)) return lp_dtype_fail("params.high", p.high_dtype, "F32, F16 or BF16");
   if ((unsigned)p.precision > LPATTN_PREC_THRIFT || !valid_format(p.thrift_low))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
                    "precision 0-4 and a format 0-2", (int)p.precision, (int)p.thrift_low);
@@ -426,19 +321,19 @@ lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *cache, in
                    cache->ctx ? "" : " (its context was freed)");
   if (seq < 0 || seq >= cache->p.num_seqs)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "seq = %d, expected 0..%d", seq, cache->p.num_seqs - 1);
-  LP_TRY_ARG("k", check_view(k, 0));
-  LP_TRY_ARG("v", check_view(v, 0));
-  if (!is_float_io(k->dtype)) return dtype_fail("k", k->dtype, "F32, F16 or BF16");
-  if (!is_float_io(v->dtype)) return dtype_fail("v", v->dtype, "F32, F16 or BF16");
+  LP_TRY_ARG("k", lp_check_view(k, 0));
+  LP_TRY_ARG("v", lp_check_view(v, 0));
+  if (!is_float_io(k->dtype)) return lp_dtype_fail("k", k->dtype, "F32, F16 or BF16");
+  if (!is_float_io(v->dtype)) return lp_dtype_fail("v", v->dtype, "F32, F16 or BF16");
   const int64_t T = k->shape[2];
   const int64_t kv[4] = {1, cache->p.num_kv_heads, T, cache->p.head_dim};
-  if (!same_shape(k, kv)) return shape_fail("k", k->shape, kv);
-  if (!same_shape(v, kv)) return shape_fail("v", v->shape, kv);
+  if (!same_shape(k, kv)) return lp_shape_fail("k", k->shape, kv);
+  if (!same_shape(v, kv)) return lp_shape_fail("v", v->shape, kv);
   if (q) {
-    LP_TRY_ARG("q", check_view(q, 0));
-    if (!is_float_io(q->dtype)) return dtype_fail("q", q->dtype, "F32, F16 or BF16");
+    LP_TRY_ARG("q", lp_check_view(q, 0));
+    if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
     const int64_t qs[4] = {1, cache->p.num_q_heads, T, cache->p.head_dim};
-    if (!same_shape(q, qs)) return shape_fail("q", q->shape, qs);
+    if (!same_shape(q, qs)) return lp_shape_fail("q", q->shape, qs);
   }
   if (T > cache->p.max_tokens - cache->lengths[seq])
     return lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %d holds %lld of max_tokens = %lld: no room for %lld more",
@@ -454,7 +349,7 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
                                 int *check_finite) {
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
-  LP_TRY_ARG("params", take_params(&p, sizeof p, params));
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
   p.block_q = p.block_k = sp->page_size;
   p.precision = sp->precision;
   p.thrift_low = sp->thrift_low;
@@ -484,15 +379,15 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   if (cache->ctx != ctx)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "cache belongs to another context%s",
                    cache->ctx ? "" : " (its context was freed)");
-  LP_TRY_ARG("q", check_view(q, 0));
-  LP_TRY_ARG("out", check_view(out, 1));
-  if (!is_float_io(q->dtype)) return dtype_fail("q", q->dtype, "F32, F16 or BF16");
-  if (!is_float_io(out->dtype)) return dtype_fail("out", out->dtype, "F32, F16 or BF16");
+  LP_TRY_ARG("q", lp_check_view(q, 0));
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
+  if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
   const lpattn_kv_cache_params *cp = &cache->p;
   const int64_t Sq = q->shape[2];
   const int64_t qs[4] = {cp->num_seqs, cp->num_q_heads, Sq, cp->head_dim};
-  if (!same_shape(q, qs)) return shape_fail("q", q->shape, qs);
-  if (!same_shape(out, q->shape)) return shape_fail("out", out->shape, q->shape);
+  if (!same_shape(q, qs)) return lp_shape_fail("q", q->shape, qs);
+  if (!same_shape(out, q->shape)) return lp_shape_fail("out", out->shape, q->shape);
   if (Sq > cp->tile)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most the tile, %d",
                    (long long)Sq, cp->tile);
@@ -518,21 +413,11 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {
-    LP_TRY_ARG("q", scan_finite(q));
+    LP_TRY_ARG("q", lp_scan_finite(q));
     LP_TRY_ARG("cache", lp_kv_cache_finite(cache)); /* non-finite K/V/Q recorded by append */
   }
   return lp_err_backend(ctx->vt->decode(ctx, cache, &pr), ctx, "decode");
 }
-
-/* For the other core files (core/api_kv.c). */
-lpattn_status lp_check_view(const lpattn_tensor *t, int want_output) {
-  return check_view(t, want_output);
-}
-lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src) {
-  return take_params(dst, dst_size, src);
-}
-lpattn_status lp_scan_finite(const lpattn_tensor *t) { return scan_finite(t); }
-lpattn_status lp_check_head_dim(int64_t d) { return check_head_dim(d); }
 
 /* ---- merge -------------------------------------------------------------- */
 
@@ -548,21 +433,21 @@ lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tensor *o_a,
   int nh = (h_a != NULL) + (h_b != NULL) + (h != NULL);
   if (nh != 0 && nh != 3)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "h_a, h_b, h: %d of 3 given, expected all or none", nh);
-  LP_TRY_ARG("o_a", check_view(o_a, 0));
-  LP_TRY_ARG("o_b", check_view(o_b, 0));
-  LP_TRY_ARG("o", check_view(o, 1));
-  if (!is_float_io(o_a->dtype)) return dtype_fail("o_a", o_a->dtype, "F32, F16 or BF16");
-  if (!is_float_io(o_b->dtype)) return dtype_fail("o_b", o_b->dtype, "F32, F16 or BF16");
-  if (!is_float_io(o->dtype)) return dtype_fail("o", o->dtype, "F32, F16 or BF16");
-  if (!same_shape(o_b, o_a->shape)) return shape_fail("o_b", o_b->shape, o_a->shape);
-  if (!same_shape(o, o_a->shape)) return shape_fail("o", o->shape, o_a->shape);
+  LP_TRY_ARG("o_a", lp_check_view(o_a, 0));
+  LP_TRY_ARG("o_b", lp_check_view(o_b, 0));
+  LP_TRY_ARG("o", lp_check_view(o, 1));
+  if (!is_float_io(o_a->dtype)) return lp_dtype_fail("o_a", o_a->dtype, "F32, F16 or BF16");
+  if (!is_float_io(o_b->dtype)) return lp_dtype_fail("o_b", o_b->dtype, "F32, F16 or BF16");
+  if (!is_float_io(o->dtype)) return lp_dtype_fail("o", o->dtype, "F32, F16 or BF16");
+  if (!same_shape(o_b, o_a->shape)) return lp_shape_fail("o_b", o_b->shape, o_a->shape);
+  if (!same_shape(o, o_a->shape)) return lp_shape_fail("o", o->shape, o_a->shape);
   const int64_t row[4] = {o_a->shape[0], o_a->shape[1], o_a->shape[2], 1};
   const lpattn_tensor *rows[6] = {lse_a, lse_b, lse, h_a, h_b, h};
   static const char *const names[6] = {"lse_a", "lse_b", "lse", "h_a", "h_b", "h"};
   for (int i = 0; i < 3 + nh; i++) {
-    LP_TRY_ARG(names[i], check_view(rows[i], i == 2 || i == 5));
-    if (rows[i]->dtype != LPATTN_F32) return dtype_fail(names[i], rows[i]->dtype, "F32");
-    if (!same_shape(rows[i], row)) return shape_fail(names[i], rows[i]->shape, row);
+    LP_TRY_ARG(names[i], lp_check_view(rows[i], i == 2 || i == 5));
+    if (rows[i]->dtype != LPATTN_F32) return lp_dtype_fail(names[i], rows[i]->dtype, "F32");
+    if (!same_shape(rows[i], row)) return lp_shape_fail(names[i], rows[i]->shape, row);
   }
   return lp_err_backend(ctx->vt->merge(ctx, o_a, lse_a, h_a, o_b, lse_b, h_b, o, lse, h), ctx, "merge_states");
 }

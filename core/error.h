@@ -27,6 +27,10 @@ lpattn_status lp_err_arg(lpattn_status st, const char *name);
  * operation answered it. */
 lpattn_status lp_err_backend(lpattn_status st, const lpattn_ctx *ctx, const char *op);
 const char *lp_dtype_name(lpattn_dtype t);
+/* "<a>.shape = {..}, expected {..}" / "<a>.dtype = X, expected <want>"
+ * (core/validate.c). */
+lpattn_status lp_shape_fail(const char *a, const int64_t got[4], const int64_t want[4]);
+lpattn_status lp_dtype_fail(const char *a, lpattn_dtype got, const char *want);
 
 /* Return the failure of expr with the argument's name in front. */
 #define LP_TRY_ARG(name, expr)                             \
