@@ -8,7 +8,7 @@ import numpy as np
 try:
     import torch
     import lpattn.torch as lt
-except ImportError:  # NumPy-only machines
+except Exception:  # NumPy-only machines (or a torch that cannot load)
     torch = None
 
 import lpattn
