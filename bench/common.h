@@ -129,13 +129,18 @@ typedef struct {
   char **head;
   char **cell; /* row-major, nrow * ncol */
   int nrow, cap;
+  int *width;    /* streaming: the printed column widths; NULL when buffered */
 } bench_table;
 
 void table_init(bench_table *t, const char *name, const char *header /* "a|b|c" */);
 /* Adds one row: fmt expands to cells separated by '|'. */
 void table_row(bench_table *t, const char *fmt, ...);
-/* Prints aligned to stdout and writes <out_dir>/<name>.csv; frees the table. */
+/* Prints aligned to stdout and writes <out_dir>/<name>.csv; frees the table.
+ * A table built while no other is open prints its legend, header and each
+ * row as it is added (progress); table_emit then only writes the CSV. */
 void table_emit(bench_table *t, const bench_opts *o);
+/* The meaning of a column name of the reports (bench/legend.c), or NULL. */
+const char *bench_column_meaning(const char *col);
 
 /* ---- reports ------------------------------------------------------------ */
 int report_main(const bench_opts *o);

@@ -13,7 +13,7 @@ static const struct {
   const char *what;
 } reports[] = {
     {"main", report_main, 1, "every precision vs an f64 reference: error, NaN/Inf, time, entropy"},
-    {"pasa", report_pasa, 0, "seed 003 random benchmarks: f32 vs f16-score vs PASA"},
+    {"pasa", report_pasa, 0, "PASA paper's random benchmarks (Cheng et al., Online Pseudo-average Shifting Attention): f32 vs f16 scores vs PASA"},
     {"thrift", report_thrift, 0, "Thrift recovery, selection ablation, recovery vs length"},
     {"leak", report_leak, 0, "causal leak (safe vs leaky) and prefill-vs-decode agreement"},
     {"entropy", report_entropy, 1, "cost of the entropy output per backend"},

@@ -65,7 +65,8 @@ static int future_leak(const bench_opts *o, lpattn_ctx *ctx) {
   memcpy(b.v, a.v, sizeof(float) * (size_t)(H * S * D));
   perturb_after(&b, t, &rng);
   printf(
-      "== leak: H=%lld S=%lld D=%lld causal, f16 inputs; every token after t=%lld perturbed;\n"
+      "== leak (the causal-leak test of \"Future leakage in block-quantized attention\"):\n"
+      "   H=%lld S=%lld D=%lld causal, f16 inputs; every token after t=%lld perturbed;\n"
       "   change = max |O_a - O_b| over rows <= t (0 and bitwise equal = no leak)\n",
       (long long)H, (long long)S, (long long)D, (long long)t);
   bench_views wa, wb;

@@ -1,4 +1,4 @@
-/* `pasa`: seed 003's random benchmarks (SPEC 8): f32 flash attention, f16
+/* `pasa`: the PASA paper's random benchmarks (SPEC 8): f32 flash attention, f16
  * scores with f32 softmax, and PASA, over the mean/amplitude sweeps. */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +28,8 @@ int report_pasa(const bench_opts *o) {
   lpattn_ctx *ctx = NULL;
   lpattn_status st = bench_open(o, be, &ctx);
   if (st != LPATTN_OK) return fprintf(stderr, "pasa: %s\n", lpattn_status_string(st)), 1;
-  printf("== pasa: (B,H,S,D) = (1,%lld,%lld,%lld), non-causal, inputs rounded to f16, backend %s\n",
+  printf("== pasa: the random benchmarks of the PASA paper (Cheng et al., Online Pseudo-average\n"
+         "   Shifting Attention): (B,H,S,D) = (1,%lld,%lld,%lld), non-causal, inputs rounded to f16, backend %s\n",
          (long long)H, (long long)S, (long long)D, lpattn_backend_name(be));
   printf(
       "   f32 = HIGH on f32 tensors; f16s = HIGH, score_f16=1 (f16 scores, f32 softmax);\n"

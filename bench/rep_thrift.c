@@ -189,8 +189,9 @@ static int budgets_and_ablation(const bench_opts *o, lpattn_ctx *ctx, const benc
   }
   table_emit(&tb, o);
   printf(
-      "   selection ablation at the same k (seed 001 Table 4): top-k is the library's own\n"
-      "   selection output; random and local-band selections are recomputed by the tile\n"
+      "   selection ablation at the same k (ThriftAttention paper, Sharratt 2026, Table 4):\n"
+      "   top-k is the library's own selection output; random and local-band selections are\n"
+      "   recomputed by the tile\n"
       "   simulator (bench/tilesim.c, SEMANTICS.md rules); sim_vs_lib = relative difference\n"
       "   between simulator and library for the same selection.\n");
   table_emit(&ta, o);
@@ -302,7 +303,7 @@ int report_thrift(const bench_opts *o) {
   lpattn_status st = bench_open(o, be, &ctx);
   if (st != LPATTN_OK) return fprintf(stderr, "thrift: %s\n", lpattn_status_string(st)), 1;
   printf(
-      "== thrift: B=1 H=%lld S=%lld D=%lld causal, tiles 64, attention-like data (sinks, local\n"
+      "== thrift (ThriftAttention paper, Sharratt 2026): B=1 H=%lld S=%lld D=%lld causal, tiles 64, attention-like data (sinks, local\n"
       "   band, planted retrieval keys; f16 inputs), backend %s. rel_rmse vs f64; recovered\n"
       "   share = 1 - err/err(base): base 'all low' = every tile FP4 (leaky), 'diag' = the\n"
       "   causal-safe FP4 call whose diagonal tiles are already high\n",

@@ -27,6 +27,29 @@ static void split(const char *s, int n, char **cells) {
   }
 }
 
+/* The table that prints its rows as they come (at most one at a time). */
+static const bench_table *streaming;
+
+static void print_cells(char *const *cells, int n, const int *w) {
+  for (int c = 0; c < n; c++) printf(c == 0 ? "%-*s" : "  %*s", w[c], cells[c]);
+  putchar('\n');
+}
+
+static void print_rule(const int *w, int n) {
+  int total = 0;
+  for (int c = 0; c < n; c++) total += w[c] + (c ? 2 : 0);
+  for (int i = 0; i < total; i++) putchar('-');
+  putchar('\n');
+}
+
+static void print_legend(const bench_table *t) {
+  printf("   columns:\n");
+  for (int c = 0; c < t->ncol; c++) {
+    const char *what = bench_column_meaning(t->head[c]);
+    if (what) printf("     %-16s %s\n", t->head[c], what);
+  }
+}
+
 void table_init(bench_table *t, const char *name, const char *header) {
   memset(t, 0, sizeof *t);
   t->name = name;
@@ -35,6 +58,19 @@ void table_init(bench_table *t, const char *name, const char *header) {
   t->head = malloc(sizeof(char *) * (size_t)t->ncol);
   if (!t->head) abort();
   split(header, t->ncol, t->head);
+  if (streaming) return; /* another table is printing: this one prints at table_emit */
+  /* Stream: widths fixed now (wide enough for numbers like 1.234e-05). */
+  t->width = malloc(sizeof(int) * (size_t)t->ncol);
+  if (!t->width) abort();
+  for (int c = 0; c < t->ncol; c++) {
+    int len = (int)strlen(t->head[c]);
+    t->width[c] = c == 0 ? (len > 22 ? len : 22) : (len > 9 ? len : 9);
+  }
+  streaming = t;
+  print_legend(t);
+  print_cells(t->head, t->ncol, t->width);
+  print_rule(t->width, t->ncol);
+  fflush(stdout);
 }
 
 void table_row(bench_table *t, const char *fmt, ...) {
@@ -50,6 +86,10 @@ void table_row(bench_table *t, const char *fmt, ...) {
   }
   split(buf, t->ncol, t->cell + (size_t)t->nrow * t->ncol);
   t->nrow++;
+  if (t->width) {
+    print_cells(t->cell + (size_t)(t->nrow - 1) * t->ncol, t->ncol, t->width);
+    fflush(stdout);
+  }
 }
 
 static void mkdirs(const char *path) {
@@ -97,32 +137,27 @@ static void write_csv(const bench_table *t, const char *dir) {
 }
 
 void table_emit(bench_table *t, const bench_opts *o) {
-  int *w = calloc((size_t)t->ncol, sizeof(int));
-  if (!w) abort();
-  for (int r = -1; r < t->nrow; r++)
-    for (int c = 0; c < t->ncol; c++) {
-      int len = (int)strlen(r < 0 ? t->head[c] : t->cell[(size_t)r * t->ncol + c]);
-      if (len > w[c]) w[c] = len;
-    }
-  /* First column left-aligned (labels), numbers right-aligned. */
-  for (int r = -1; r < t->nrow; r++) {
-    for (int c = 0; c < t->ncol; c++) {
-      const char *s = r < 0 ? t->head[c] : t->cell[(size_t)r * t->ncol + c];
-      printf(c == 0 ? "%-*s" : "  %*s", w[c], s);
-    }
-    putchar('\n');
-    if (r < 0) {
-      int total = 0;
-      for (int c = 0; c < t->ncol; c++) total += w[c] + (c ? 2 : 0);
-      for (int i = 0; i < total; i++) putchar('-');
-      putchar('\n');
-    }
+  if (!t->width) { /* buffered: print it whole, aligned to its widest cells */
+    int *w = calloc((size_t)t->ncol, sizeof(int));
+    if (!w) abort();
+    for (int r = -1; r < t->nrow; r++)
+      for (int c = 0; c < t->ncol; c++) {
+        int len = (int)strlen(r < 0 ? t->head[c] : t->cell[(size_t)r * t->ncol + c]);
+        if (len > w[c]) w[c] = len;
+      }
+    /* First column left-aligned (labels), numbers right-aligned. */
+    print_legend(t);
+    print_cells(t->head, t->ncol, w);
+    print_rule(w, t->ncol);
+    for (int r = 0; r < t->nrow; r++) print_cells(t->cell + (size_t)r * t->ncol, t->ncol, w);
+    free(w);
   }
+  if (streaming == t) streaming = NULL;
   write_csv(t, o->out_dir);
   putchar('\n');
   fflush(stdout);
   for (int i = 0; i < t->ncol; i++) free(t->head[i]);
   for (int i = 0; i < t->nrow * t->ncol; i++) free(t->cell[i]);
-  free(t->head), free(t->cell), free(w);
+  free(t->head), free(t->cell), free(t->width);
   memset(t, 0, sizeof *t);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "formats.h"
 #include "internal.h"
 
@@ -19,64 +20,6 @@ static int is_float_io(lpattn_dtype t) {
   return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16;
 }
 
-static size_t dtype_bytes(lpattn_dtype t) {
-  switch (t) {
-    case LPATTN_F32: case LPATTN_I32: return 4;
-    case LPATTN_F16: case LPATTN_BF16: return 2;
-    default: return 1;
-  }
-}
-
-/* Copies a caller's params struct of any known size over the defaults. */
-static lpattn_status take_params(void *dst, size_t dst_size, const void *src) {
-  if (!src) return LPATTN_OK;
-  size_t n = *(const size_t *)src;
-  if (n < sizeof(size_t) || n > dst_size) return LPATTN_ERR_PARAMS_SIZE;
-  memcpy(dst, src, n);
-  *(size_t *)dst = dst_size;
-  return LPATTN_OK;
-}
-
-/* An output view must give every index tuple its own element (lpattn.h):
- * the dimensions of extent > 1, ordered by stride, each step past the whole
- * extent of the previous one. Strides are non-negative and spans known not
- * to overflow. */
-static lpattn_status check_disjoint(const lpattn_tensor *t) {
-  int64_t st[4], ex[4];
-  int n = 0;
-  for (int i = 0; i < 4; i++) {
-    if (t->shape[i] < 2) continue;
-    int j = n++;
-    for (; j > 0 && st[j - 1] > t->stride[i]; j--) st[j] = st[j - 1], ex[j] = ex[j - 1];
-    st[j] = t->stride[i], ex[j] = t->shape[i];
-  }
-  for (int i = 0; i < n; i++)
-    if (st[i] < 1 || (i > 0 && st[i - 1] > st[i] / ex[i - 1])) return LPATTN_ERR_BAD_STRIDE;
-  return LPATTN_OK;
-}
-
-/* Positive shape, sane strides, and every byte offset representable;
- * outputs also without two indices on one element. */
-static lpattn_status check_view(const lpattn_tensor *t, int want_output) {
-  if (!t) return LPATTN_ERR_NULL_POINTER;
-  if (!t->data) return LPATTN_ERR_NULL_POINTER;
-  if ((unsigned)t->dtype > LPATTN_I32) return LPATTN_ERR_BAD_DTYPE;
-  int64_t span = 0, count = 1;
-  for (int i = 0; i < 4; i++) {
-    if (t->shape[i] <= 0) return LPATTN_ERR_BAD_SHAPE;
-    if (t->stride[i] < 0) return LPATTN_ERR_BAD_STRIDE;
-    if (t->shape[i] > 1 && t->stride[i] == 0 && want_output) return LPATTN_ERR_BAD_STRIDE;
-    if (count > INT64_MAX / t->shape[i]) return LPATTN_ERR_SIZE_OVERFLOW;
-    count *= t->shape[i];
-    if (t->stride[i] && t->shape[i] - 1 > (INT64_MAX - span) / t->stride[i])
-      return LPATTN_ERR_SIZE_OVERFLOW;
-    span += (t->shape[i] - 1) * t->stride[i];
-  }
-  if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
-    return LPATTN_ERR_SIZE_OVERFLOW;
-  return want_output ? check_disjoint(t) : LPATTN_OK;
-}
-
 /* Byte ranges [a, a + na) and [b, b + nb) share a byte (empty ones never). */
 static int overlap(const void *a, size_t na, const void *b, size_t nb) {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
@@ -87,16 +30,12 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
 static lpattn_status check_qbuffers(const lpattn_qtensor *q, size_t cb, size_t sb, size_t oc) {
   if (overlap(q->codes, cb, q->scales, sb) || overlap(q->codes, cb, q->outer, oc * 4) ||
       overlap(q->scales, sb, q->outer, oc * 4))
-    return LPATTN_ERR_BAD_STRIDE;
+    return lp_fail(LPATTN_ERR_BAD_STRIDE, "q: codes, scales and outer overlap in memory");
   return LPATTN_OK;
 }
 
 static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
   return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
-}
-
-static lpattn_status check_head_dim(int64_t d) {
-  return (d >= 16 && d <= 256 && d % 16 == 0) ? LPATTN_OK : LPATTN_ERR_BAD_HEAD_DIM;
 }
 
 static int valid_format(lpattn_format f) {
@@ -105,85 +44,95 @@ static int valid_format(lpattn_format f) {
 
 static int valid_block(int b) { return b >= 32 && b <= 256 && b % 32 == 0; }
 
-static lpattn_status scan_finite(const lpattn_tensor *t) {
-  for (int64_t a = 0; a < t->shape[0]; a++)
-    for (int64_t b = 0; b < t->shape[1]; b++)
-      for (int64_t c = 0; c < t->shape[2]; c++)
-        for (int64_t d = 0; d < t->shape[3]; d++) {
-          if (!isfinite(lp_load_f32(t->data, t->dtype, lp_off4(t, a, b, c, d)))) return LPATTN_ERR_NONFINITE;
-        }
-  return LPATTN_OK;
-}
-
 static int host(const lpattn_ctx *ctx) { return ctx->vt->host_memory && ctx->vt->host_memory(); }
 
 /* ---- quantization ------------------------------------------------------- */
 
 lpattn_status lpattn_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,
                               const lpattn_quant_params *params) {
-  if (!ctx || !x || !q) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !x || !q) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !x ? "x" : "q");
   lpattn_quant_params p;
   lpattn_quant_params_init(&p);
-  TRY(take_params(&p, sizeof p, params));
-  TRY(check_view(x, 0));
-  if (!is_float_io(x->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
+  LP_TRY_ARG("x", lp_check_view(x, 0));
+  if (!is_float_io(x->dtype)) return lp_dtype_fail("x", x->dtype, "F32, F16 or BF16");
   if (!valid_format(p.format) || (p.axis != LPATTN_AXIS_D && p.axis != LPATTN_AXIS_S) ||
       (p.rounding != LPATTN_ROUND_NEAREST_EVEN && p.rounding != LPATTN_ROUND_STOCHASTIC))
-    return LPATTN_ERR_INVALID_ARGUMENT;
-  if (p.axis == LPATTN_AXIS_S && !valid_block(p.tile)) return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT,
+                   "params: format = %d, axis = %d, rounding = %d; expected an lpattn_format, "
+                   "AXIS_D or AXIS_S, NEAREST_EVEN or STOCHASTIC",
+                   (int)p.format, (int)p.axis, (int)p.rounding);
+  if (p.axis == LPATTN_AXIS_S && !valid_block(p.tile))
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.tile = %d, expected a multiple of 32 in [32, 256]", p.tile);
   if (q->format != p.format || q->axis != p.axis || (p.axis == LPATTN_AXIS_S && q->tile != p.tile))
-    return LPATTN_ERR_BAD_LAYOUT;
-  if (!same_shape(x, q->shape)) return LPATTN_ERR_BAD_SHAPE;
+    return lp_fail(LPATTN_ERR_BAD_LAYOUT,
+                   "q has format %d, axis %d, tile %d but params ask for format %d, axis %d, tile %d",
+                   (int)q->format, (int)q->axis, q->tile, (int)p.format, (int)p.axis, p.tile);
+  if (!same_shape(x, q->shape)) return lp_shape_fail("x", x->shape, q->shape);
   size_t cb, sb, oc;
-  TRY(lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
-  if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
+  LP_TRY_ARG("q", lpattn_qtensor_sizes(p.format, p.axis, p.tile, q->shape, &cb, &sb, &oc));
+  if (!q->codes || (sb && !q->scales) || (oc && !q->outer))
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "q.%s is NULL", !q->codes ? "codes" : (sb && !q->scales) ? "scales" : "outer");
   TRY(check_qbuffers(q, cb, sb, oc));
-  if (p.check_finite && host(ctx)) TRY(scan_finite(x)); /* device backends check in-kernel */
-  return ctx->vt->quantize(ctx, x, q, &p);
+  if (p.check_finite && host(ctx)) LP_TRY_ARG("x", lp_scan_finite(x)); /* device backends check in-kernel */
+  return lp_err_backend(ctx->vt->quantize(ctx, x, q, &p), ctx, "quantize");
 }
 
 lpattn_status lpattn_dequantize(lpattn_ctx *ctx, const lpattn_qtensor *q, const lpattn_tensor *y) {
-  if (!ctx || !q || !y) return LPATTN_ERR_NULL_POINTER;
-  TRY(check_view(y, 1));
-  if (!is_float_io(y->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  lp_err_clear();
+  if (!ctx || !q || !y) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !q ? "q" : "y");
+  LP_TRY_ARG("y", lp_check_view(y, 1));
+  if (!is_float_io(y->dtype)) return lp_dtype_fail("y", y->dtype, "F32, F16 or BF16");
   if (!valid_format(q->format) || (q->axis != LPATTN_AXIS_D && q->axis != LPATTN_AXIS_S))
-    return LPATTN_ERR_BAD_LAYOUT;
-  if (q->axis == LPATTN_AXIS_S && !valid_block(q->tile)) return LPATTN_ERR_BAD_LAYOUT;
-  if (!same_shape(y, q->shape)) return LPATTN_ERR_BAD_SHAPE;
+    return lp_fail(LPATTN_ERR_BAD_LAYOUT, "q.format = %d, q.axis = %d: not an lpattn format and axis",
+                   (int)q->format, (int)q->axis);
+  if (q->axis == LPATTN_AXIS_S && !valid_block(q->tile))
+    return lp_fail(LPATTN_ERR_BAD_LAYOUT, "q.tile = %d, expected a multiple of 32 in [32, 256]", q->tile);
+  if (!same_shape(y, q->shape)) return lp_shape_fail("y", y->shape, q->shape);
   size_t cb, sb, oc;
-  TRY(lpattn_qtensor_sizes(q->format, q->axis, q->tile, q->shape, &cb, &sb, &oc));
-  if (!q->codes || (sb && !q->scales) || (oc && !q->outer)) return LPATTN_ERR_NULL_POINTER;
-  return ctx->vt->dequantize(ctx, q, y);
+  LP_TRY_ARG("q", lpattn_qtensor_sizes(q->format, q->axis, q->tile, q->shape, &cb, &sb, &oc));
+  if (!q->codes || (sb && !q->scales) || (oc && !q->outer))
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "q.%s is NULL", !q->codes ? "codes" : (sb && !q->scales) ? "scales" : "outer");
+  return lp_err_backend(ctx->vt->dequantize(ctx, q, y), ctx, "dequantize");
 }
 
 /* ---- attention ---------------------------------------------------------- */
 
-static lpattn_status check_aux_row_tensor(const lpattn_tensor *t, const int64_t want[4],
-                                          lpattn_dtype dt) {
-  TRY(check_view(t, 1));
-  if (t->dtype != dt) return LPATTN_ERR_BAD_DTYPE;
-  return same_shape(t, want) ? LPATTN_OK : LPATTN_ERR_BAD_SHAPE;
+static lpattn_status check_aux_row_tensor(const char *name, const lpattn_tensor *t,
+                                          const int64_t want[4], lpattn_dtype dt) {
+  LP_TRY_ARG(name, lp_check_view(t, 1));
+  if (t->dtype != dt) return lp_dtype_fail(name, t->dtype, lp_dtype_name(dt));
+  return same_shape(t, want) ? LPATTN_OK : lp_shape_fail(name, t->shape, want);
 }
 
 /* Params shared by prefill and decode: fills every default into pr. */
 static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int64_t Skv,
                                     lpattn_attn_problem *pr) {
-  if ((unsigned)p->precision > LPATTN_PREC_THRIFT) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!valid_format(p->thrift_low)) return LPATTN_ERR_INVALID_ARGUMENT;
+  const lpattn_status bad = LPATTN_ERR_INVALID_ARGUMENT;
+  if ((unsigned)p->precision > LPATTN_PREC_THRIFT)
+    return lp_fail(bad, "params.precision = %d, expected HIGH, FP8, NVFP4, MXFP4 or THRIFT (0-4)", (int)p->precision);
+  if (!valid_format(p->thrift_low))
+    return lp_fail(bad, "params.thrift_low = %d, expected NVFP4, MXFP4 or FP8 (0-2)", (int)p->thrift_low);
   if (p->selection != LPATTN_SELECT_CAUSAL && p->selection != LPATTN_SELECT_PAPER)
-    return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!valid_block(p->block_q) || !valid_block(p->block_k)) return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(bad, "params.selection = %d, expected CAUSAL (0) or PAPER (1)", (int)p->selection);
+  if (!valid_block(p->block_q) || !valid_block(p->block_k))
+    return lp_fail(bad, "params.block_q = %d, block_k = %d: expected multiples of 32 in [32, 256]",
+                   p->block_q, p->block_k);
   if (p->sm_scale != 0.0f && !(p->sm_scale > 0.0f && p->sm_scale <= LPATTN_SM_SCALE_MAX))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(bad, "params.sm_scale = %g, expected 0 (1/sqrt(D)) or in (0, %g]",
+                   (double)p->sm_scale, (double)LPATTN_SM_SCALE_MAX);
   if (p->precision == LPATTN_PREC_THRIFT &&
       (!(p->thrift_budget > 0.0f && p->thrift_budget <= 1.0f) || p->thrift_k < 0))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(bad, "params.thrift_budget = %g, thrift_k = %d: expected a budget in (0, 1] and k >= 0",
+                   (double)p->thrift_budget, p->thrift_k);
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(bad, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)", (double)p->pasa_beta);
   pr->precision = p->precision;
   pr->low = lp_low_format(p->precision, p->thrift_low);
   if (p->precision != LPATTN_PREC_HIGH && pr->low == LPATTN_FMT_MXFP4 && D % 32)
-    return LPATTN_ERR_BAD_HEAD_DIM;
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "head_dim = %lld: MXFP4 tiles need a multiple of 32",
+                   (long long)D);
   pr->causal = p->causal != 0;
   pr->leaky = p->leaky != 0;
   pr->sm_scale = p->sm_scale != 0.0f ? p->sm_scale : (float)(1.0 / sqrt((double)D));
@@ -205,21 +154,22 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
 static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux *aux,
                                  lpattn_attn_problem *pr) {
   lpattn_attn_aux_init(aux);
-  TRY(take_params(aux, sizeof *aux, aux_in));
+  LP_TRY_ARG("aux", lp_take_params(aux, sizeof *aux, aux_in));
   const int64_t row[4] = {pr->B, pr->Hq, pr->Sq, 1};
   pr->lse = pr->entropy = pr->selection = NULL;
   if (aux->lse.data) {
-    TRY(check_aux_row_tensor(&aux->lse, row, LPATTN_F32));
+    TRY(check_aux_row_tensor("aux.lse", &aux->lse, row, LPATTN_F32));
     pr->lse = &aux->lse;
   }
   if (aux->entropy.data) {
-    TRY(check_aux_row_tensor(&aux->entropy, row, LPATTN_F32));
+    TRY(check_aux_row_tensor("aux.entropy", &aux->entropy, row, LPATTN_F32));
     pr->entropy = &aux->entropy;
   }
   if (aux->selection.data) {
-    if (pr->precision != LPATTN_PREC_THRIFT) return LPATTN_ERR_INVALID_ARGUMENT;
+    if (pr->precision != LPATTN_PREC_THRIFT)
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "aux.selection is set but precision is not THRIFT");
     const int64_t sel[4] = {pr->B, pr->Hq, (pr->Sq + pr->Bq - 1) / pr->Bq, pr->thrift_k};
-    TRY(check_aux_row_tensor(&aux->selection, sel, LPATTN_I32));
+    TRY(check_aux_row_tensor("aux.selection", &aux->selection, sel, LPATTN_I32));
     pr->selection = &aux->selection;
   }
   return LPATTN_OK;
@@ -231,36 +181,48 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
                                    const lpattn_tensor *v, const lpattn_tensor *out,
                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
                                    lpattn_attn_problem *prp, lpattn_attn_aux *auxp) {
-  if (!ctx || !q || !k || !v || !out) return LPATTN_ERR_NULL_POINTER;
+  if (!ctx || !q || !k || !v || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !q ? "q" : !k ? "k" : !v ? "v" : "out");
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
-  TRY(take_params(&p, sizeof p, params));
-  TRY(check_view(q, 0));
-  TRY(check_view(k, 0));
-  TRY(check_view(v, 0));
-  TRY(check_view(out, 1));
-  if (!is_float_io(q->dtype) || !is_float_io(k->dtype) || !is_float_io(out->dtype) ||
-      v->dtype != k->dtype)
-    return LPATTN_ERR_BAD_DTYPE;
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
+  LP_TRY_ARG("q", lp_check_view(q, 0));
+  LP_TRY_ARG("k", lp_check_view(k, 0));
+  LP_TRY_ARG("v", lp_check_view(v, 0));
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
+  if (!is_float_io(k->dtype)) return lp_dtype_fail("k", k->dtype, "F32, F16 or BF16");
+  if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
+  if (v->dtype != k->dtype) return lp_dtype_fail("v", v->dtype, lp_dtype_name(k->dtype));
   lpattn_attn_problem pr;
   memset(&pr, 0, sizeof pr);
   pr.B = q->shape[0], pr.Hq = q->shape[1], pr.Sq = q->shape[2], pr.D = q->shape[3];
   pr.Hkv = k->shape[1], pr.Skv = k->shape[2];
-  if (k->shape[0] != pr.B || k->shape[3] != pr.D || !same_shape(v, k->shape) ||
-      !same_shape(out, q->shape))
-    return LPATTN_ERR_BAD_SHAPE;
-  TRY(check_head_dim(pr.D));
-  if (pr.Hq % pr.Hkv) return LPATTN_ERR_BAD_GQA;
-  if (pr.Sq > INT32_MAX || pr.Skv > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  if (k->shape[0] != pr.B)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[0] = %lld but q.shape[0] = %lld",
+                   (long long)k->shape[0], (long long)pr.B);
+  if (k->shape[3] != pr.D)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[3] = %lld but q.shape[3] = %lld",
+                   (long long)k->shape[3], (long long)pr.D);
+  if (!same_shape(v, k->shape)) return lp_shape_fail("v", v->shape, k->shape);
+  if (!same_shape(out, q->shape)) return lp_shape_fail("out", out->shape, q->shape);
+  LP_TRY_ARG("q", lp_check_head_dim(pr.D));
+  if (pr.Hq % pr.Hkv)
+    return lp_fail(LPATTN_ERR_BAD_GQA, "q.shape[1] = %lld query heads is not a multiple of "
+                   "k.shape[1] = %lld KV heads", (long long)pr.Hq, (long long)pr.Hkv);
+  if (pr.Sq > INT32_MAX || pr.Skv > INT32_MAX)
+    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "q.shape[2] = %lld, k.shape[2] = %lld: at most 2^31 - 1",
+                   (long long)pr.Sq, (long long)pr.Skv);
   TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
   TRY(resolve_aux(aux_in, auxp, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
   /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
-  if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (p.check_finite && !host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (p.check_finite) {
-    TRY(scan_finite(q));
-    TRY(scan_finite(k));
-    TRY(scan_finite(v));
+    LP_TRY_ARG("q", lp_scan_finite(q));
+    LP_TRY_ARG("k", lp_scan_finite(k));
+    LP_TRY_ARG("v", lp_scan_finite(v));
   }
   *prp = pr;
   return LPATTN_OK;
@@ -269,10 +231,11 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
 lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
                                const lpattn_tensor *v, const lpattn_tensor *out,
                                const lpattn_attn_params *params, const lpattn_attn_aux *aux_in) {
+  lp_err_clear();
   lpattn_attn_problem pr;
   lpattn_attn_aux aux;
   TRY(lp_resolve_attention(ctx, q, k, v, out, params, aux_in, &pr, &aux));
-  return ctx->vt->attention(ctx, &pr);
+  return lp_err_backend(ctx->vt->attention(ctx, &pr), ctx, "attention");
 }
 
 /* ---- KV cache and decode ------------------------------------------------ */
@@ -292,36 +255,48 @@ static void cache_detach(void *obj) {
 
 lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *params,
                                      lpattn_kv_cache **out) {
-  if (!ctx || !params || !out) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !params || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !params ? "params" : "out");
   *out = NULL;
   lpattn_kv_cache_params p;
   lpattn_kv_cache_params_init(&p);
-  TRY(take_params(&p, sizeof p, params));
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
   if (p.num_seqs < 1 || p.num_kv_heads < 1 || p.num_q_heads < 1 || p.max_tokens < 1)
-    return LPATTN_ERR_BAD_SHAPE;
-  TRY(check_head_dim(p.head_dim));
-  if (p.num_q_heads % p.num_kv_heads) return LPATTN_ERR_BAD_GQA;
-  if (!valid_block(p.tile)) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!is_float_io(p.high_dtype)) return LPATTN_ERR_BAD_DTYPE;
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "params: num_seqs = %d, num_kv_heads = %d, num_q_heads = %d, "
+                   "max_tokens = %lld; expected each >= 1", p.num_seqs, p.num_kv_heads,
+                   p.num_q_heads, (long long)p.max_tokens);
+  LP_TRY_ARG("params", lp_check_head_dim(p.head_dim));
+  if (p.num_q_heads % p.num_kv_heads)
+    return lp_fail(LPATTN_ERR_BAD_GQA, "params.num_q_heads = %d is not a multiple of num_kv_heads = %d",
+                   p.num_q_heads, p.num_kv_heads);
+  if (!valid_block(p.tile))
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.tile = %d, expected a multiple of 32 in [32, 256]", p.tile);
+  if (!is_float_io(p.high_dtype)) return lp_dtype_fail("params.high", p.high_dtype, "F32, F16 or BF16");
   if ((unsigned)p.precision > LPATTN_PREC_THRIFT || !valid_format(p.thrift_low))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
+                   "precision 0-4 and a format 0-2", (int)p.precision, (int)p.thrift_low);
   lpattn_format low = lp_low_format(p.precision, p.thrift_low);
   if (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32)
-    return LPATTN_ERR_BAD_HEAD_DIM;
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: MXFP4 tiles need a multiple of 32",
+                   p.head_dim);
   if (p.pasa_beta != 0.0f && !(p.pasa_beta > 0.0f && p.pasa_beta < 1.0f))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
+                   (double)p.pasa_beta);
   if (p.pasa_beta == 0.0f) p.pasa_beta = (float)lpattn_pasa_beta(LPATTN_F16, p.tile, 0.0);
   /* Worst case: every token stored in f32, for K and V, of every sequence. */
   int64_t per_seq = (int64_t)p.num_kv_heads * p.head_dim * 8;
-  if (p.max_tokens > INT64_MAX / per_seq / p.num_seqs) return LPATTN_ERR_SIZE_OVERFLOW;
-  if ((uint64_t)(p.max_tokens * per_seq * p.num_seqs) > (uint64_t)SIZE_MAX / 2)
-    return LPATTN_ERR_SIZE_OVERFLOW;
-  if (!ctx->vt->cache_create) return LPATTN_ERR_UNSUPPORTED;
-  TRY(ctx->vt->cache_create(ctx, &p, out));
+  if (p.max_tokens > INT64_MAX / per_seq / p.num_seqs ||
+      (uint64_t)(p.max_tokens * per_seq * p.num_seqs) > (uint64_t)SIZE_MAX / 2)
+    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "params.max_tokens = %lld: the cache's bytes overflow size_t",
+                   (long long)p.max_tokens);
+  if (!ctx->vt->cache_create)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no KV cache", lpattn_backend_name(ctx->kind));
+  TRY(lp_err_backend(ctx->vt->cache_create(ctx, &p, out), ctx, "kv_cache_create"));
   if (lp_ctx_track(ctx, *out, cache_detach) != LPATTN_OK) {
     ctx->vt->cache_free(*out);
     *out = NULL;
-    return LPATTN_ERR_OUT_OF_MEMORY;
+    return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory tracking the cache");
   }
   return LPATTN_OK;
 }
@@ -337,9 +312,12 @@ void lpattn_kv_cache_free(lpattn_kv_cache *cache) {
 }
 
 lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq, int64_t *len) {
-  if (!cache || !len) return LPATTN_ERR_NULL_POINTER;
-  if (!cache->ctx) return LPATTN_ERR_INVALID_ARGUMENT; /* its context was freed */
-  if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
+  lp_err_clear();
+  if (!cache || !len) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !cache ? "cache" : "len");
+  if (!cache->ctx) /* its context was freed */
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "cache: its context was freed (detached)");
+  if (seq < 0 || seq >= cache->p.num_seqs)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "seq = %d, expected 0..%d", seq, cache->p.num_seqs - 1);
   *len = cache->lengths[seq];
   return LPATTN_OK;
 }
@@ -347,23 +325,32 @@ lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache *cache, int seq, int6
 lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *cache, int seq,
                                      const lpattn_tensor *k, const lpattn_tensor *v,
                                      const lpattn_tensor *q) {
-  if (!ctx || !cache || !k || !v) return LPATTN_ERR_NULL_POINTER;
-  if (cache->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (seq < 0 || seq >= cache->p.num_seqs) return LPATTN_ERR_INVALID_ARGUMENT;
-  TRY(check_view(k, 0));
-  TRY(check_view(v, 0));
-  if (!is_float_io(k->dtype) || !is_float_io(v->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  lp_err_clear();
+  if (!ctx || !cache || !k || !v)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !cache ? "cache" : !k ? "k" : "v");
+  if (cache->ctx != ctx)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "cache belongs to another context%s",
+                   cache->ctx ? "" : " (its context was freed)");
+  if (seq < 0 || seq >= cache->p.num_seqs)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "seq = %d, expected 0..%d", seq, cache->p.num_seqs - 1);
+  LP_TRY_ARG("k", lp_check_view(k, 0));
+  LP_TRY_ARG("v", lp_check_view(v, 0));
+  if (!is_float_io(k->dtype)) return lp_dtype_fail("k", k->dtype, "F32, F16 or BF16");
+  if (!is_float_io(v->dtype)) return lp_dtype_fail("v", v->dtype, "F32, F16 or BF16");
   const int64_t T = k->shape[2];
   const int64_t kv[4] = {1, cache->p.num_kv_heads, T, cache->p.head_dim};
-  if (!same_shape(k, kv) || !same_shape(v, kv)) return LPATTN_ERR_BAD_SHAPE;
+  if (!same_shape(k, kv)) return lp_shape_fail("k", k->shape, kv);
+  if (!same_shape(v, kv)) return lp_shape_fail("v", v->shape, kv);
   if (q) {
-    TRY(check_view(q, 0));
-    if (!is_float_io(q->dtype)) return LPATTN_ERR_BAD_DTYPE;
+    LP_TRY_ARG("q", lp_check_view(q, 0));
+    if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
     const int64_t qs[4] = {1, cache->p.num_q_heads, T, cache->p.head_dim};
-    if (!same_shape(q, qs)) return LPATTN_ERR_BAD_SHAPE;
+    if (!same_shape(q, qs)) return lp_shape_fail("q", q->shape, qs);
   }
-  if (T > cache->p.max_tokens - cache->lengths[seq]) return LPATTN_ERR_CACHE_FULL;
-  return ctx->vt->cache_append(ctx, cache, seq, k, v, q);
+  if (T > cache->p.max_tokens - cache->lengths[seq])
+    return lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %d holds %lld of max_tokens = %lld: no room for %lld more",
+                   seq, (long long)cache->lengths[seq], (long long)cache->p.max_tokens, (long long)T);
+  return lp_err_backend(ctx->vt->cache_append(ctx, cache, seq, k, v, q), ctx, "kv_cache_append");
 }
 
 /* Decode params (lpattn_decode, lpattn_paged_decode): the storage sp fixes
@@ -374,7 +361,7 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
                                 int *check_finite) {
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
-  TRY(take_params(&p, sizeof p, params));
+  LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));
   p.block_q = p.block_k = sp->page_size;
   p.precision = sp->precision;
   p.thrift_low = sp->thrift_low;
@@ -389,7 +376,8 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
   TRY(resolve_params(&p, pr->D, pr->Skv, pr));
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   TRY(resolve_aux(aux_in, aux, pr));
-  if (pr->selection) return LPATTN_ERR_INVALID_ARGUMENT; /* decode has no selection output */
+  if (pr->selection) /* decode has no selection output */
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "aux.selection: decode has no selection output");
   *check_finite = p.check_finite != 0;
   return LPATTN_OK;
 }
@@ -397,20 +385,29 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
 lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpattn_tensor *q,
                             const lpattn_tensor *out, const lpattn_attn_params *params,
                             const lpattn_attn_aux *aux_in) {
-  if (!ctx || !cache || !q || !out) return LPATTN_ERR_NULL_POINTER;
-  if (cache->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
-  TRY(check_view(q, 0));
-  TRY(check_view(out, 1));
-  if (!is_float_io(q->dtype) || !is_float_io(out->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  lp_err_clear();
+  if (!ctx || !cache || !q || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !cache ? "cache" : !q ? "q" : "out");
+  if (cache->ctx != ctx)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "cache belongs to another context%s",
+                   cache->ctx ? "" : " (its context was freed)");
+  LP_TRY_ARG("q", lp_check_view(q, 0));
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
+  if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
   const lpattn_kv_cache_params *cp = &cache->p;
-  if (q->shape[0] != cp->num_seqs || q->shape[1] != cp->num_q_heads ||
-      q->shape[3] != cp->head_dim || !same_shape(out, q->shape))
-    return LPATTN_ERR_BAD_SHAPE;
   const int64_t Sq = q->shape[2];
-  if (Sq > cp->tile) return LPATTN_ERR_BAD_SHAPE;
+  const int64_t qs[4] = {cp->num_seqs, cp->num_q_heads, Sq, cp->head_dim};
+  if (!same_shape(q, qs)) return lp_shape_fail("q", q->shape, qs);
+  if (!same_shape(out, q->shape)) return lp_shape_fail("out", out->shape, q->shape);
+  if (Sq > cp->tile)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most the tile, %d",
+                   (long long)Sq, cp->tile);
   int64_t max_len = 0;
   for (int s = 0; s < cp->num_seqs; s++) {
-    if (cache->lengths[s] < Sq) return LPATTN_ERR_BAD_SHAPE;
+    if (cache->lengths[s] < Sq)
+      return lp_fail(LPATTN_ERR_BAD_SHAPE, "sequence %d holds %lld tokens, fewer than q.shape[2] = %lld",
+                     s, (long long)cache->lengths[s], (long long)Sq);
     if (cache->lengths[s] > max_len) max_len = cache->lengths[s];
   }
   lpattn_kv_pool_params sp;
@@ -425,23 +422,14 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
                         &check_finite));
   pr.q = q, pr.out = out;
-  if (check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (check_finite && !host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {
-    TRY(scan_finite(q));
-    TRY(lp_kv_cache_finite(cache)); /* non-finite K/V/Q recorded by append */
+    LP_TRY_ARG("q", lp_scan_finite(q));
+    LP_TRY_ARG("cache", lp_kv_cache_finite(cache)); /* non-finite K/V/Q recorded by append */
   }
-  return ctx->vt->decode(ctx, cache, &pr);
+  return lp_err_backend(ctx->vt->decode(ctx, cache, &pr), ctx, "decode");
 }
-
-/* For the other core files (core/api_kv.c). */
-lpattn_status lp_check_view(const lpattn_tensor *t, int want_output) {
-  return check_view(t, want_output);
-}
-lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src) {
-  return take_params(dst, dst_size, src);
-}
-lpattn_status lp_scan_finite(const lpattn_tensor *t) { return scan_finite(t); }
-lpattn_status lp_check_head_dim(int64_t d) { return check_head_dim(d); }
 
 /* ---- merge -------------------------------------------------------------- */
 
@@ -450,21 +438,28 @@ lpattn_status lpattn_merge_states(lpattn_ctx *ctx, const lpattn_tensor *o_a,
                                   const lpattn_tensor *o_b, const lpattn_tensor *lse_b,
                                   const lpattn_tensor *h_b, const lpattn_tensor *o,
                                   const lpattn_tensor *lse, const lpattn_tensor *h) {
-  if (!ctx || !o_a || !lse_a || !o_b || !lse_b || !o || !lse) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !o_a || !lse_a || !o_b || !lse_b || !o || !lse)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !o_a ? "o_a" : !lse_a ? "lse_a"
+                   : !o_b ? "o_b" : !lse_b ? "lse_b" : !o ? "o" : "lse");
   int nh = (h_a != NULL) + (h_b != NULL) + (h != NULL);
-  if (nh != 0 && nh != 3) return LPATTN_ERR_INVALID_ARGUMENT;
-  TRY(check_view(o_a, 0));
-  TRY(check_view(o_b, 0));
-  TRY(check_view(o, 1));
-  if (!is_float_io(o_a->dtype) || !is_float_io(o_b->dtype) || !is_float_io(o->dtype))
-    return LPATTN_ERR_BAD_DTYPE;
-  if (!same_shape(o_b, o_a->shape) || !same_shape(o, o_a->shape)) return LPATTN_ERR_BAD_SHAPE;
+  if (nh != 0 && nh != 3)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "h_a, h_b, h: %d of 3 given, expected all or none", nh);
+  LP_TRY_ARG("o_a", lp_check_view(o_a, 0));
+  LP_TRY_ARG("o_b", lp_check_view(o_b, 0));
+  LP_TRY_ARG("o", lp_check_view(o, 1));
+  if (!is_float_io(o_a->dtype)) return lp_dtype_fail("o_a", o_a->dtype, "F32, F16 or BF16");
+  if (!is_float_io(o_b->dtype)) return lp_dtype_fail("o_b", o_b->dtype, "F32, F16 or BF16");
+  if (!is_float_io(o->dtype)) return lp_dtype_fail("o", o->dtype, "F32, F16 or BF16");
+  if (!same_shape(o_b, o_a->shape)) return lp_shape_fail("o_b", o_b->shape, o_a->shape);
+  if (!same_shape(o, o_a->shape)) return lp_shape_fail("o", o->shape, o_a->shape);
   const int64_t row[4] = {o_a->shape[0], o_a->shape[1], o_a->shape[2], 1};
   const lpattn_tensor *rows[6] = {lse_a, lse_b, lse, h_a, h_b, h};
+  static const char *const names[6] = {"lse_a", "lse_b", "lse", "h_a", "h_b", "h"};
   for (int i = 0; i < 3 + nh; i++) {
-    TRY(check_view(rows[i], i == 2 || i == 5));
-    if (rows[i]->dtype != LPATTN_F32) return LPATTN_ERR_BAD_DTYPE;
-    if (!same_shape(rows[i], row)) return LPATTN_ERR_BAD_SHAPE;
+    LP_TRY_ARG(names[i], lp_check_view(rows[i], i == 2 || i == 5));
+    if (rows[i]->dtype != LPATTN_F32) return lp_dtype_fail(names[i], rows[i]->dtype, "F32");
+    if (!same_shape(rows[i], row)) return lp_shape_fail(names[i], rows[i]->shape, row);
   }
-  return ctx->vt->merge(ctx, o_a, lse_a, h_a, o_b, lse_b, h_b, o, lse, h);
+  return lp_err_backend(ctx->vt->merge(ctx, o_a, lse_a, h_a, o_b, lse_b, h_b, o, lse, h), ctx, "merge_states");
 }

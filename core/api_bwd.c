@@ -3,6 +3,7 @@
  * gradients' tensors; backends read only the resolved lpattn_bwd_problem. */
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
 
 #define TRY(x)                          \
@@ -39,10 +40,10 @@ static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
 }
 
 /* A gradient output: a float view of the given shape. */
-static lpattn_status check_grad(const lpattn_tensor *t, const int64_t shape[4]) {
-  TRY(lp_check_view(t, 1));
-  if (!float_io(t->dtype)) return LPATTN_ERR_BAD_DTYPE;
-  return same_shape(t, shape) ? LPATTN_OK : LPATTN_ERR_BAD_SHAPE;
+static lpattn_status check_grad(const char *name, const lpattn_tensor *t, const int64_t shape[4]) {
+  LP_TRY_ARG(name, lp_check_view(t, 1));
+  if (!float_io(t->dtype)) return lp_dtype_fail(name, t->dtype, "F32, F16 or BF16");
+  return same_shape(t, shape) ? LPATTN_OK : lp_shape_fail(name, t->shape, shape);
 }
 
 lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
@@ -50,10 +51,12 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
                                         const lpattn_tensor *out, const lpattn_tensor *lse,
                                         const lpattn_tensor *dout, const lpattn_attn_params *params,
                                         const lpattn_attn_grads *grads_in) {
-  if (!lse || !dout || !grads_in) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!lse || !dout || !grads_in)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !lse ? "lse" : !dout ? "dout" : "grads");
   lpattn_attn_grads g;
   lpattn_attn_grads_init(&g);
-  TRY(lp_take_params(&g, sizeof g, grads_in));
+  LP_TRY_ARG("grads", lp_take_params(&g, sizeof g, grads_in));
   /* The forward's call, with lse as its optional output (its checks: f32,
    * [B, Hq, Sq, 1]); out is read here, never written. */
   lpattn_attn_aux aux_in, aux;
@@ -62,27 +65,34 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
   lpattn_bwd_problem pr;
   memset(&pr, 0, sizeof pr);
   TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
-  if (pr.f.pasa || pr.f.score_f16) return LPATTN_ERR_UNSUPPORTED;
-  TRY(lp_check_view(dout, 0));
-  if (!float_io(dout->dtype)) return LPATTN_ERR_BAD_DTYPE;
-  if (!same_shape(dout, q->shape)) return LPATTN_ERR_BAD_SHAPE;
-  TRY(check_grad(&g.dq, q->shape));
-  TRY(check_grad(&g.dk, k->shape));
-  TRY(check_grad(&g.dv, k->shape));
+  if (pr.f.pasa || pr.f.score_f16)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.%s: the backward has no PASA / f16-score form yet",
+                   pr.f.pasa ? "pasa" : "score_f16");
+  LP_TRY_ARG("dout", lp_check_view(dout, 0));
+  if (!float_io(dout->dtype)) return lp_dtype_fail("dout", dout->dtype, "F32, F16 or BF16");
+  if (!same_shape(dout, q->shape)) return lp_shape_fail("dout", dout->shape, q->shape);
+  TRY(check_grad("grads.dq", &g.dq, q->shape));
+  TRY(check_grad("grads.dk", &g.dk, k->shape));
+  TRY(check_grad("grads.dv", &g.dv, k->shape));
   /* The gradients are accumulated in place by some backends: no output may
    * share a byte with another output or with an input. */
   const lpattn_tensor *outs[3] = {&g.dq, &g.dk, &g.dv};
   const lpattn_tensor *ins[6] = {q, k, v, out, dout, &aux.lse};
+  static const char *const on[3] = {"grads.dq", "grads.dk", "grads.dv"};
+  static const char *const in[6] = {"q", "k", "v", "out", "dout", "lse"};
   for (int i = 0; i < 3; i++) {
     for (int j = i + 1; j < 3; j++)
-      if (spans_meet(outs[i], outs[j])) return LPATTN_ERR_BAD_STRIDE;
+      if (spans_meet(outs[i], outs[j]))
+        return lp_fail(LPATTN_ERR_BAD_STRIDE, "%s and %s share memory", on[i], on[j]);
     for (int j = 0; j < 6; j++)
-      if (spans_meet(outs[i], ins[j])) return LPATTN_ERR_BAD_STRIDE;
+      if (spans_meet(outs[i], ins[j]))
+        return lp_fail(LPATTN_ERR_BAD_STRIDE, "%s shares memory with the input %s", on[i], in[j]);
   }
-  if (!ctx->vt->backward) return LPATTN_ERR_UNSUPPORTED;
+  if (!ctx->vt->backward)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no backward yet", ctx->vt->name);
   /* f.lse, set by the resolution above, is the forward's LSE: an input here. */
   pr.f.entropy = pr.f.selection = NULL;
   pr.dout = dout, pr.dq = &g.dq, pr.dk = &g.dk, pr.dv = &g.dv;
   pr.seed = g.seed;
-  return ctx->vt->backward(ctx, &pr);
+  return lp_err_backend(ctx->vt->backward(ctx, &pr), ctx, "attention_backward");
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
 #include "kvpage.h"
 #include "kvpool.h"
@@ -48,35 +49,46 @@ void lpattn_kv_batch_init(lpattn_kv_batch *b) {
 
 /* Copies and checks pool params, resolving pasa_beta. */
 static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv_pool_params *p) {
-  if (!in) return LPATTN_ERR_NULL_POINTER;
+  if (!in) return lp_fail(LPATTN_ERR_NULL_POINTER, "params is NULL");
   lpattn_kv_pool_params_init(p);
-  TRY(lp_take_params(p, sizeof *p, in));
+  LP_TRY_ARG("params", lp_take_params(p, sizeof *p, in));
   if (p->num_kv_heads < 1 || p->num_q_heads < 1 || p->num_pages < 0 || p->num_slots < 0)
-    return LPATTN_ERR_BAD_SHAPE;
-  TRY(lp_check_head_dim(p->head_dim));
-  if (p->num_q_heads % p->num_kv_heads) return LPATTN_ERR_BAD_GQA;
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "params: num_kv_heads = %d, num_q_heads = %d, num_pages = %d, "
+                   "num_slots = %d; expected heads >= 1, pages and slots >= 0", p->num_kv_heads,
+                   p->num_q_heads, (int)p->num_pages, (int)p->num_slots);
+  LP_TRY_ARG("params", lp_check_head_dim(p->head_dim));
+  if (p->num_q_heads % p->num_kv_heads)
+    return lp_fail(LPATTN_ERR_BAD_GQA, "params.num_q_heads = %d is not a multiple of num_kv_heads = %d",
+                   p->num_q_heads, p->num_kv_heads);
   if (p->page_size < 32 || p->page_size > 256 || p->page_size % 32)
-    return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!is_float_io(p->high_dtype)) return LPATTN_ERR_BAD_DTYPE;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.page_size = %d, expected a multiple of 32 in [32, 256]",
+                   p->page_size);
+  if (!is_float_io(p->high_dtype))
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = %s, expected F16, BF16 or F32",
+                   lp_dtype_name(p->high_dtype));
   if ((unsigned)p->precision > LPATTN_PREC_THRIFT || !valid_format(p->thrift_low))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
+                   "precision 0-4 and a format 0-2", (int)p->precision, (int)p->thrift_low);
   const lpattn_format low = lp_low_format(p->precision, p->thrift_low);
   if (p->precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p->head_dim % 32)
-    return LPATTN_ERR_BAD_HEAD_DIM;
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: MXFP4 pages need a multiple of 32",
+                   p->head_dim);
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
+                   (double)p->pasa_beta);
   if (p->pasa_beta == 0.0f) p->pasa_beta = (float)lpattn_pasa_beta(LPATTN_F16, p->page_size, 0.0);
   return LPATTN_OK;
 }
 
 lpattn_status lpattn_kv_pool_size(const lpattn_kv_pool_params *params, size_t *page_bytes,
                                   size_t *slot_bytes, size_t *pool_bytes) {
+  lp_err_clear();
   lpattn_kv_pool_params p;
   TRY(take_pool_params(params, &p));
   lp_kv_layout L;
-  TRY(lp_kv_layout_init(&L, &p));
+  LP_TRY_ARG("params", lp_kv_layout_init(&L, &p));
   size_t total;
-  TRY(lp_kv_pool_bytes(&L, p.num_slots, p.num_pages, &total));
+  LP_TRY_ARG("params (num_pages, num_slots)", lp_kv_pool_bytes(&L, p.num_slots, p.num_pages, &total));
   if (page_bytes) *page_bytes = L.page_bytes;
   if (slot_bytes) *slot_bytes = L.slot_bytes;
   if (pool_bytes) *pool_bytes = total;
@@ -93,23 +105,33 @@ static void pool_detach(void *obj) {
 
 lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params *params,
                                     void *mem, size_t bytes, lpattn_kv_pool **out) {
-  if (!ctx || !params || !out) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !params || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !params ? "params" : "out");
   *out = NULL;
   lpattn_kv_pool_params p;
   TRY(take_pool_params(params, &p));
-  if (p.num_pages < 1 || p.num_slots < 1) return LPATTN_ERR_BAD_SHAPE;
-  if (p.high_dtype == LPATTN_F32 && !host(ctx)) return LPATTN_ERR_BAD_DTYPE;
-  if (p.check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (p.num_pages < 1 || p.num_slots < 1)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "params.num_pages = %d, num_slots = %d: a pool needs at least one of each",
+                   (int)p.num_pages, (int)p.num_slots);
+  if (p.high_dtype == LPATTN_F32 && !host(ctx))
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = F32: GPU pools store F16 or BF16");
+  if (p.check_finite && !host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   lp_kv_layout L;
-  TRY(lp_kv_layout_init(&L, &p));
+  LP_TRY_ARG("params", lp_kv_layout_init(&L, &p));
   size_t need;
-  TRY(lp_kv_pool_bytes(&L, p.num_slots, p.num_pages, &need));
-  if (mem && (bytes < need || (uintptr_t)mem % LP_KV_ALIGN)) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!ctx->vt->pool_init) return LPATTN_ERR_UNSUPPORTED;
+  LP_TRY_ARG("params (num_pages, num_slots)", lp_kv_pool_bytes(&L, p.num_slots, p.num_pages, &need));
+  if (mem && bytes < need)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "bytes = %zu, the pool needs %zu", bytes, need);
+  if (mem && (uintptr_t)mem % LP_KV_ALIGN)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "mem = %p is not %d-byte aligned", mem, (int)LP_KV_ALIGN);
+  if (!ctx->vt->pool_init)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged pool", lpattn_backend_name(ctx->kind));
   lpattn_kv_pool *pool = calloc(1, sizeof *pool);
-  if (!pool) return LPATTN_ERR_OUT_OF_MEMORY;
+  if (!pool) return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory for the pool header");
   pool->ctx = ctx, pool->p = p, pool->mem = mem, pool->bytes = need;
-  lpattn_status st = ctx->vt->pool_init(ctx, pool);
+  lpattn_status st = lp_err_backend(ctx->vt->pool_init(ctx, pool), ctx, "kv_pool_create");
   if (st == LPATTN_OK) {
     st = lp_ctx_track(ctx, pool, pool_detach);
     if (st != LPATTN_OK && ctx->vt->pool_fini) ctx->vt->pool_fini(pool);
@@ -139,11 +161,15 @@ static int32_t id_at(const lpattn_tensor *t, int64_t i) {
   return ((const int32_t *)t->data)[i * t->stride[3]];
 }
 
-static lpattn_status check_ids(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c,
+static lpattn_status check_ids(const char *name, const lpattn_tensor *t, int64_t a, int64_t b, int64_t c,
                                int64_t d) {
-  TRY(lp_check_view(t, 0));
-  if (t->dtype != LPATTN_I32) return LPATTN_ERR_BAD_DTYPE;
-  return shape_is(t, a, b, c, d) ? LPATTN_OK : LPATTN_ERR_BAD_SHAPE;
+  LP_TRY_ARG(name, lp_check_view(t, 0));
+  if (t->dtype != LPATTN_I32)
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "%s.dtype = %s, expected I32", name, lp_dtype_name(t->dtype));
+  if (shape_is(t, a, b, c, d)) return LPATTN_OK;
+  return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {%lld, %lld, %lld, %lld}",
+                 name, (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+                 (long long)t->shape[3], (long long)a, (long long)b, (long long)c, (long long)d);
 }
 
 /* Host checks of ids and lengths. n: tokens appended (0 for decode). */
@@ -158,23 +184,35 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
   int32_t *owner = append ? malloc(sizeof(int32_t) * (size_t)npages) : NULL;
   if (!mark || (append && !owner)) {
     free(mark), free(owner);
-    return LPATTN_ERR_OUT_OF_MEMORY;
+    return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory checking the batch");
   }
   lpattn_status st = LPATTN_OK;
   for (int32_t i = 0; i < pool->p.num_slots; i++) mark[i] = -1;
   for (int64_t i = 0; i < S && st == LPATTN_OK; i++) {
     const int32_t slot = id_at(&b->slots, i), len = id_at(&b->lengths, i);
-    if (slot < 0 || slot >= pool->p.num_slots || mark[slot] >= 0) {
-      st = LPATTN_ERR_INVALID_ARGUMENT; /* out of range or repeated */
+    if (slot < 0 || slot >= pool->p.num_slots) {
+      st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d, expected 0..%d",
+                   (long long)i, (int)slot, (int)pool->p.num_slots - 1);
+    } else if (mark[slot] >= 0) {
+      st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d repeats batch.slots[%d]",
+                   (long long)i, (int)slot, (int)mark[slot]);
     } else if (len < 0 || len > b->max_length) {
-      st = LPATTN_ERR_INVALID_ARGUMENT;
+      st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.lengths[%lld] = %d, expected 0..max_length = %lld",
+                   (long long)i, (int)len, (long long)b->max_length);
     } else if (!append && len < Sq) {
-      st = LPATTN_ERR_BAD_SHAPE;
+      st = lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.lengths[%lld] = %d is less than q.shape[2] = %lld",
+                   (long long)i, (int)len, (long long)Sq);
     } else {
       const int64_t have = lp_slot_len(pool->mem + lp_kv_slot_off(&L, slot));
-      if (append ? (len != 0 && len != have) : len != have) st = LPATTN_ERR_INVALID_ARGUMENT;
-      else if (lp_tile_count(len, T) > width) st = LPATTN_ERR_BAD_PAGE;
-      else if (append && lp_tile_count(len + n, T) > width) st = LPATTN_ERR_CACHE_FULL;
+      if (append ? (len != 0 && len != have) : len != have)
+        st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.lengths[%lld] = %d but slot %d holds %lld tokens%s",
+                     (long long)i, (int)len, (int)slot, (long long)have, append ? " (or 0 to restart it)" : "");
+      else if (lp_tile_count(len, T) > width)
+        st = lp_fail(LPATTN_ERR_BAD_PAGE, "batch.page_table has %lld columns, sequence %lld needs %lld pages",
+                     (long long)width, (long long)i, (long long)lp_tile_count(len, T));
+      else if (append && lp_tile_count(len + n, T) > width)
+        st = lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %lld: %d + %lld tokens need %lld pages, page_table has %lld columns",
+                     (long long)i, (int)len, (long long)n, (long long)lp_tile_count(len + n, T), (long long)width);
     }
     mark[slot < 0 || slot >= pool->p.num_slots ? 0 : slot] = (int32_t)i;
   }
@@ -185,7 +223,12 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
     const int64_t need = lp_tile_count(id_at(&b->lengths, i) + n, T);
     for (int64_t j = 0; j < need && st == LPATTN_OK; j++) {
       const int32_t p = row[j * b->page_table.stride[3]];
-      if (p < 0 || p >= npages || mark[p] == (int32_t)i) st = LPATTN_ERR_BAD_PAGE;
+      if (p < 0 || p >= npages)
+        st = lp_fail(LPATTN_ERR_BAD_PAGE, "batch.page_table[%lld][%lld] = %d, expected 0..%d",
+                     (long long)i, (long long)j, (int)p, (int)npages - 1);
+      else if (mark[p] == (int32_t)i)
+        st = lp_fail(LPATTN_ERR_BAD_PAGE, "batch.page_table[%lld][%lld] = %d appears twice in the row",
+                     (long long)i, (long long)j, (int)p);
       else mark[p] = (int32_t)i;
     }
   }
@@ -202,7 +245,9 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
       const int64_t j1 = L.has_high_pages ? (end - 1) / T : end / T - 1;
       for (int64_t j = j0; j <= j1 && st == LPATTN_OK; j++) {
         const int32_t p = row[j * b->page_table.stride[3]];
-        if (owner[p] >= 0 && owner[p] != (int32_t)i) st = LPATTN_ERR_BAD_PAGE;
+        if (owner[p] >= 0 && owner[p] != (int32_t)i)
+          st = lp_fail(LPATTN_ERR_BAD_PAGE, "page %d is written by sequences %d and %lld of one append",
+                       (int)p, (int)owner[p], (long long)i);
         owner[p] = (int32_t)i;
       }
     }
@@ -211,7 +256,9 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
       const int64_t need = lp_tile_count(id_at(&b->lengths, i) + n, T);
       for (int64_t j = 0; j < need && st == LPATTN_OK; j++) {
         const int32_t p = row[j * b->page_table.stride[3]];
-        if (owner[p] >= 0 && owner[p] != (int32_t)i) st = LPATTN_ERR_BAD_PAGE;
+        if (owner[p] >= 0 && owner[p] != (int32_t)i)
+          st = lp_fail(LPATTN_ERR_BAD_PAGE, "page %d is written by sequence %d and read by sequence %lld",
+                       (int)p, (int)owner[p], (long long)i);
       }
     }
   }
@@ -220,82 +267,109 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
 }
 
 static lpattn_status take_batch(const lpattn_kv_batch *in, lpattn_kv_batch *b) {
-  if (!in) return LPATTN_ERR_NULL_POINTER;
+  if (!in) return lp_fail(LPATTN_ERR_NULL_POINTER, "batch is NULL");
   lpattn_kv_batch_init(b);
-  TRY(lp_take_params(b, sizeof *b, in));
-  if (b->num_seqs < 1) return LPATTN_ERR_BAD_SHAPE;
-  TRY(check_ids(&b->slots, 1, 1, 1, b->num_seqs));
-  TRY(check_ids(&b->lengths, 1, 1, 1, b->num_seqs));
+  LP_TRY_ARG("batch", lp_take_params(b, sizeof *b, in));
+  if (b->num_seqs < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.num_seqs = %d, expected >= 1", b->num_seqs);
+  TRY(check_ids("batch.slots", &b->slots, 1, 1, 1, b->num_seqs));
+  TRY(check_ids("batch.lengths", &b->lengths, 1, 1, 1, b->num_seqs));
   const lpattn_tensor *pt = &b->page_table;
-  TRY(lp_check_view(pt, 0));
-  if (pt->dtype != LPATTN_I32) return LPATTN_ERR_BAD_DTYPE;
-  if (!shape_is(pt, 1, 1, b->num_seqs, pt->shape[3])) return LPATTN_ERR_BAD_SHAPE;
-  if (b->max_length < 0 || b->max_length > INT32_MAX) return LPATTN_ERR_INVALID_ARGUMENT;
+  TRY(check_ids("batch.page_table", pt, 1, 1, b->num_seqs, pt->shape[3]));
+  if (b->max_length < 0 || b->max_length > INT32_MAX)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.max_length = %lld, expected 0..2^31 - 1",
+                   (long long)b->max_length);
   return LPATTN_OK;
 }
 
 static lpattn_status check_pool(const lpattn_ctx *ctx, const lpattn_kv_pool *pool) {
-  if (pool->ctx != ctx) return LPATTN_ERR_INVALID_ARGUMENT;
+  if (pool->ctx != ctx)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "pool belongs to another context%s",
+                   pool->ctx ? "" : " (its context was freed)");
   return LPATTN_OK;
 }
 
 lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_tensor *k, const lpattn_tensor *v,
                                const lpattn_tensor *q) {
-  if (!ctx || !pool || !batch || !k || !v) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !pool || !batch || !k || !v)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !k ? "k" : "v");
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
   TRY(take_batch(batch, &b));
-  TRY(lp_check_view(k, 0));
-  TRY(lp_check_view(v, 0));
-  if (q) TRY(lp_check_view(q, 0));
+  LP_TRY_ARG("k", lp_check_view(k, 0));
+  LP_TRY_ARG("v", lp_check_view(v, 0));
+  if (q) LP_TRY_ARG("q", lp_check_view(q, 0));
   if (!is_float_io(k->dtype) || !is_float_io(v->dtype) || (q && !is_float_io(q->dtype)))
-    return LPATTN_ERR_BAD_DTYPE;
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "k, v, q dtypes %s, %s, %s: expected F32, F16 or BF16",
+                   lp_dtype_name(k->dtype), lp_dtype_name(v->dtype), q ? lp_dtype_name(q->dtype) : "(none)");
   const lpattn_kv_pool_params *pp = &pool->p;
   const int64_t n = k->shape[2];
-  if (!shape_is(k, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ||
-      !shape_is(v, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ||
-      (q && !shape_is(q, b.num_seqs, pp->num_q_heads, n, pp->head_dim)))
-    return LPATTN_ERR_BAD_SHAPE;
-  if (n > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  const lpattn_tensor *bad = !shape_is(k, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ? k
+                             : !shape_is(v, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ? v
+                             : (q && !shape_is(q, b.num_seqs, pp->num_q_heads, n, pp->head_dim)) ? q : NULL;
+  if (bad)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %d, "
+                   "%s = %d, n = %lld, head_dim = %d}", bad == k ? "k" : bad == v ? "v" : "q",
+                   (long long)bad->shape[0], (long long)bad->shape[1], (long long)bad->shape[2],
+                   (long long)bad->shape[3], b.num_seqs, bad == q ? "num_q_heads" : "num_kv_heads",
+                   bad == q ? pp->num_q_heads : pp->num_kv_heads, (long long)n, pp->head_dim);
+  if (n > INT32_MAX) return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "k.shape[2] = %lld, at most 2^31 - 1", (long long)n);
   if (host(ctx)) TRY(check_host_batch(pool, &b, 1, n, 0));
   if (pp->check_finite) {
-    TRY(lp_scan_finite(k));
-    TRY(lp_scan_finite(v));
-    if (q) TRY(lp_scan_finite(q));
+    LP_TRY_ARG("k", lp_scan_finite(k));
+    LP_TRY_ARG("v", lp_scan_finite(v));
+    if (q) LP_TRY_ARG("q", lp_scan_finite(q));
   }
-  if (!ctx->vt->kv_append) return LPATTN_ERR_UNSUPPORTED;
+  if (!ctx->vt->kv_append)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged append", lpattn_backend_name(ctx->kind));
   const lpattn_kv_append_call call = {&b, n, k, v, q};
-  return ctx->vt->kv_append(ctx, pool, &call);
+  return lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "kv_append");
 }
 
 lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src,
                                   int32_t dst) {
-  if (!ctx || !pool) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !pool) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : "pool");
   TRY(check_pool(ctx, pool));
   if (src < 0 || src >= pool->p.num_slots || dst < 0 || dst >= pool->p.num_slots)
-    return LPATTN_ERR_INVALID_ARGUMENT;
-  if (!ctx->vt->slot_copy) return LPATTN_ERR_UNSUPPORTED;
-  return ctx->vt->slot_copy(ctx, pool, src, dst);
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "src = %d, dst = %d, expected slots 0..%d", (int)src,
+                   (int)dst, (int)pool->p.num_slots - 1);
+  if (!ctx->vt->slot_copy)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no slot copy", lpattn_backend_name(ctx->kind));
+  return lp_err_backend(ctx->vt->slot_copy(ctx, pool, src, dst), ctx, "kv_slot_copy");
 }
 
 lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                   const lpattn_kv_batch *batch, const lpattn_tensor *q,
                                   const lpattn_tensor *out, const lpattn_attn_params *params,
                                   const lpattn_attn_aux *aux_in) {
-  if (!ctx || !pool || !batch || !q || !out) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!ctx || !pool || !batch || !q || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !q ? "q" : "out");
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
   TRY(take_batch(batch, &b));
-  TRY(lp_check_view(q, 0));
-  TRY(lp_check_view(out, 1));
-  if (!is_float_io(q->dtype) || !is_float_io(out->dtype)) return LPATTN_ERR_BAD_DTYPE;
+  LP_TRY_ARG("q", lp_check_view(q, 0));
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(q->dtype) || !is_float_io(out->dtype))
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "q.dtype = %s, out.dtype = %s: expected F32, F16 or BF16",
+                   lp_dtype_name(q->dtype), lp_dtype_name(out->dtype));
   const lpattn_kv_pool_params *pp = &pool->p;
   const int64_t Sq = q->shape[2];
-  if (!shape_is(q, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) ||
-      !shape_is(out, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) || Sq > pp->page_size)
-    return LPATTN_ERR_BAD_SHAPE;
-  if (b.max_length < Sq) return LPATTN_ERR_BAD_SHAPE;
+  const lpattn_tensor *bad = !shape_is(q, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) ? q
+                             : !shape_is(out, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) ? out : NULL;
+  if (bad)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %d, "
+                   "num_q_heads = %d, Sq = %lld, head_dim = %d}", bad == q ? "q" : "out",
+                   (long long)bad->shape[0], (long long)bad->shape[1], (long long)bad->shape[2],
+                   (long long)bad->shape[3], b.num_seqs, pp->num_q_heads, (long long)Sq, pp->head_dim);
+  if (Sq > pp->page_size)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most page_size = %d", (long long)Sq,
+                   pp->page_size);
+  if (b.max_length < Sq)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.max_length = %lld is less than q.shape[2] = %lld",
+                   (long long)b.max_length, (long long)Sq);
   lpattn_attn_problem pr;
   lpattn_attn_aux aux;
   int check_finite;
@@ -303,15 +377,18 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                         &check_finite));
   pr.q = q, pr.out = out;
   if (host(ctx)) TRY(check_host_batch(pool, &b, 0, 0, Sq));
-  if (check_finite && !host(ctx)) return LPATTN_ERR_UNSUPPORTED;
+  if (check_finite && !host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {
-    TRY(lp_scan_finite(q));
+    LP_TRY_ARG("q", lp_scan_finite(q));
     lp_kv_layout L;
     lp_kv_layout_init(&L, pp);
     for (int64_t i = 0; i < b.num_seqs; i++)
       if (lp_slot_flags(pool->mem + lp_kv_slot_off(&L, id_at(&b.slots, i))) & LP_SLOT_NONFINITE)
-        return LPATTN_ERR_NONFINITE;
+        return lp_fail(LPATTN_ERR_NONFINITE, "sequence %lld (slot %d) holds a non-finite K/V/Q "
+                       "(check_finite)", (long long)i, (int)id_at(&b.slots, i));
   }
-  if (!ctx->vt->paged_decode) return LPATTN_ERR_UNSUPPORTED;
-  return ctx->vt->paged_decode(ctx, pool, &b, &pr);
+  if (!ctx->vt->paged_decode)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged decode", lpattn_backend_name(ctx->kind));
+  return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &b, &pr), ctx, "paged_decode");
 }

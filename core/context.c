@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
 
 #ifndef LPATTN_HAVE_CPU
@@ -54,14 +55,18 @@ int lpattn_backend_available(lpattn_backend b) {
 static lpattn_status create_one(lpattn_backend b, const lpattn_context_params *p,
                                 lpattn_ctx **out) {
   const lpattn_backend_vtable *vt = vtable_of(b);
-  if (!vt) return LPATTN_ERR_UNSUPPORTED_HARDWARE;
+  if (!vt)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED_HARDWARE, "backend %s was not built into this library",
+                   lpattn_backend_name(b));
   lpattn_ctx *c = calloc(1, sizeof *c);
-  if (!c) return LPATTN_ERR_OUT_OF_MEMORY;
+  if (!c) return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory for the context");
   c->kind = b;
   c->vt = vt;
   c->params = *p;
   lpattn_status st = vt->init ? vt->init(c, p) : LPATTN_OK;
   if (st != LPATTN_OK) {
+    if (!lpattn_last_error()[0])
+      lp_fail(st, "backend %s cannot start here: %s", lpattn_backend_name(b), lpattn_status_string(st));
     free(c);
     return st;
   }
@@ -71,27 +76,34 @@ static lpattn_status create_one(lpattn_backend b, const lpattn_context_params *p
 
 lpattn_status lpattn_create(lpattn_backend backend, const lpattn_context_params *params,
                             lpattn_ctx **out) {
-  if (!out) return LPATTN_ERR_NULL_POINTER;
+  lp_err_clear();
+  if (!out) return lp_fail(LPATTN_ERR_NULL_POINTER, "out is NULL");
   *out = NULL;
   lpattn_context_params p;
   lpattn_context_params_init(&p);
   if (params) {
     if (params->struct_size < sizeof(size_t) || params->struct_size > sizeof p)
-      return LPATTN_ERR_PARAMS_SIZE;
+      return lp_fail(LPATTN_ERR_PARAMS_SIZE, "params.struct_size = %zu, expected %zu..%zu",
+                     params->struct_size, sizeof(size_t), sizeof p);
     memcpy(&p, params, params->struct_size);
     p.struct_size = sizeof p;
   }
-  if (p.num_threads < 0 || p.num_threads > LPATTN_MAX_THREADS || p.device < 0)
-    return LPATTN_ERR_INVALID_ARGUMENT;
+  if (p.num_threads < 0 || p.num_threads > LPATTN_MAX_THREADS)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.num_threads = %d, expected 0..%d", p.num_threads,
+                   LPATTN_MAX_THREADS);
+  if (p.device < 0) return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.device = %d, expected >= 0", p.device);
   if (backend == LPATTN_BACKEND_AUTO) {
     static const lpattn_backend order[] = {LPATTN_BACKEND_CUDA, LPATTN_BACKEND_HIP,
                                            LPATTN_BACKEND_CPU, LPATTN_BACKEND_REF};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-      if (create_one(order[i], &p, out) == LPATTN_OK) return LPATTN_OK;
-    return LPATTN_ERR_UNSUPPORTED_HARDWARE;
+      if (create_one(order[i], &p, out) == LPATTN_OK) {
+        lp_err_clear(); /* the backends tried before */
+        return LPATTN_OK;
+      }
+    return lp_fail(LPATTN_ERR_UNSUPPORTED_HARDWARE, "no backend can start here");
   }
   if (backend < LPATTN_BACKEND_REF || backend > LPATTN_BACKEND_HIP)
-    return LPATTN_ERR_INVALID_ARGUMENT;
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "backend = %d, expected 0..4", (int)backend);
   return create_one(backend, &p, out);
 }
 
@@ -178,7 +190,24 @@ void lpattn_kv_cache_params_init(lpattn_kv_cache_params *p) {
   p->thrift_low = LPATTN_FMT_NVFP4;
 }
 
+#define TRY_BACKEND(expr, op)                                             \
+  do {                                                                    \
+    lpattn_status st_ = lp_err_backend((expr), ctx, (op));                \
+    if (st_ != LPATTN_OK) return st_;                                     \
+  } while (0)
+
+lpattn_status lpattn_set_stream(lpattn_ctx *ctx, void *stream) {
+  lp_err_clear();
+  if (!ctx) return lp_fail(LPATTN_ERR_NULL_POINTER, "ctx is NULL");
+  if (ctx->vt->set_stream) TRY_BACKEND(ctx->vt->set_stream(ctx, stream), "set_stream");
+  ctx->params.stream = stream;
+  return LPATTN_OK;
+}
+
+void *lpattn_context_stream(const lpattn_ctx *ctx) { return ctx ? ctx->params.stream : NULL; }
+
 lpattn_status lpattn_synchronize(lpattn_ctx *ctx) {
-  if (!ctx) return LPATTN_ERR_NULL_POINTER;
-  return ctx->vt->synchronize ? ctx->vt->synchronize(ctx) : LPATTN_OK;
+  lp_err_clear();
+  if (!ctx) return lp_fail(LPATTN_ERR_NULL_POINTER, "ctx is NULL");
+  return ctx->vt->synchronize ? lp_err_backend(ctx->vt->synchronize(ctx), ctx, "synchronize") : LPATTN_OK;
 }

@@ -94,6 +94,7 @@ typedef struct {
   lpattn_status (*slot_copy)(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
   lpattn_status (*paged_decode)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
+  lpattn_status (*set_stream)(lpattn_ctx *ctx, void *stream); /* NULL: host backend */
   /* NULL: UNSUPPORTED */
   lpattn_status (*backward)(lpattn_ctx *ctx, const lpattn_bwd_problem *pr);
 } lpattn_backend_vtable;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "kvcache.h"
 #include "tiles.h"
 
@@ -113,7 +114,9 @@ lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *c) {
   for (int s = 0; s < c->p.num_seqs; s++) {
     lp_kv_seq q;
     lp_kv_cache_seq(c, s, &q);
-    if (lp_slot_flags(q.slot) & LP_SLOT_NONFINITE) return LPATTN_ERR_NONFINITE;
+    if (lp_slot_flags(q.slot) & LP_SLOT_NONFINITE)
+      return lp_fail(LPATTN_ERR_NONFINITE, "sequence %d holds a non-finite K, V or Q appended "
+                     "earlier (check_finite)", s);
   }
   return LPATTN_OK;
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "error.h"
 #include "formats.h"
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11) -------------------------------- */
@@ -160,34 +161,44 @@ static int to_size(int64_t v, size_t *out) {
 lpattn_status lpattn_qtensor_sizes(lpattn_format format, lpattn_axis axis, int tile,
                                    const int64_t shape[4], size_t *codes_bytes,
                                    size_t *scales_bytes, size_t *outer_count) {
-  if (!shape) return LPATTN_ERR_NULL_POINTER;
-  if ((unsigned)format > LPATTN_FMT_FP8 || (unsigned)axis > LPATTN_AXIS_S) return LPATTN_ERR_INVALID_ARGUMENT;
-  if (axis == LPATTN_AXIS_S && (tile <= 0 || tile % 32)) return LPATTN_ERR_INVALID_ARGUMENT;
+  lp_err_clear();
+  if (!shape) return lp_fail(LPATTN_ERR_NULL_POINTER, "shape is NULL");
+  if ((unsigned)format > LPATTN_FMT_FP8 || (unsigned)axis > LPATTN_AXIS_S)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "format = %d, axis = %d: expected a format 0-2 and axis 0-1",
+                   (int)format, (int)axis);
+  if (axis == LPATTN_AXIS_S && (tile <= 0 || tile % 32))
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "tile = %d, expected a positive multiple of 32", tile);
   for (int i = 0; i < 4; i++)
-    if (shape[i] <= 0) return LPATTN_ERR_BAD_SHAPE;
+    if (shape[i] <= 0)
+      return lp_fail(LPATTN_ERR_BAD_SHAPE, "shape[%d] = %lld, expected > 0", i, (long long)shape[i]);
   int64_t G = lp_group_size(format), B = shape[0], H = shape[1], S = shape[2], D = shape[3];
-  if (axis == LPATTN_AXIS_D && G && D % G) return LPATTN_ERR_BAD_HEAD_DIM;
+  if (axis == LPATTN_AXIS_D && G && D % G)
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "shape[3] = %lld is not a multiple of the group size %lld",
+                   (long long)D, (long long)G);
   int64_t bh, bhs, all, rows, len, ndom;
+  const lpattn_status ovf = LPATTN_ERR_SIZE_OVERFLOW;
   /* every logical index (the SR counter) must fit too */
-  if (!mul_ok(B, H, &bh) || !mul_ok(bh, S, &bhs) || !mul_ok(bhs, D, &all)) return LPATTN_ERR_SIZE_OVERFLOW;
+  if (!mul_ok(B, H, &bh) || !mul_ok(bh, S, &bhs) || !mul_ok(bhs, D, &all))
+    return lp_fail(ovf, "shape: the element count overflows int64");
   if (axis == LPATTN_AXIS_D) {
     rows = bhs; /* one domain per token */
     len = D;
     ndom = bhs;
   } else {
-    if (S > INT64_MAX - (tile - 1)) return LPATTN_ERR_SIZE_OVERFLOW;
+    if (S > INT64_MAX - (tile - 1)) return lp_fail(ovf, "shape[2] padded to the tile overflows int64");
     len = (S + tile - 1) / tile * tile; /* Sp */
-    if (!mul_ok(bh, D, &rows) || !mul_ok(rows, len / tile, &ndom)) return LPATTN_ERR_SIZE_OVERFLOW;
+    if (!mul_ok(bh, D, &rows) || !mul_ok(rows, len / tile, &ndom))
+      return lp_fail(ovf, "shape: the scale count overflows int64");
   }
   int64_t codes, scales = 0;
-  if (!mul_ok(rows, len, &codes)) return LPATTN_ERR_SIZE_OVERFLOW;
+  if (!mul_ok(rows, len, &codes)) return lp_fail(ovf, "shape: the code count overflows int64");
   if (format != LPATTN_FMT_FP8) {
     scales = codes / G;
     codes /= 2; /* E2M1: two per byte; len is even */
   }
   if (!to_size(codes, codes_bytes) || !to_size(scales, scales_bytes) ||
       !to_size(format == LPATTN_FMT_MXFP4 ? 0 : ndom, outer_count))
-    return LPATTN_ERR_SIZE_OVERFLOW;
+    return lp_fail(ovf, "shape: the byte counts overflow size_t");
   return LPATTN_OK;
 }
 
@@ -216,7 +227,8 @@ static void store_domain(const lpattn_qtensor *q, const uint8_t *codes, const ui
 
 lpattn_status lp_host_quantize(const lpattn_tensor *x, const lpattn_qtensor *q,
                                const lpattn_quant_params *p) {
-  if (p->check_finite && !all_finite(x)) return LPATTN_ERR_NONFINITE;
+  if (p->check_finite && !all_finite(x))
+    return lp_fail(LPATTN_ERR_NONFINITE, "x holds a non-finite value (check_finite)");
   const int64_t B = q->shape[0], H = q->shape[1], S = q->shape[2], D = q->shape[3];
   const int G = lp_group_size(q->format), along_d = q->axis == LPATTN_AXIS_D;
   const int n = along_d ? (int)D : q->tile;

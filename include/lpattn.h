@@ -84,6 +84,14 @@ typedef enum {
 /* Never NULL; "unknown status" for values this version does not know. */
 LPATTN_API const char *lpattn_status_string(lpattn_status s);
 
+/* What the last failed call of this thread rejected, for people: which
+ * argument, what was expected and what was given, e.g. "k.shape[3] = 64 but
+ * q.shape[3] = 128". Every function that returns a status clears it on entry
+ * and sets it on failure (a backend's failure without detail names the
+ * backend and the operation). Never NULL; "" after a successful call. Valid
+ * until this thread's next lpattn call. */
+LPATTN_API const char *lpattn_last_error(void);
+
 /* ---- element types ------------------------------------------------------ */
 typedef enum {
   LPATTN_F32 = 0,
@@ -154,6 +162,12 @@ LPATTN_API lpattn_backend lpattn_context_backend(const lpattn_ctx *ctx);
 LPATTN_API const char *lpattn_backend_name(lpattn_backend b);
 /* 1 when the backend was compiled in and can run here. */
 LPATTN_API int lpattn_backend_available(lpattn_backend b);
+/* Run the context's later calls on `stream` (cudaStream_t / hipStream_t; NULL =
+ * the default stream), e.g. a framework's current stream. Work queued on the
+ * previous stream is waited for first. Host backends keep it and ignore it. */
+LPATTN_API lpattn_status lpattn_set_stream(lpattn_ctx *ctx, void *stream);
+/* The stream set at creation or by lpattn_set_stream (NULL when ctx is). */
+LPATTN_API void *lpattn_context_stream(const lpattn_ctx *ctx);
 /* Wait for the context's queued work (no-op on host backends). */
 LPATTN_API lpattn_status lpattn_synchronize(lpattn_ctx *ctx);
 

@@ -26,3 +26,11 @@ if ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; then
   python3 -m pip install -q numpy ml_dtypes 2>/dev/null ||
     python3 -m pip install -q --break-system-packages numpy ml_dtypes
 fi
+# PyTorch (CPU use) for the Python package's torch tests; skipped where it
+# cannot be installed (the tests then skip) or with LPATTN_NO_TORCH=1.
+if [ "${LPATTN_NO_TORCH:-0}" != 1 ] && ! python3 -c 'import torch' 2>/dev/null; then
+  echo "setup: pip install torch (for the Python tests; LPATTN_NO_TORCH=1 skips it)"
+  python3 -m pip install -q torch 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages torch 2>/dev/null ||
+    echo "setup: torch is not installable here; its Python tests will skip"
+fi

@@ -5,6 +5,7 @@
 #define LPATTN_TESTUTIL_H
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int tu_pass, tu_fail;
 
@@ -20,11 +21,23 @@ static int tu_pass, tu_fail;
     }                                                                 \
   } while (0)
 
+/* 1 when the detail is only "<argument>: <status string>" (no specifics). */
+static inline int tu_generic_detail(const char *detail, const char *status) {
+  size_t n = strlen(detail), m = strlen(status);
+  return n >= m && strcmp(detail + n - m, status) == 0;
+}
+
+/* Also: a failure leaves a specific detail in lpattn_last_error(). */
 #define CHECK_STATUS(expr, want)                                                   \
   do {                                                                             \
     lpattn_status got_ = (expr);                                                   \
     CHECK(got_ == (want), "%s -> %s, want %s", #expr, lpattn_status_string(got_), \
           lpattn_status_string(want));                                             \
+    CHECK(got_ == LPATTN_OK || (lpattn_last_error()[0] != '\0' &&                  \
+                                !tu_generic_detail(lpattn_last_error(),            \
+                                                   lpattn_status_string(got_))),   \
+          "%s -> %s with last_error \"%s\"", #expr, lpattn_status_string(got_),    \
+          lpattn_last_error());                                                    \
   } while (0)
 
 static inline int test_skip(const char *why) {

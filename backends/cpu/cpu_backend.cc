@@ -266,6 +266,7 @@ const lpattn_backend_vtable kCpuVtable = {
     lp_host_kv_append,
     lp_host_slot_copy,
     lpattn_cpu::PagedDecode,
+    nullptr,  // set_stream: host backend
     lpattn_cpu::Backward,
 };
 }  // namespace

@@ -72,6 +72,17 @@ lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
 
 static int gpu_host_memory(void) { return 0; }
 
+/* lpattn_set_stream: work queued on the old stream finishes first (the
+ * workspace may still be in use there). */
+static lpattn_status gpu_set_stream(lpattn_ctx *ctx, void *stream) {
+  gpu_impl *im = impl_of(ctx);
+  if ((cudaStream_t)stream == im->stream) return LPATTN_OK;
+  CK(cudaSetDevice(im->device));
+  CK(cudaStreamSynchronize(im->stream));
+  im->stream = (cudaStream_t)stream;
+  return LPATTN_OK;
+}
+
 static lpattn_backend_vtable gpu_vtable;
 } // namespace GPU_NS
 
@@ -90,6 +101,7 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.decode = gpu_decode;
   gpu_vtable.host_memory = gpu_host_memory;
   gpu_vtable.synchronize = gpu_sync;
+  gpu_vtable.set_stream = gpu_set_stream;
   gpu_vtable.pool_init = gpu_pool_init;
   gpu_vtable.pool_fini = gpu_pool_fini;
   gpu_vtable.kv_append = gpu_kv_append;

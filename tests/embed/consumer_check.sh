@@ -15,4 +15,8 @@ meson setup "$work/build" "$work/consumer" --force-fallback-for=lpattn >"$work/s
   { cat "$work/setup.log"; exit 1; }
 ninja -C "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 "$work/build/consumer"
+# lpattn's tests and benchmarks are off by default in a subproject.
+if grep -q "lpattn-bench\|test_api" "$work/build/build.ninja"; then
+  echo "consumer_check: lpattn's tests or benchmarks were built as a subproject"; exit 1
+fi
 echo "consumer_check: ok"

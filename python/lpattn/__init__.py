@@ -1,0 +1,28 @@
+"""lpattn: low-precision attention kernels (FP4/FP8/f16) for Python.
+
+Tensors cross zero-copy through DLPack (torch, NumPy, CuPy, JAX on the CPU);
+results come back in the caller's kind, on the caller's current CUDA stream.
+Failures raise LpattnError with the C status and a precise detail.
+
+    import lpattn
+    out, lse = lpattn.attention(q, k, v, causal=True, precision="nvfp4", return_lse=True)
+
+PyTorch: `import lpattn.torch` registers the ops with torch.library (they
+trace under torch.compile) and offers scaled_dot_product_attention."""
+from . import _lib
+from ._api import QuantizedTensor, attention, dequantize, merge_states, pasa_beta, quantize, thrift_k
+from ._context import available_backends
+from ._kv import KVPool, pool_bytes
+from .errors import LpattnError, UnsupportedError
+
+__version__ = _lib.lib.lpattn_version_string().decode()
+library_path = _lib.path
+
+__all__ = ["attention", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
+           "pasa_beta", "KVPool", "pool_bytes", "LpattnError", "UnsupportedError",
+           "available_backends", "last_error", "__version__"]
+
+
+def last_error():
+    """lpattn_last_error() of this thread: the detail of the last failed call."""
+    return (_lib.lib.lpattn_last_error() or b"").decode(errors="replace")

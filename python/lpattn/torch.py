@@ -1,0 +1,261 @@
+"""PyTorch integration: lpattn's calls as torch.library ops (with fake
+implementations, so torch.compile traces them without graph breaks), an
+autograd formula that says backward is not there yet, and a drop-in for
+torch.nn.functional.scaled_dot_product_attention.
+
+    import lpattn.torch as lt
+    out = lt.attention(q, k, v, causal=True, precision="nvfp4")
+    torch.nn.functional.scaled_dot_product_attention = lt.scaled_dot_product_attention
+"""
+import ctypes
+import itertools
+import weakref
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _api, _kv, _lib
+
+__all__ = ["attention", "merge_states", "quantize", "dequantize", "kv_append", "paged_decode",
+           "scaled_dot_product_attention", "sdpa_unsupported_reason", "BACKWARD_MESSAGE"]
+
+BACKWARD_MESSAGE = ("lpattn has no backward pass yet (it comes with the training issue): use "
+                    "torch's attention where gradients are needed, or call lpattn under "
+                    "torch.no_grad()")
+
+
+def _opt(x):
+    return None if x is None or x <= 0 else x
+
+
+# ---- attention ---------------------------------------------------------------
+
+@torch.library.custom_op("lpattn::attention", mutates_args=())
+def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, layout: str,
+               sm_scale: float, thrift_budget: float, thrift_k: int, thrift_low: str,
+               pasa: bool, return_lse: bool, return_entropy: bool,
+               backend: str) -> tuple[Tensor, Tensor, Tensor]:
+    res = _api.attention(q.detach(), k.detach(), v.detach(), causal=causal, precision=precision,
+                         layout=layout, sm_scale=_opt(sm_scale),
+                         thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
+                         thrift_low=thrift_low, pasa=pasa, return_lse=return_lse,
+                         return_entropy=return_entropy, backend=backend)
+    res = list(res) if isinstance(res, tuple) else [res]
+    empty = q.new_empty((0,), dtype=torch.float32)
+    lse = res[1] if return_lse else empty
+    ent = res[-1] if return_entropy else empty.clone()
+    return res[0], lse, ent
+
+
+def _rows(q, layout, want):
+    if not want:
+        return q.new_empty((0,), dtype=torch.float32)
+    B, H, S = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else \
+        (q.shape[0], q.shape[2], q.shape[1])
+    return q.new_empty((B, H, S), dtype=torch.float32)
+
+
+@_attention.register_fake
+def _(q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
+      return_lse, return_entropy, backend):
+    return torch.empty_like(q), _rows(q, layout, return_lse), _rows(q, layout, return_entropy)
+
+
+def _no_backward(ctx, *grads):
+    raise NotImplementedError(BACKWARD_MESSAGE)
+
+
+def _setup(ctx, inputs, output):
+    pass
+
+
+torch.library.register_autograd("lpattn::attention", _no_backward, setup_context=_setup)
+
+
+def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
+              thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
+              return_lse=False, return_entropy=False, backend="auto"):
+    """lpattn.attention as the op torch.ops.lpattn.attention (see there)."""
+    out, lse, ent = torch.ops.lpattn.attention(
+        q, k, v, causal, precision, layout, float(sm_scale or 0.0), float(thrift_budget or 0.0),
+        int(thrift_k or 0), thrift_low, pasa, return_lse, return_entropy, backend)
+    rest = ([lse] if return_lse else []) + ([ent] if return_entropy else [])
+    return (out, *rest) if rest else out
+
+
+# ---- merge, quantize ------------------------------------------------------------
+
+@torch.library.custom_op("lpattn::merge_states", mutates_args=())
+def _merge(o_a: Tensor, lse_a: Tensor, o_b: Tensor, lse_b: Tensor) -> tuple[Tensor, Tensor]:
+    o, lse = _api.merge_states(o_a.detach(), lse_a.detach(), o_b.detach(), lse_b.detach())
+    return o, lse
+
+
+@_merge.register_fake
+def _(o_a, lse_a, o_b, lse_b):
+    return torch.empty_like(o_a), torch.empty_like(lse_a)
+
+
+def merge_states(o_a, lse_a, o_b, lse_b):
+    """Merge two partial states (o [B, H, S, D], lse [B, H, S]): (o, lse)."""
+    return torch.ops.lpattn.merge_states(o_a, lse_a, o_b, lse_b)
+
+
+def _qsizes(fmt, axis, tile, shape):
+    cb, sb, oc = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
+    from .errors import call
+    call("qtensor_sizes", _lib.FORMATS[fmt], {"d": 0, "s": 1}[axis], tile,
+         _lib.c_i64_4(*shape), ctypes.byref(cb), ctypes.byref(sb), ctypes.byref(oc))
+    return cb.value, sb.value, oc.value
+
+
+@torch.library.custom_op("lpattn::quantize", mutates_args=())
+def _quantize(x: Tensor, format: str, axis: str, tile: int, rounding: str,
+              seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    qt = _api.quantize(x.detach(), format, axis=axis, tile=tile, rounding=rounding, seed=seed)
+    return qt.codes, qt.scales, qt.outer
+
+
+@_quantize.register_fake
+def _(x, format, axis, tile, rounding, seed):
+    cb, sb, oc = _qsizes(format, axis, tile, [int(n) for n in x.shape])
+    u8 = dict(dtype=torch.uint8, device=x.device)
+    return x.new_empty((cb,), **u8), x.new_empty((sb,), **u8), \
+        x.new_empty((oc,), dtype=torch.float32)
+
+
+def quantize(x, format="nvfp4", *, axis="d", tile=64, rounding="nearest", seed=0):
+    """lpattn.quantize as an op: an lpattn.QuantizedTensor of torch tensors."""
+    codes, scales, outer = torch.ops.lpattn.quantize(x, format, axis, tile, rounding, seed)
+    return _api.QuantizedTensor(format, axis, tile, list(x.shape), codes, scales, outer)
+
+
+@torch.library.custom_op("lpattn::dequantize", mutates_args=())
+def _dequantize(codes: Tensor, scales: Tensor, outer: Tensor, format: str, axis: str,
+                tile: int, shape: list[int], dtype: torch.dtype) -> Tensor:
+    qt = _api.QuantizedTensor(format, axis, tile, shape, codes, scales, outer)
+    return _api.dequantize(qt, str(dtype).replace("torch.", ""))
+
+
+@_dequantize.register_fake
+def _(codes, scales, outer, format, axis, tile, shape, dtype):
+    return codes.new_empty(shape, dtype=dtype)
+
+
+def dequantize(qt, dtype=torch.float32):
+    return torch.ops.lpattn.dequantize(qt.codes, qt.scales, qt.outer, qt.format, qt.axis,
+                                       qt.tile, list(qt.shape), dtype)
+
+
+# ---- paged pool -----------------------------------------------------------------
+
+_pools = weakref.WeakValueDictionary()
+_next_id = itertools.count(1)
+
+
+def _pool_id(pool):
+    pid = getattr(pool, "_torch_id", None)
+    if pid is None:
+        pid = pool._torch_id = next(_next_id)
+        _pools[pid] = pool
+    return pid
+
+
+@torch.library.custom_op("lpattn::kv_append", mutates_args=("memory",))
+def _kv_append(memory: Tensor, pool_id: int, k: Tensor, v: Tensor, q: Optional[Tensor],
+               slots: Tensor, lengths: Tensor, page_table: Tensor, max_length: int) -> None:
+    _pools[pool_id].append(k.detach(), v.detach(), slots, lengths, page_table,
+                           None if q is None else q.detach(), max_length=max_length)
+
+
+@_kv_append.register_fake
+def _(memory, pool_id, k, v, q, slots, lengths, page_table, max_length):
+    return None
+
+
+@torch.library.custom_op("lpattn::paged_decode", mutates_args=())
+def _paged_decode(memory: Tensor, pool_id: int, q: Tensor, slots: Tensor, lengths: Tensor,
+                  page_table: Tensor, max_length: int, sm_scale: float, thrift_budget: float,
+                  thrift_k: int) -> Tensor:
+    return _pools[pool_id].decode(q.detach(), slots, lengths, page_table, max_length=max_length,
+                                  sm_scale=_opt(sm_scale), thrift_budget=_opt(thrift_budget),
+                                  thrift_k=_opt(thrift_k))
+
+
+@_paged_decode.register_fake
+def _(memory, pool_id, q, slots, lengths, page_table, max_length, sm_scale, thrift_budget,
+      thrift_k):
+    return torch.empty_like(q)
+
+
+def kv_append(pool, k, v, slots, lengths, page_table, max_length, q=None):
+    """pool.append as an op (the pool's memory tensor is what it mutates)."""
+    torch.ops.lpattn.kv_append(pool.memory, _pool_id(pool), k, v, q, slots, lengths, page_table,
+                               int(max_length))
+
+
+def paged_decode(pool, q, slots, lengths, page_table, max_length, *, sm_scale=None,
+                 thrift_budget=None, thrift_k=None):
+    """pool.decode as an op."""
+    return torch.ops.lpattn.paged_decode(pool.memory, _pool_id(pool), q, slots, lengths,
+                                         page_table, int(max_length), float(sm_scale or 0.0),
+                                         float(thrift_budget or 0.0), int(thrift_k or 0))
+
+
+# ---- SDPA drop-in -------------------------------------------------------------------
+
+_sdpa = torch.nn.functional.scaled_dot_product_attention
+_GPU_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def sdpa_unsupported_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                            scale=None, enable_gqa=False):
+    """Why lpattn does not take this scaled_dot_product_attention call (a
+    sentence), or None when it does."""
+    if attn_mask is not None:
+        return "attn_mask (lpattn has only the causal mask)"
+    if dropout_p != 0.0:
+        return "dropout_p > 0"
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        return "tensors that are not 4-D [B, H, S, D]"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        return "inputs that require grad (no backward pass yet)"
+    if value.shape[-1] != query.shape[-1] or key.shape[-1] != query.shape[-1]:
+        return "a value head dim other than the query's"
+    D = query.shape[-1]
+    if D % 16 or not 16 <= D <= 256:
+        return f"head dim {D} (lpattn takes multiples of 16 in [16, 256])"
+    if query.shape[1] != key.shape[1] and not enable_gqa:
+        return "different head counts without enable_gqa"
+    if query.shape[1] % key.shape[1]:
+        return "query heads not a multiple of KV heads"
+    if is_causal and query.shape[-2] != key.shape[-2]:
+        return ("is_causal with Sq != Skv (torch aligns the mask top-left, lpattn "
+                "bottom-right)")
+    if scale is not None and not 0 < scale <= 16:
+        return "scale outside (0, 16]"
+    if query.dtype not in (torch.float32,) + _GPU_DTYPES or key.dtype != value.dtype:
+        return f"dtypes {query.dtype}/{key.dtype}/{value.dtype}"
+    if query.is_cuda and (query.dtype not in _GPU_DTYPES or key.dtype not in _GPU_DTYPES):
+        return "float32 on the GPU (the GPU kernels take float16/bfloat16)"
+    if query.device.type not in ("cpu", "cuda"):
+        return f"device {query.device.type}"
+    return None
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False, *,
+                                 precision="nvfp4", strict=False):
+    """torch.nn.functional.scaled_dot_product_attention with lpattn inside:
+    calls lpattn can take run in `precision`; the others go to torch's own
+    (strict=True raises NotImplementedError naming the reason instead)."""
+    why = sdpa_unsupported_reason(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                  enable_gqa)
+    if why is not None:
+        if strict:
+            raise NotImplementedError("lpattn does not take " + why)
+        kw = {"enable_gqa": enable_gqa} if enable_gqa else {}
+        return _sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                     is_causal=is_causal, scale=scale, **kw)
+    return attention(query, key, value, causal=is_causal, precision=precision, sm_scale=scale)
