@@ -89,6 +89,14 @@ def main():
             r["S"], r["causal"], r["prec"], r["ms"], r["tflops"], fmt(fl), fmt(cu),
             fmt(fl and fl / r["ms"], "%.2f"), fmt(cu and cu / r["ms"], "%.2f")))
         print(lines[-1], flush=True)
+    lines += ["", "## Quantization pass (lpattn_quantize, [1, 32, S, 128] f16)", "",
+              "GB/s = (bytes read + bytes written) / time; copy = cudaMemcpy D2D of the input "
+              "(read + write), same run.", "",
+              "| S | format | axis | ms | GB/s | copy GB/s | share of copy |", "|---|---|---|---|---|---|---|"]
+    for r in (r for r in rows if r["kind"] == "quant"):
+        lines.append("| %d | %s | %s | %.4f | %.0f | %.0f | %.0f%% |" % (
+            r["S"], r["fmt"], r["axis"], r["ms"], r["gbs"], r["copy_gbs"], 100.0 * r["gbs"] / r["copy_gbs"]))
+        print(lines[-1], flush=True)
     lines += ["", "## Decode (32 q heads, 8 kv heads, D=128, one query token)", "",
               "GB/s = bytes of the KV cache in its stored precision / time.", "",
               "| B | context | precision | lpattn ms | GB/s | SDPA flash ms | SDPA cuDNN ms | ratio flash | ratio cuDNN |",
