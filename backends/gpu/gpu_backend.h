@@ -25,13 +25,12 @@
 #if defined(LPATTN_HIP)
 #define GPU_NAME "hip"
 #define GPU_VTABLE_FN lpattn_hip_backend
-/* no cp.async on HIP: low tiles' codes are loaded in step */
-#define GPU_STAGE_KV 0
+/* no cp.async on HIP: low tiles are decoded in-kernel from the codes */
+#define GPU_DEQUANT_KV 0
 #else
 #define GPU_NAME "cuda"
 #define GPU_VTABLE_FN lpattn_cuda_backend
-/* low tiles' packed codes and scales prefetched by cp.async (kstage) */
-#define GPU_STAGE_KV 1
+#define GPU_DEQUANT_KV 1
 #endif
 
 #define CK(call) \

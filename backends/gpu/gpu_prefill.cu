@@ -19,17 +19,18 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
   gpu_carve c = {0};
-  /* workspace offsets: quantized Q/K/V, key means, selection. K's rows are
-   * padded to whole tiles (as V's are) so that a tile's codes, scales and
-   * outer scales are 16-byte aligned for the kernel's cp.async (kstage). */
+  /* workspace offsets: quantized Q/K/V, their bf16 copies, key means, selection */
   size_t q_low_at[3] = {0, 0, 0}, k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
-  size_t kmean_at = 0, sel_at = 0;
-  const int64_t Sp = (int64_t)nkt * 64;
-  const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Sp, D}, vs[4] = {B, Hkv, Skv, D};
+  size_t k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
+  const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, k_low_at));
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, vs, v_low_at));
+    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, v_low_at));
+    if (GPU_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
+      k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+    }
   }
   if (thrift || pr->pasa) kmean_at = carve(&c, (size_t)B * Hkv * nkt * D * 4);
   if (thrift) sel_at = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
@@ -49,12 +50,16 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
   if (low) {
-    a.qq = qview_at(ws, q_low_at, Sq), a.kq = qview_at(ws, k_low_at, Sp), a.vq = qview_at(ws, v_low_at, Skv);
+    a.qq = qview_at(ws, q_low_at, Sq), a.kq = qview_at(ws, k_low_at, Skv), a.vq = qview_at(ws, v_low_at, Skv);
     TRY(quant_into(im, pr->q, &a.qq, pr->low, LPATTN_AXIS_D, pr->mx_round_up, NULL, 0, 0));
     TRY(quant_into(im, pr->k, &a.kq, pr->low, LPATTN_AXIS_D, pr->mx_round_up,
                    pr->pasa ? kmean : NULL, pr->pasa_beta, nkt));
     TRY(quant_into(im, pr->v, &a.vq, pr->low, LPATTN_AXIS_S, pr->mx_round_up, NULL, 0, 0));
-    a.kstage = GPU_STAGE_KV;
+    if (GPU_DEQUANT_KV) {
+      a.kd = ws + k_bf16_at, a.vd = ws + v_bf16_at;
+      TRY(gpu_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
+                         im->stream));
+    }
   }
   if (thrift) {
     gpu_select_args s;

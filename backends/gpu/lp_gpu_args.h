@@ -38,8 +38,7 @@ typedef struct {
   int nkt;          /* KV tiles of the longest sequence */
   int nqx;          /* query-tile CTAs per (b, h) */
   lp_gpu_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
-  int kstage;               /* prefill: kq.rows is a multiple of 64 (K padded like V): low
-                               tiles' codes and scales are prefetched by cp.async (CUDA) */
+  const void *kd, *vd;      /* prefill: K and V codes * group scale as bf16 [B][Hkv][Skv][D] */
   const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
   int kmean_tiles;
   const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */

@@ -61,6 +61,8 @@ lpattn_status gpu_cache_put(const gpu_cache_put_args *a, cudaStream_t st);
 lpattn_status gpu_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
                             cudaStream_t st);
 lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st);
+lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
+                             int S, int D, void *kd, void *vd, cudaStream_t st);
 lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);
 } // namespace GPU_NS
 #endif

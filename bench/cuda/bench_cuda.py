@@ -2,7 +2,8 @@
 """Run bench_cuda (lpattn's CUDA backend) and time PyTorch SDPA (flash and
 cuDNN backends) on the same shapes in the same run; write a markdown table.
 
-Usage: bench_cuda.py BENCH_BINARY OUT.md
+Usage: bench_cuda.py BENCH_BINARY OUT.md [KINDS]   (KINDS: comma-separated of
+prefill, quant, decode; default all)
 """
 import json
 import platform
@@ -64,10 +65,11 @@ def fmt(x, f="%.3f"):
 def main():
     binary, out = sys.argv[1], sys.argv[2]
     rows = []
-    p = subprocess.run([binary, "all"], capture_output=True, text=True, check=True)
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            rows.append(json.loads(line))
+    for what in (sys.argv[3].split(",") if len(sys.argv) > 3 else ["all"]):
+        p = subprocess.run([binary, what], capture_output=True, text=True, check=True)
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                rows.append(json.loads(line))
     dev = torch.cuda.get_device_name()
     lines = ["# CUDA backend benchmark", "",
              "Machine: %s, torch %s, CUDA %s, host %s." % (dev, torch.__version__, torch.version.cuda,

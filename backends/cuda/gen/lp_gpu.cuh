@@ -406,11 +406,6 @@ __device__ __forceinline__ void gpu_cp16(void *dst, const void *src, int bytes) 
   uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
 }
-/* cp.async of 4 bytes (through L1); both addresses 4-byte aligned. */
-__device__ __forceinline__ void gpu_cp4(void *dst, const void *src, int bytes) {
-  uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
-}
 __device__ __forceinline__ void gpu_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void gpu_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));

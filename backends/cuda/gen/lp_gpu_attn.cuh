@@ -117,11 +117,6 @@ template <int D> struct gpu_smem {
   static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > GPU_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
   static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
-  /* a low tile staged by cp.async in its buffer's V region (byte offsets):
-   * K codes, V codes [d][key], K and V group scales, K and V outer scales */
-  static constexpr int ST_VC = GPU_BK * D, ST_KS = 2 * GPU_BK * D, ST_VS = ST_KS + 4 * D;
-  static constexpr int ST_KO = ST_VS + 4 * D, ST_VO = ST_KO + 4 * GPU_BK;
-  static_assert(ST_VO + 4 * D <= VSZ * 2, "a staged low tile fits its V region");
 };
 
 /* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
@@ -213,8 +208,25 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
 #pragma unroll
   for (int hh = 0; hh < FR; hh++) {
     if (fmt == LPATTN_FMT_FP8) {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+      /* gpu_e4m3_round in hardware: the same RNE (P * 448 <= 448, so no
+       * saturation happens), two values per cvt, back to f32 through f16 */
+#pragma unroll
+      for (int sl = 0; sl < NS; sl += 2) {
+        unsigned short e2;
+        uint32_t h2;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+            : "=h"(e2) : "f"(__fmul_rn(s[hh][sl + 1], 448.0f)), "f"(__fmul_rn(s[hh][sl], 448.0f)));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(e2));
+        s[hh][sl] = gpu_f16_tof((unsigned short)(h2 & 0xffffu));
+        s[hh][sl + 1] = gpu_f16_tof((unsigned short)(h2 >> 16));
+      }
+#else
 #pragma unroll
       for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
+#endif
+
       pout[hh] = 1.0f / 448.0f;
       continue;
     }
@@ -383,95 +395,25 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
     return true;
   };
 
-  /* Tiles prefetched with cp.async one tile ahead: high ones as they are
-   * (without PASA), low ones (kstage) as their packed codes, group scales and
-   * outer scales, staged in the V region of the tile's buffer (SM::ST_*) and
-   * decoded exactly into bf16 in shared memory by unstage. */
-  const bool vt = true; /* low V decoded in-kernel is transposed, [d][key] */
-  auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? a.kstage != 0 : (a.vec16 && !a.pasa)); };
-  auto stage = [&](int j, int buf) {
-    uint8_t *st = (uint8_t *)(Vb + buf * SM::VSZ);
-    const int c0 = j * BK, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
-    const bool fp8 = fmt == LPATTN_FMT_FP8;
-    const int kb = fp8 ? D : D / 2, vb = fp8 ? BK : BK / 2; /* code bytes of a key (K), a channel (V) */
-    const int64_t Sp = a.kq.rows;                           /* kstage: K rows padded to tiles, V's Sp */
-    const uint8_t *kc = a.kq.codes + (kvbh * Sp + c0) * kb;
-    for (int i = tid; i < BK * kb / 16; i += NT) gpu_cp16(st + 16 * i, kc + 16 * i, c0 + 16 * i / kb < Skv ? 16 : 0);
-    for (int i = tid; i < D * vb / 16; i += NT) {
-      const int d = i / (vb / 16), part = i % (vb / 16);
-      const int64_t e = (kvbh * D + d) * Sp + c0;
-      gpu_cp16(st + SM::ST_VC + d * vb + 16 * part, a.vq.codes + (fp8 ? e : e >> 1) + 16 * part, 16);
-    }
-    if (!fp8) {
-      const uint8_t *ks = a.kq.scales + (kvbh * Sp + c0) * D / G;
-      for (int i = tid; i < BK * D / G / 16; i += NT) gpu_cp16(st + SM::ST_KS + 16 * i, ks + 16 * i, 16);
-      for (int d = tid; d < D; d += NT) /* the aligned word holding the channel's BK / G scales */
-        gpu_cp4(st + SM::ST_VS + 4 * d, a.vq.scales + ((((kvbh * D + d) * Sp + c0) / G) & ~(int64_t)3), 4);
-    }
-    if (fmt != LPATTN_FMT_MXFP4) {
-      for (int i = tid; i < BK / 4; i += NT) gpu_cp16(st + SM::ST_KO + 16 * i, a.kq.outer + kvbh * Sp + c0 + 4 * i, 16);
-      for (int i = tid; i < D / 4; i += NT)
-        gpu_cp16(st + SM::ST_VO + 16 * i, a.vq.outer + (kvbh * (Sp / BK) + j) * D + 4 * i, 16);
-    }
-  };
+  /* Tiles copied as they are (high without PASA, or low from the dequantized
+   * prefill workspace) are prefetched with cp.async one tile ahead. */
+  const bool lowdq = GPU_ASYNC && a.kd != nullptr;
+  const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
+  auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
   auto issue = [&](int j, int buf, bool lw) {
     const int c0 = j * BK;
-    if (lw) {
-      stage(j, buf);
-      gpu_cp_commit();
-      return;
-    }
-    const unsigned short *ks = (const unsigned short *)a.k, *vs = (const unsigned short *)a.v;
+    const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
+    const unsigned short *vs = (const unsigned short *)(lw ? a.vd : a.v);
     for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
       int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
       bool ok = key < Skv;
       int64_t ko = 0, vo = 0;
-      if (ok) ko = gpu_off(a.sk, b, hk, key, c), vo = gpu_off(a.sv, b, hk, key, c);
+      if (ok && lw) ko = vo = (kvbh * a.Skv + key) * D + c;
+      else if (ok) ko = gpu_off(a.sk, b, hk, key, c), vo = gpu_off(a.sv, b, hk, key, c);
       gpu_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
       gpu_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
     }
     gpu_cp_commit();
-  };
-  /* The staged low tile j of buffer (Ks, Vs) decoded in place: K into Ks
-   * directly, V (whose codes share Vs) through registers. */
-  auto unstage = [&](int j, unsigned short *Ks, unsigned short *Vs) {
-    const uint8_t *st = (const uint8_t *)Vs;
-    const int c0 = j * BK, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, gs = G == 32 ? 5 : 4;
-    const bool fp8 = fmt == LPATTN_FMT_FP8, mx = fmt == LPATTN_FMT_MXFP4;
-    const int64_t Sp = a.kq.rows;
-    for (int i = tid; i < BK; i += NT) kout[i] = c0 + i >= Skv ? 0.0f : mx ? 1.0f : ((const float *)(st + SM::ST_KO))[i];
-    for (int d = tid; d < D; d += NT) vout[d] = mx ? 1.0f : ((const float *)(st + SM::ST_VO))[d];
-    constexpr int NC = BK * (D / 8) / NT;
-#pragma unroll
-    for (int it = 0; it < NC; it++) {
-      const int i = tid + it * NT, cr = i / (D / 8), c = (i % (D / 8)) * 8, e = cr * D + c;
-      const uint4 w = gpu_dec8(fmt, gpu_raw8(st, fmt, e), fp8 ? 0 : st[SM::ST_KS + (e >> gs)]);
-      *(uint4 *)&Ks[cr * LD + c] = c0 + cr < Skv ? w : make_uint4(0, 0, 0, 0);
-    }
-    uint2 raw[NC];
-    uint8_t rsc[NC];
-#pragma unroll
-    for (int it = 0; it < NC; it++) {
-      const int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8;
-      raw[it] = gpu_raw8(st + SM::ST_VC, fmt, d * BK + kc);
-      const int sh = (int)((((kvbh * D + d) * Sp + c0) / G) & 3); /* the scales' place in their word */
-      rsc[it] = fp8 ? 0 : st[SM::ST_VS + 4 * d + sh + kc / G];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int it = 0; it < NC; it++) {
-      const int i = tid + it * NT, d = i / (BK / 8), kc = (i % (BK / 8)) * 8, key = c0 + kc;
-      uint4 w = gpu_dec8(fmt, raw[it], rsc[it]);
-      if (key + 8 > Skv) { /* keys past the sequence hold padding or stale data: zero */
-        unsigned short e[8];
-        memcpy(e, &w, 16);
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-          if (key + u >= Skv) e[u] = 0;
-        memcpy(&w, e, 16);
-      }
-      *(uint4 *)&Vs[d * LDV + kc] = w;
-    }
   };
   /* PASA shift of tile j (SEMANTICS): beta * Kbar of source tile sj, or for
    * a diagonal tile with no full tile before it (sj < 0) beta * its first key
@@ -603,12 +545,15 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
     if (a.pasa)
       for (int d = tid; d < D; d += blockDim.x) shift[d] = kshift(sj, c0, d);
     if (pending) {
+      if (low) { /* the tile's outer scales (codes came through cp.async) */
+        const int64_t Sp = (a.vq.rows + BK - 1) / BK * BK;
+        for (int i = tid; i < BK; i += blockDim.x)
+          kout[i] = c0 + i >= Skv ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.kq.outer[kvbh * a.kq.rows + c0 + i];
+        for (int d = tid; d < D; d += blockDim.x)
+          vout[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : a.vq.outer[(kvbh * (Sp / BK) + j) * D + d];
+      }
       if (next) gpu_cp_wait<1>();
       else gpu_cp_wait<0>();
-      if (low) { /* the staged codes, visible to every thread, decoded */
-        __syncthreads();
-        unstage(j, Ks, Vs);
-      }
     } else {
       load_k(j, sj, Ks, low);
       if (!SM::SPLIT) load_v(j, Vs, low);

@@ -166,4 +166,36 @@ lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st) {
   gpu_set_len_kernel<<<1, 1, 0, st>>>(lens, seq, len);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
+
+/* Prefill low tiles: codes * group scale of quantized K (AXIS_D) and V
+ * (AXIS_S) as bf16 [BH][S][D] (exact), so the attention kernel stages them
+ * like high tiles; the outer scales stay in the qviews. */
+__global__ void gpu_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview vq, int fmt,
+                                      int64_t BH, int S, int D, uint4 *kd, uint4 *vd) {
+  const int64_t total = BH * S * (D / 8), Sp = (vq.rows + 63) / 64 * 64;
+  const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t key = i % S, c = i / S % (D / 8) * 8, bh = i / S / (D / 8);
+    const int64_t o = ((bh * S + key) * D + c) / 8;
+    kd[o] = gpu_low8(kq.codes, kq.scales, fmt, (bh * kq.rows + key) * D + c);
+    float v[8];
+    for (int u = 0; u < 8; u++) {
+      int64_t e = (bh * D + c + u) * Sp + key;
+      uint8_t code = fmt == LPATTN_FMT_FP8 ? vq.codes[e] : (uint8_t)((vq.codes[e >> 1] >> ((e & 1) * 4)) & 15);
+      v[u] = gpu_deq_inner(fmt, code, fmt == LPATTN_FMT_FP8 ? 0 : vq.scales[e / G]);
+    }
+    typedef gpu_mma<gpu_bf16> LO;
+    vd[o] = make_uint4(LO::pack(v[0], v[1]), LO::pack(v[2], v[3]), LO::pack(v[4], v[5]), LO::pack(v[6], v[7]));
+  }
+}
+
+lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
+                             int S, int D, void *kd, void *vd, cudaStream_t st) {
+  int64_t total = BH * S * (D / 8);
+  if (total == 0) return LPATTN_OK;
+  unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
+  gpu_dequant_kv_kernel<<<blocks, 256, 0, st>>>(*kq, *vq, fmt, BH, S, D, (uint4 *)kd, (uint4 *)vd);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
 } // namespace lpattn_cuda

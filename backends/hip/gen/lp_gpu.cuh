@@ -427,9 +427,6 @@ template <int W> __device__ inline float gpu_rsum(float x) {
 __device__ inline void gpu_cp16(void *dst, const void *src, int bytes) {
   *(uint4 *)dst = bytes ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
 }
-__device__ inline void gpu_cp4(void *dst, const void *src, int bytes) {
-  *(uint32_t *)dst = bytes ? *(const uint32_t *)src : 0u;
-}
 __device__ inline void gpu_cp_commit() {}
 template <int N> __device__ inline void gpu_cp_wait() {}
 
