@@ -101,6 +101,23 @@ __device__ __forceinline__ void gpu_fp4_scores(const lp_gpu_attn_args &a, float 
 }
 #endif
 
+/* FP8 P^ of two values: x <- E4M3(448 x), RNE. sm_89+: cvt with
+ * satfinite (the reference's saturating encoder; 448 x <= 448 anyway), back
+ * to f32 through f16; earlier archs: gpu_e4m3_round. */
+__device__ __forceinline__ void gpu_p_fp8x2(float &x0, float &x1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short e2;
+  uint32_t h2;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(e2) : "f"(__fmul_rn(x1, 448.0f)), "f"(__fmul_rn(x0, 448.0f)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(e2));
+  x0 = gpu_f16_tof((unsigned short)(h2 & 0xffffu));
+  x1 = gpu_f16_tof((unsigned short)(h2 >> 16));
+#else
+  x0 = gpu_e4m3_round(__fmul_rn(x0, 448.0f));
+  x1 = gpu_e4m3_round(__fmul_rn(x1, 448.0f));
+#endif
+}
+
 __device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
@@ -207,26 +224,9 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
   constexpr int BK = GPU_BK, SPG = NS / 4;
 #pragma unroll
   for (int hh = 0; hh < FR; hh++) {
-    if (fmt == LPATTN_FMT_FP8) {
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-      /* gpu_e4m3_round in hardware: the same RNE (P * 448 <= 448, so no
-       * saturation happens), two values per cvt, back to f32 through f16 */
+    if (fmt == LPATTN_FMT_FP8) { /* E4M3(448 P), two values at a time (dialect's gpu_p_fp8x2) */
 #pragma unroll
-      for (int sl = 0; sl < NS; sl += 2) {
-        unsigned short e2;
-        uint32_t h2;
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
-            : "=h"(e2) : "f"(__fmul_rn(s[hh][sl + 1], 448.0f)), "f"(__fmul_rn(s[hh][sl], 448.0f)));
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(e2));
-        s[hh][sl] = gpu_f16_tof((unsigned short)(h2 & 0xffffu));
-        s[hh][sl + 1] = gpu_f16_tof((unsigned short)(h2 >> 16));
-      }
-#else
-#pragma unroll
-      for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
-#endif
-
+      for (int sl = 0; sl < NS; sl += 2) gpu_p_fp8x2(s[hh][sl], s[hh][sl + 1]);
       pout[hh] = 1.0f / 448.0f;
       continue;
     }

@@ -21,6 +21,12 @@ namespace lpattn_hip {
 #define GPU_BK 64
 
 
+/* FP8 P^ of two values: x <- E4M3(448 x) (RNE; 448 x <= 448). */
+__device__ __forceinline__ void gpu_p_fp8x2(float &x0, float &x1) {
+  x0 = gpu_e4m3_round(__fmul_rn(x0, 448.0f));
+  x1 = gpu_e4m3_round(__fmul_rn(x1, 448.0f));
+}
+
 __device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
@@ -202,11 +208,9 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
   constexpr int BK = GPU_BK, SPG = NS / 4;
 #pragma unroll
   for (int hh = 0; hh < FR; hh++) {
-    if (fmt == LPATTN_FMT_FP8) {
-
+    if (fmt == LPATTN_FMT_FP8) { /* E4M3(448 P), two values at a time (dialect's gpu_p_fp8x2) */
 #pragma unroll
-      for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
-
+      for (int sl = 0; sl < NS; sl += 2) gpu_p_fp8x2(s[hh][sl], s[hh][sl + 1]);
       pout[hh] = 1.0f / 448.0f;
       continue;
     }
