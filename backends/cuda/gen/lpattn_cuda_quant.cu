@@ -181,7 +181,8 @@ lpattn_status lpattn_cuda_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
   const bool rows16 = (a->dtype == LPATTN_F16 || a->dtype == LPATTN_BF16) && a->sx[3] == 1 && a->D % 8 == 0 &&
                       a->D <= 256 && a->sx[0] % 8 == 0 && a->sx[1] % 8 == 0 && a->sx[2] % 8 == 0 &&
                       (uintptr_t)a->x % 16 == 0;
-  if (rows16 && (a->axis == LPATTN_AXIS_D || a->tile == GPU_QT_ROWS)) {
+  /* short inputs (decode queries) keep one warp per domain: no idle 64-row tiles */
+  if (rows16 && a->S >= GPU_QT_ROWS && (a->axis == LPATTN_AXIS_D || a->tile == GPU_QT_ROWS)) {
     const int64_t nb = (int64_t)a->B * a->H * ((a->S + GPU_QT_ROWS - 1) / GPU_QT_ROWS);
     ::lpattn_cuda_quant_tile<<<(unsigned)nb, 256, (size_t)GPU_QT_ROWS * (a->D + 2) * 2, s>>>(*a);
     return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
