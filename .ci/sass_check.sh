@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA attention objects must hold the machine code the backend claims:
 # sm_120a code issues the block-scaled FP4 tensor-core MMA (OMMA in SASS) for
-# NVFP4/MXFP4 tiles, sm_90a code the f16/bf16 mma.sync (HMMA) and no OMMA.
+# NVFP4/MXFP4 tiles, sm_80/86/89/90a code the f16/bf16 mma.sync (HMMA) and no OMMA.
 # Usage: .ci/sass_check.sh [BUILD_DIR]   (exit 77 when cuobjdump is missing)
 set -uo pipefail
 build=${1:-build-cuda}
@@ -29,7 +29,7 @@ for o in "${objs[@]}"; do
   while read -r arch hmma omma; do
     case $arch in
       sm_120a|sm_121a) ok=$((omma > 0)) ;;
-      sm_90a) ok=$((hmma > 0 && omma == 0)) ;;
+      sm_80|sm_86|sm_89|sm_90a) ok=$((hmma > 0 && omma == 0)) ;;
       *) ok=1 ;;
     esac
     printf '%s %-8s HMMA %5d OMMA %4d %s\n' "$([ $ok = 1 ] && echo ok || echo FAIL)" "$arch" "$hmma" "$omma" "$(basename "$o")"

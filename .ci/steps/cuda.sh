@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI has no GPU: compile the CUDA backend for sm_90a and sm_120a (default
+# CI has no GPU: compile the CUDA backend for sm_80, 86, 89, 90a and 120a (default
 # variant set). The GPU tests run on the device machine (tests/cuda).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -8,7 +8,7 @@ if ! command -v nvcc >/dev/null; then
   echo "cuda: nvcc not found (install the CUDA toolkit); cannot compile the CUDA backend"
   exit 1
 fi
-[ -d build-ci-cuda ] || meson setup build-ci-cuda -Dcuda=enabled -Dnvidia_archs=90a,120a \
+[ -d build-ci-cuda ] || meson setup build-ci-cuda -Dcuda=enabled -Dnvidia_archs=80,86,89,90a,120a \
   -Dcpu=disabled -Dbench=false >/dev/null
 ninja -C build-ci-cuda -j2
 # Without a GPU every CUDA test must skip (exit 77), not fail.

@@ -1,9 +1,11 @@
 /* CUDA backend timings (one JSON object per line on stdout), read by
  * bench_cuda.py, which times PyTorch SDPA in the same run and writes
  * bench/RESULTS_cuda.md.
- *   prefill: B=1, H=32, D=128, f16, S in {1k, 4k, 16k}, causal and not, every precision
+ *   prefill: B=1, H=32, D=128, f16, S in {1k, 4k, 16k, 32k}, causal and not, every precision
+ *   quant:   lpattn_quantize of one [1, 32, S, 128] f16 tensor (the pass a low-precision
+ *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
- * Usage: bench_cuda [prefill|decode|all] */
+ * Usage: bench_cuda [prefill|quant|decode|all] */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,10 +58,10 @@ static int cmpf(const void *a, const void *b) {
 
 static void bench_prefill(lpattn_ctx *ctx) {
   const int64_t B = 1, H = 32, D = 128;
-  const int64_t Ss[3] = {1024, 4096, 16384};
+  const int64_t Ss[4] = {1024, 4096, 16384, 32768};
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
-  for (int si = 0; si < 3; si++) {
+  for (int si = 0; si < 4; si++) {
     const int64_t S = Ss[si];
     size_t n = (size_t)(B * H * S * D);
     void *q = rand_f16(n, 0, 1, 1), *k = rand_f16(n, 0.2f, 1, 2), *v = rand_f16(n, 0, 1, 3), *o;
@@ -89,6 +91,79 @@ static void bench_prefill(lpattn_ctx *ctx) {
         fflush(stdout);
       }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+  }
+}
+
+/* Median ms of 20 runs of fn (after 3 warm-ups), CUDA events on stream 0. */
+static double time_ms(void (*fn)(void *), void *arg) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float t[20];
+  for (int w = 0; w < 3; w++) fn(arg);
+  for (int r = 0; r < 20; r++) {
+    cudaEventRecord(e0, 0);
+    fn(arg);
+    cudaEventRecord(e1, 0);
+    CUDA_OK(cudaEventSynchronize(e1));
+    cudaEventElapsedTime(&t[r], e0, e1);
+  }
+  qsort(t, 20, sizeof(float), cmpf);
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return t[10];
+}
+
+typedef struct {
+  lpattn_ctx *ctx;
+  lpattn_tensor x;
+  lpattn_qtensor q;
+  lpattn_quant_params p;
+  void *dst;
+  size_t bytes;
+} quant_run;
+static void run_quantize(void *r) {
+  quant_run *a = r;
+  LP_OK(lpattn_quantize(a->ctx, &a->x, &a->q, &a->p));
+}
+static void run_copy(void *r) {
+  quant_run *a = r;
+  CUDA_OK(cudaMemcpyAsync(a->dst, a->x.data, a->bytes, cudaMemcpyDeviceToDevice, 0));
+}
+
+/* GB/s = (bytes read + bytes written) / time, for the quantizer and for a
+ * device-to-device copy of the input (read + write). */
+static void bench_quant(lpattn_ctx *ctx) {
+  const int64_t B = 1, H = 32, D = 128;
+  const int64_t Ss[2] = {4096, 16384};
+  const lpattn_format F[3] = {LPATTN_FMT_FP8, LPATTN_FMT_NVFP4, LPATTN_FMT_MXFP4};
+  const char *FN[3] = {"fp8", "nvfp4", "mxfp4"};
+  for (int si = 0; si < 2; si++) {
+    const int64_t S = Ss[si], shape[4] = {B, H, S, D};
+    quant_run r;
+    memset(&r, 0, sizeof r);
+    r.ctx = ctx;
+    r.bytes = (size_t)(B * H * S * D) * 2;
+    r.x = lpattn_tensor_4d(rand_f16(r.bytes / 2, 0, 1, 5), LPATTN_F16, B, H, S, D);
+    CUDA_OK(cudaMalloc(&r.dst, r.bytes));
+    const double copy_ms = time_ms(run_copy, &r), copy_gbs = 2.0 * r.bytes / (copy_ms * 1e6);
+    for (int fi = 0; fi < 3; fi++)
+      for (int ax = 0; ax < 2; ax++) {
+        size_t cb, sb, oc;
+        LP_OK(lpattn_qtensor_sizes(F[fi], (lpattn_axis)ax, 64, shape, &cb, &sb, &oc));
+        r.q.format = F[fi], r.q.axis = (lpattn_axis)ax, r.q.tile = 64;
+        memcpy(r.q.shape, shape, sizeof shape);
+        CUDA_OK(cudaMalloc((void **)&r.q.codes, cb));
+        CUDA_OK(cudaMalloc((void **)&r.q.scales, sb ? sb : 1));
+        CUDA_OK(cudaMalloc((void **)&r.q.outer, (oc ? oc : 1) * 4));
+        lpattn_quant_params_init(&r.p);
+        r.p.format = F[fi], r.p.axis = (lpattn_axis)ax, r.p.tile = 64;
+        const double ms = time_ms(run_quantize, &r), gbs = (r.bytes + cb + sb + oc * 4.0) / (ms * 1e6);
+        printf("{\"kind\":\"quant\",\"S\":%lld,\"fmt\":\"%s\",\"axis\":\"%s\",\"ms\":%.4f,\"gbs\":%.0f,"
+               "\"copy_ms\":%.4f,\"copy_gbs\":%.0f}\n",
+               (long long)S, FN[fi], ax ? "S" : "D", ms, gbs, copy_ms, copy_gbs);
+        fflush(stdout);
+        cudaFree(r.q.codes), cudaFree(r.q.scales), cudaFree(r.q.outer);
+      }
+    cudaFree((void *)r.x.data), cudaFree(r.dst);
   }
 }
 
@@ -159,6 +234,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx);
+  if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);
   if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);
   lpattn_free(ctx);
   return 0;

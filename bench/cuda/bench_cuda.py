@@ -2,7 +2,8 @@
 """Run bench_cuda (lpattn's CUDA backend) and time PyTorch SDPA (flash and
 cuDNN backends) on the same shapes in the same run; write a markdown table.
 
-Usage: bench_cuda.py BENCH_BINARY OUT.md
+Usage: bench_cuda.py BENCH_BINARY OUT.md [KINDS]   (KINDS: comma-separated of
+prefill, quant, decode; default all)
 """
 import json
 import platform
@@ -73,10 +74,11 @@ def fmt(x, f="%.3f"):
 def main():
     binary, out = sys.argv[1], sys.argv[2]
     rows = []
-    p = subprocess.run([binary, "all"], capture_output=True, text=True, check=True)
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            rows.append(json.loads(line))
+    for what in (sys.argv[3].split(",") if len(sys.argv) > 3 else ["all"]):
+        p = subprocess.run([binary, what], capture_output=True, text=True, check=True)
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                rows.append(json.loads(line))
     dev = torch.cuda.get_device_name()
     lines = ["# CUDA backend benchmark", "",
              "Machine: %s, torch %s, CUDA %s, host %s." % (dev, torch.__version__, torch.version.cuda,
@@ -97,6 +99,14 @@ def main():
         lines.append("| %d | %d | %s | %.3f | %.1f | %s | %s | %s | %s |" % (
             r["S"], r["causal"], r["prec"], r["ms"], r["tflops"], fmt(fl), fmt(cu),
             fmt(fl and fl / r["ms"], "%.2f"), fmt(cu and cu / r["ms"], "%.2f")))
+        print(lines[-1], flush=True)
+    lines += ["", "## Quantization pass (lpattn_quantize, [1, 32, S, 128] f16)", "",
+              "GB/s = (bytes read + bytes written) / time; copy = cudaMemcpy D2D of the input "
+              "(read + write), same run.", "",
+              "| S | format | axis | ms | GB/s | copy GB/s | share of copy |", "|---|---|---|---|---|---|---|"]
+    for r in (r for r in rows if r["kind"] == "quant"):
+        lines.append("| %d | %s | %s | %.4f | %.0f | %.0f | %.0f%% |" % (
+            r["S"], r["fmt"], r["axis"], r["ms"], r["gbs"], r["copy_gbs"], 100.0 * r["gbs"] / r["copy_gbs"]))
         print(lines[-1], flush=True)
     lines += ["", "## Decode (32 q heads, 8 kv heads, D=128, one query token)", "",
               "GB/s = bytes of the KV cache in its stored precision / time.", "",

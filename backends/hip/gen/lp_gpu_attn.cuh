@@ -21,6 +21,12 @@ namespace lpattn_hip {
 #define GPU_BK 64
 
 
+/* FP8 P^ of two values: x <- E4M3(448 x) (RNE; 448 x <= 448). */
+__device__ __forceinline__ void gpu_p_fp8x2(float &x0, float &x1) {
+  x0 = gpu_e4m3_round(__fmul_rn(x0, 448.0f));
+  x1 = gpu_e4m3_round(__fmul_rn(x1, 448.0f));
+}
+
 __device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
@@ -195,6 +201,55 @@ __device__ inline void gpu_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
   }
 }
 
+/* P^ of a low tile, per row of the tile, in registers: a row's 16-key groups
+ * are SPG slots on each of its lanes; pout[hh] is row hh's outer scale. */
+template <int W, int FR, int NS>
+__device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR], int fmt, int mx_round_up) {
+  constexpr int BK = GPU_BK, SPG = NS / 4;
+#pragma unroll
+  for (int hh = 0; hh < FR; hh++) {
+    if (fmt == LPATTN_FMT_FP8) { /* E4M3(448 P), two values at a time (dialect's gpu_p_fp8x2) */
+#pragma unroll
+      for (int sl = 0; sl < NS; sl += 2) gpu_p_fp8x2(s[hh][sl], s[hh][sl + 1]);
+      pout[hh] = 1.0f / 448.0f;
+      continue;
+    }
+    float ga16[BK / 16], bd16[BK / 16], rmax = 0.0f;
+#pragma unroll
+    for (int m = 0; m < BK / 16; m++) {
+      float ga = 0.0f, bad = 0.0f;
+#pragma unroll
+      for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
+        const float x = s[hh][sl];
+        if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
+        else bad = 1.0f;
+      }
+      ga16[m] = gpu_rmax<W>(ga);
+      bd16[m] = gpu_rmax<W>(bad);
+      rmax = fmaxf(rmax, ga16[m]);
+    }
+    const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
+    const float outer = gpu_outer_scale(fmt, rmax);
+    pout[hh] = outer;
+#pragma unroll
+    for (int m = 0; m < BK / 16; m++) {
+      const int mm = m & ~1;
+      const float ga = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
+      const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
+      uint8_t sc;
+      float denom;
+      const float sval = gpu_group_scale(fmt, ga, 0, outer, mx_round_up, &sc, &denom);
+      /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
+      const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
+#pragma unroll
+      for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
+        const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
+        s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
+      }
+    }
+  }
+}
+
 
 template <typename T, int D>
 __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
@@ -202,7 +257,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
   constexpr int BQ = GPU_BQ, BK = GPU_BK, LD = SM::LD, LDV = SM::LDV;
   constexpr int W = gpu_warp_size(), NT = 4 * W; /* threads of the CTA */
   typedef gpu_lay<W> L;
-  constexpr int FR = L::FR, NS = L::NS, NO = D / L::LPR, SPG = NS / 4; /* SPG: slots per 16 keys */
+  constexpr int FR = L::FR, NS = L::NS, NO = D / L::LPR;
   typedef gpu_mma<T> HI;
   typedef gpu_mma<gpu_bf16> LO;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
@@ -325,6 +380,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
     }
     return true;
   };
+
   /* Tiles copied as they are (high without PASA, or low from the dequantized
    * prefill workspace) are prefetched with cp.async one tile ahead. */
   const bool lowdq = GPU_ASYNC && a.kd != nullptr;
@@ -609,51 +665,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
           for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
         }
 
-        /* P^ of a low tile, per row of the tile (SEMANTICS low tile step 4),
-         * in registers: a row's 16-key groups are SPG slots on each of its lanes. */
-        if (low)
-#pragma unroll
-          for (int hh = 0; hh < FR; hh++) {
-            if (fmt == LPATTN_FMT_FP8) {
-#pragma unroll
-              for (int sl = 0; sl < NS; sl++) s[hh][sl] = gpu_e4m3_round(__fmul_rn(s[hh][sl], 448.0f));
-              pout[hh] = 1.0f / 448.0f;
-              continue;
-            }
-            float ga16[BK / 16], bd16[BK / 16], rmax = 0.0f;
-#pragma unroll
-            for (int m = 0; m < BK / 16; m++) {
-              float ga = 0.0f, bad = 0.0f;
-#pragma unroll
-              for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-                const float x = s[hh][sl];
-                if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
-                else bad = 1.0f;
-              }
-              ga16[m] = gpu_rmax<W>(ga);
-              bd16[m] = gpu_rmax<W>(bad);
-              rmax = fmaxf(rmax, ga16[m]);
-            }
-            const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
-            const float outer = gpu_outer_scale(fmt, rmax);
-            pout[hh] = outer;
-#pragma unroll
-            for (int m = 0; m < BK / 16; m++) {
-              const int mm = m & ~1;
-              const float ga = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
-              const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
-              uint8_t sc;
-              float denom;
-              const float sval = gpu_group_scale(fmt, ga, 0, outer, a.mx_round_up, &sc, &denom);
-              /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
-              const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
-#pragma unroll
-              for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-                const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
-                s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
-              }
-            }
-          }
+        if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* inc/attn_plow.j2 */
       }
     }
     if (a.maxpass) continue;

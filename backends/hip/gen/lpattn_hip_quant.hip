@@ -13,41 +13,12 @@ __device__ __forceinline__ float gpu_warp_max(float x, int width) {
   return x;
 }
 
-__device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const bool along_d = a.axis == LPATTN_AXIS_D;
-  const int64_t nt = (a.rows + a.tile - 1) / a.tile, Sp = nt * a.tile; /* destination */
-  const int64_t ns = (a.S + a.tile - 1) / a.tile;                      /* source tiles */
-  const int64_t ndom = along_d ? (int64_t)a.B * a.H * a.S : (int64_t)a.B * a.H * ns * a.D;
-  if (w >= ndom) return;
-  int64_t bh, s0, d0;
-  int n, ds, ss; /* element i is (s0 + i*ss, d0 + i*ds) */
-  if (along_d) {
-    bh = w / a.S, s0 = w % a.S, d0 = 0, n = a.D, ds = 1, ss = 0;
-  } else {
-    d0 = w % a.D;
-    int64_t t = (w / a.D) % ns;
-    bh = w / a.D / ns, s0 = t * a.tile, n = a.tile, ds = 0, ss = 1;
-  }
-  const int64_t b = bh / a.H, h = bh % a.H;
-  const int64_t bhd = (b + a.dst_b0) * a.H + h, sd0 = s0 + a.dst_s0; /* destination */
-  auto load = [&](int i) -> float {
-    int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
-    if (s >= a.S) return 0.0f; /* zero padding of the last tile */
-    float v = gpu_load(a.x, a.dtype, gpu_off(a.sx, b, h, s, d));
-    if (a.shift_mean)
-      v = __fsub_rn(v, __fmul_rn(a.beta, a.shift_mean[(bhd * a.shift_tiles + (s + a.dst_s0) / a.shift_tile) * a.D + d]));
-    return v;
-  };
-  auto sr_index = [&](int i) -> uint64_t {
-    int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
-    return (uint64_t)((bh * a.S + s) * a.D + d);
-  };
-  /* where element i's code, its group's scale and the domain's outer go */
-  const int64_t ebase = along_d ? (bhd * a.rows + sd0) * a.D : (bhd * a.D + d0) * Sp + sd0;
-  const int64_t obase = along_d ? bhd * a.rows + sd0 : (bhd * nt + sd0 / a.tile) * a.D + d0;
-
+/* One domain of n elements, element i read by load(i): its amax, outer and
+ * group scales and codes, written at element ebase and outer index obase of
+ * the destination (AXIS_D: a token's D values; AXIS_S: one channel of a tile). */
+template <typename LOAD, typename SRI>
+__device__ __forceinline__ void gpu_quant_domain(const lp_gpu_quant_args &a, int lane, int n, LOAD load,
+                                                 SRI sr_index, int64_t ebase, int64_t obase) {
   float amax = 0.0f, bad = 0.0f;
   for (int i = lane; i < n; i += 32) {
     float v = load(i);
@@ -88,6 +59,86 @@ __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   }
 }
 
+/* x(s, d) as quantized: minus beta * the key-tile mean under PASA. */
+__device__ __forceinline__ float gpu_quant_shift(const lp_gpu_quant_args &a, float v, int64_t bhd, int64_t s, int64_t d) {
+  if (!a.shift_mean) return v;
+  return __fsub_rn(v, __fmul_rn(a.beta, a.shift_mean[(bhd * a.shift_tiles + (s + a.dst_s0) / a.shift_tile) * a.D + d]));
+}
+
+/* Any layout: one warp per domain, elements read from the tensor. */
+__device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const bool along_d = a.axis == LPATTN_AXIS_D;
+  const int64_t nt = (a.rows + a.tile - 1) / a.tile, Sp = nt * a.tile; /* destination */
+  const int64_t ns = (a.S + a.tile - 1) / a.tile;                      /* source tiles */
+  const int64_t ndom = along_d ? (int64_t)a.B * a.H * a.S : (int64_t)a.B * a.H * ns * a.D;
+  if (w >= ndom) return;
+  int64_t bh, s0, d0;
+  int n, ds, ss; /* element i is (s0 + i*ss, d0 + i*ds) */
+  if (along_d) {
+    bh = w / a.S, s0 = w % a.S, d0 = 0, n = a.D, ds = 1, ss = 0;
+  } else {
+    d0 = w % a.D;
+    int64_t t = (w / a.D) % ns;
+    bh = w / a.D / ns, s0 = t * a.tile, n = a.tile, ds = 0, ss = 1;
+  }
+  const int64_t b = bh / a.H, h = bh % a.H;
+  const int64_t bhd = (b + a.dst_b0) * a.H + h, sd0 = s0 + a.dst_s0; /* destination */
+  auto load = [&](int i) -> float {
+    int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
+    if (s >= a.S) return 0.0f; /* zero padding of the last tile */
+    return gpu_quant_shift(a, gpu_load(a.x, a.dtype, gpu_off(a.sx, b, h, s, d)), bhd, s, d);
+  };
+  auto sr_index = [&](int i) -> uint64_t {
+    int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
+    return (uint64_t)((bh * a.S + s) * a.D + d);
+  };
+  /* where element i's code, its group's scale and the domain's outer go */
+  const int64_t ebase = along_d ? (bhd * a.rows + sd0) * a.D : (bhd * a.D + d0) * Sp + sd0;
+  const int64_t obase = along_d ? bhd * a.rows + sd0 : (bhd * nt + sd0 / a.tile) * a.D + d0;
+  gpu_quant_domain(a, lane, n, load, sr_index, ebase, obase);
+}
+
+/* 16-bit rows with unit D stride and 16-byte aligned rows, tile 64: a CTA
+ * copies 64 tokens x D into shared memory with 16-byte loads, then each warp
+ * quantizes domains from there (AXIS_D: rows; AXIS_S: columns; rows padded
+ * by one word so that a column read is free of bank conflicts). */
+#define GPU_QT_ROWS 64
+__device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) {
+  extern __shared__ __attribute__((aligned(16))) unsigned short gpu_qt[];
+  const int LDT = a.D + 2, R = GPU_QT_ROWS;
+  const int64_t ns = (a.S + R - 1) / R, nt = (a.rows + a.tile - 1) / a.tile, Sp = nt * a.tile;
+  const int64_t t = blockIdx.x % ns, bh = blockIdx.x / ns, b = bh / a.H, h = bh % a.H, s0 = t * R;
+  for (int i = threadIdx.x; i < R * (a.D / 8); i += blockDim.x) {
+    const int r = i / (a.D / 8), c = (i % (a.D / 8)) * 8;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    if (s0 + r < a.S) w = *(const uint4 *)((const unsigned short *)a.x + gpu_off(a.sx, b, h, s0 + r, c));
+    uint32_t *dst = (uint32_t *)&gpu_qt[r * LDT + c];
+    dst[0] = w.x, dst[1] = w.y, dst[2] = w.z, dst[3] = w.w;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int64_t bhd = (b + a.dst_b0) * a.H + h, sd0 = s0 + a.dst_s0;
+  auto val = [&](int r, int d) -> float {
+    const unsigned short u = gpu_qt[r * LDT + d];
+    return gpu_quant_shift(a, a.dtype == LPATTN_F16 ? gpu_f16_tof(u) : gpu_bf16_tof(u), bhd, s0 + r, d);
+  };
+  if (a.axis == LPATTN_AXIS_D) {
+    for (int r = threadIdx.x >> 5; r < R && s0 + r < a.S; r += nw) {
+      auto load = [&](int i) -> float { return val(r, i); };
+      auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
+      gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
+    }
+    return;
+  }
+  for (int d = threadIdx.x >> 5; d < a.D; d += nw) {
+    auto load = [&](int i) -> float { return s0 + i >= a.S ? 0.0f : val(i, d); };
+    auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + i) * a.D + d); };
+    gpu_quant_domain(a, lane, R, load, sr_index, (bhd * a.D + d) * Sp + sd0, (bhd * nt + sd0 / a.tile) * a.D + d);
+  }
+}
+
 /* Any non-finite element of a float tensor sets *flag. */
 struct gpu_strides {
   int64_t s[4];
@@ -116,6 +167,9 @@ lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s)
 extern "C" __global__ void lpattn_hip_quant(const lp_gpu_quant_args a) {
   lpattn_hip::gpu_quant_body(a);
 }
+extern "C" __global__ void __launch_bounds__(256) lpattn_hip_quant_tile(const lp_gpu_quant_args a) {
+  lpattn_hip::gpu_quant_tile_body(a);
+}
 
 namespace lpattn_hip {
 lpattn_status lpattn_hip_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
@@ -123,6 +177,16 @@ lpattn_status lpattn_hip_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
   const int64_t ndom = a->axis == LPATTN_AXIS_D ? (int64_t)a->B * a->H * a->S
                                                : (int64_t)a->B * a->H * ns * a->D;
   if (ndom == 0) return LPATTN_OK;
+  /* the tile kernel: 16-bit rows, unit D stride, every row 16-byte aligned */
+  const bool rows16 = (a->dtype == LPATTN_F16 || a->dtype == LPATTN_BF16) && a->sx[3] == 1 && a->D % 8 == 0 &&
+                      a->D <= 256 && a->sx[0] % 8 == 0 && a->sx[1] % 8 == 0 && a->sx[2] % 8 == 0 &&
+                      (uintptr_t)a->x % 16 == 0;
+  /* short inputs (decode queries) keep one warp per domain: no idle 64-row tiles */
+  if (rows16 && a->S >= GPU_QT_ROWS && (a->axis == LPATTN_AXIS_D || a->tile == GPU_QT_ROWS)) {
+    const int64_t nb = (int64_t)a->B * a->H * ((a->S + GPU_QT_ROWS - 1) / GPU_QT_ROWS);
+    ::lpattn_hip_quant_tile<<<(unsigned)nb, 256, (size_t)GPU_QT_ROWS * (a->D + 2) * 2, s>>>(*a);
+    return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+  }
   ::lpattn_hip_quant<<<(unsigned)((ndom + 7) / 8), 256, 0, s>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
