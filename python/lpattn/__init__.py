@@ -10,7 +10,8 @@ Failures raise LpattnError with the C status and a precise detail.
 PyTorch: `import lpattn.torch` registers the ops with torch.library (they
 trace under torch.compile) and offers scaled_dot_product_attention."""
 from . import _lib
-from ._api import QuantizedTensor, attention, dequantize, merge_states, pasa_beta, quantize, thrift_k
+from ._api import (QuantizedTensor, attention, attention_backward, dequantize, merge_states, pasa_beta,
+                   quantize, thrift_k)
 from ._context import available_backends
 from ._kv import KVPool, pool_bytes
 from .errors import LpattnError, UnsupportedError
@@ -18,7 +19,7 @@ from .errors import LpattnError, UnsupportedError
 __version__ = _lib.lib.lpattn_version_string().decode()
 library_path = _lib.path
 
-__all__ = ["attention", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
+__all__ = ["attention", "attention_backward", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
            "pasa_beta", "KVPool", "pool_bytes", "LpattnError", "UnsupportedError",
            "available_backends", "last_error", "__version__"]
 

@@ -100,6 +100,40 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     return (res,) + tuple(_dlpack.finish(q, r) for r in rows)
 
 
+def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp4",
+                       layout="bhsd", sm_scale=None, thrift_budget=None, thrift_k=None,
+                       thrift_low="nvfp4", pasa=False, pasa_beta=None, backend="auto",
+                       block_q=None, block_k=None, seed=0):
+    """Gradients (dq, dk, dv) of attention(q, k, v, ...) (SPEC 10) from the
+    forward's out and lse ([B, Hq, Sq] float32, return_lse=True) and dout.
+    Pass the forward's keywords. Tiles the forward computed high are
+    differentiated exactly; low tiles quantize the backward products'
+    operands with stochastic rounding drawn from `seed`. dk/dv are summed
+    over the q heads of a GQA group."""
+    perm = _choice("layout", layout, LAYOUTS)
+    qv, kv_, vv, ov, lv, gv = _views(("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
+                                     ("dout", dout))
+    stream = _dlpack.current_stream(q, qv)
+    ctx = context(backend, qv, stream)
+    tq, tk, tv, to, tg = (x.tensor(perm) for x in (qv, kv_, vv, ov, gv))
+    tl = lv.tensor(shape4=True)
+    B, H, S = tq.shape[0], tq.shape[1], tq.shape[2]
+    if lv.shape != (B, H, S):
+        raise ValueError(f"lse.shape = {lv.shape}, expected {(B, H, S)} (attention(..., return_lse=True))")
+    tl.shape = _lib.c_i64_4(B, H, S, 1)
+    tl.stride = _lib.c_i64_4(lv.strides[0], lv.strides[1], lv.strides[2], 1)
+    grads = [_dlpack.empty(x, vw.shape, _dlpack.NAMES.get(vw.dtype, "float32"))
+             for x, vw in ((q, qv), (k, kv_), (v, vv))]
+    g = _lib.init(_lib.AttnGrads, "lpattn_attn_grads_init")
+    g.dq, g.dk, g.dv = (_dlpack.View(a, n).tensor(perm) for a, n in zip(grads, ("dq", "dk", "dv")))
+    g.seed = int(seed) & (2 ** 64 - 1)
+    p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
+                    pasa_beta, block_q, block_k)
+    call("attention_backward", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
+         ctypes.byref(to), ctypes.byref(tl), ctypes.byref(tg), ctypes.byref(p), ctypes.byref(g))
+    return tuple(_dlpack.finish(q, a) for a in grads)
+
+
 def merge_states(o_a, lse_a, o_b, lse_b, h_a=None, h_b=None, *, backend="auto"):
     """Merge two partial attention states over disjoint key sets (SPEC 7):
     o [B, H, S, D], lse and entropy h [B, H, S] float32. Returns (o, lse) or

@@ -60,6 +60,11 @@ class AttnAux(ctypes.Structure):
                 ("selection", Tensor)]
 
 
+class AttnGrads(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("dq", Tensor), ("dk", Tensor), ("dv", Tensor),
+                ("seed", ctypes.c_uint64)]
+
+
 class PoolParams(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("num_kv_heads", ctypes.c_int),
                 ("num_q_heads", ctypes.c_int), ("head_dim", ctypes.c_int),
@@ -127,6 +132,8 @@ _protos = {
     "lpattn_attention": (_st, [_ctx, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(AttnParams), _P(AttnAux)]),
     "lpattn_merge_states": (_st, [_ctx] + [_P(Tensor)] * 9),
+    "lpattn_attn_grads_init": (None, [_P(AttnGrads)]),
+    "lpattn_attention_backward": (_st, [_ctx] + [_P(Tensor)] * 6 + [_P(AttnParams), _P(AttnGrads)]),
     "lpattn_kv_pool_params_init": (None, [_P(PoolParams)]),
     "lpattn_kv_pool_size": (_st, [_P(PoolParams), _P(ctypes.c_size_t), _P(ctypes.c_size_t),
                                   _P(ctypes.c_size_t)]),

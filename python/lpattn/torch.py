@@ -1,6 +1,6 @@
 """PyTorch integration: lpattn's calls as torch.library ops (with fake
 implementations, so torch.compile traces them without graph breaks), an
-autograd formula that says backward is not there yet, and a drop-in for
+autograd formula over lpattn_attention_backward, and a drop-in for
 torch.nn.functional.scaled_dot_product_attention.
 
     import lpattn.torch as lt
@@ -20,9 +20,8 @@ from . import _api, _kv, _lib
 __all__ = ["attention", "merge_states", "quantize", "dequantize", "kv_append", "paged_decode",
            "scaled_dot_product_attention", "sdpa_unsupported_reason", "BACKWARD_MESSAGE"]
 
-BACKWARD_MESSAGE = ("lpattn has no backward pass yet (it comes with the training issue): use "
-                    "torch's attention where gradients are needed, or call lpattn under "
-                    "torch.no_grad()")
+BACKWARD_MESSAGE = ("lpattn's backward needs the forward's LSE: call lpattn.torch.attention with "
+                    "grad enabled on inputs that require grad (it keeps the LSE then)")
 
 
 def _opt(x):
@@ -62,24 +61,60 @@ def _(q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thr
     return torch.empty_like(q), _rows(q, layout, return_lse), _rows(q, layout, return_entropy)
 
 
-def _no_backward(ctx, *grads):
-    raise NotImplementedError(BACKWARD_MESSAGE)
+@torch.library.custom_op("lpattn::attention_backward", mutates_args=())
+def _attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor,
+                        causal: bool, precision: str, layout: str, sm_scale: float,
+                        thrift_budget: float, thrift_k: int, thrift_low: str, pasa: bool,
+                        backend: str, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    return _api.attention_backward(q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
+                                   dout.detach().contiguous(), causal=causal, precision=precision,
+                                   layout=layout, sm_scale=_opt(sm_scale),
+                                   thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
+                                   thrift_low=thrift_low, pasa=pasa, backend=backend, seed=seed)
+
+
+@_attention_backward.register_fake
+def _(q, k, v, out, lse, dout, causal, precision, layout, sm_scale, thrift_budget, thrift_k,
+      thrift_low, pasa, backend, seed):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _backward(ctx, dout, dlse, dent):
+    q, k, v, out, lse = ctx.saved_tensors
+    if lse.numel() == 0:
+        raise RuntimeError(BACKWARD_MESSAGE)
+    # One Philox seed per call for the stochastic rounding of the low tiles'
+    # backward operands, drawn from torch's generator (torch.manual_seed
+    # makes training runs reproducible).
+    seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+    dq, dk, dv = torch.ops.lpattn.attention_backward(q, k, v, out, lse, dout, *ctx.args, seed)
+    return (dq, dk, dv) + (None,) * 11
 
 
 def _setup(ctx, inputs, output):
-    pass
+    q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa, \
+        return_lse, return_entropy, backend = inputs
+    ctx.save_for_backward(q, k, v, output[0], output[1])
+    ctx.args = (causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
+                backend)
 
 
-torch.library.register_autograd("lpattn::attention", _no_backward, setup_context=_setup)
+torch.library.register_autograd("lpattn::attention", _backward, setup_context=_setup)
 
 
 def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               return_lse=False, return_entropy=False, backend="auto"):
-    """lpattn.attention as the op torch.ops.lpattn.attention (see there)."""
+    """lpattn.attention as the op torch.ops.lpattn.attention (see there).
+    Differentiable: with grad enabled and an input that requires grad, the
+    forward keeps its LSE and backward runs lpattn_attention_backward
+    (SPEC 10: low tiles' backward products in their format with stochastic
+    rounding; PASA has no backward yet)."""
+    need_lse = return_lse or (torch.is_grad_enabled() and
+                              any(t.requires_grad for t in (q, k, v)))
     out, lse, ent = torch.ops.lpattn.attention(
         q, k, v, causal, precision, layout, float(sm_scale or 0.0), float(thrift_budget or 0.0),
-        int(thrift_k or 0), thrift_low, pasa, return_lse, return_entropy, backend)
+        int(thrift_k or 0), thrift_low, pasa, need_lse, return_entropy, backend)
     rest = ([lse] if return_lse else []) + ([ent] if return_entropy else [])
     return (out, *rest) if rest else out
 
