@@ -86,6 +86,13 @@ typedef struct {
   lpattn_status (*slot_copy)(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
   lpattn_status (*paged_decode)(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_batch *batch, const lpattn_attn_problem *pr);
+  /* Backend memory for core's own int32 arrays (core/kvcache.c's page
+   * tables, slots and lengths on device backends; NULL on host backends):
+   * ids_alloc copies n values from host memory (at creation, may wait for
+   * the copy), ids_add enqueues p[0] += n on the context's stream. */
+  lpattn_status (*ids_alloc)(lpattn_ctx *ctx, const int32_t *host, size_t n, int32_t **out);
+  void (*ids_free)(lpattn_ctx *ctx, int32_t *p);
+  lpattn_status (*ids_add)(lpattn_ctx *ctx, int32_t *p, int32_t n);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

@@ -20,7 +20,8 @@
  *   per round of 4 tiles, so tile t's P uses max over tiles <= t of the chunk.
  *   Outer scales (K per token, V per channel, P per row) multiply the f32
  *   products of the tile.
- * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring): warp w
+ * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring, THRIFT's
+ *   selected tiles from their pages, bit masks of lp_gpu_decode_thrift): warp w
  *   takes keys [16w, 16w+16) of every high tile (no quantization: the order
  *   of the online softmax does not matter), ldmatrix + mma in f16/bf16.
  * The 4 warps' states are merged at the end into the chunk's partial state
@@ -115,13 +116,27 @@ template <int D> struct lpd_smem {
     return (int)((r + 127) / 128 * 128);
   }
   static __host__ __device__ size_t bytes(int wr, bool low) { /* low: Q's inner values too */
-    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4;
+    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4 + 8 * 4;
   }
 };
 
 struct lpd_rows { /* the two rows of a lane (g, g + 8) */
   int live[2], p[2];
+  uint32_t sel[2]; /* THRIFT: the row's tiles of the chunk selected high, bit j - j0 */
 };
+/* PASA: c = sm_scale * (q . kshift) as the f64 sum of the lane's part, summed
+ * over the lanes of `mask` (xor offsets), rounded to f32 (SEMANTICS PASA) */
+__device__ __forceinline__ float lpd_pasa_c(double part, int o0, int o1, float sm) {
+  for (int o = o0; o <= o1; o <<= 1) part = __dadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+  return (float)__dmul_rn((double)sm, part);
+}
+/* THRIFT: bits j - j0 of a row's mask m (lp_gpu_kv_args.h) for tiles [j0, j1), j1 - j0 <= 32 */
+__device__ __forceinline__ uint32_t lpd_sel_bits(const uint32_t *m, int j0, int j1) {
+  if (!m || j1 <= j0) return 0u;
+  const int w0 = j0 >> 5, w1 = (j1 - 1) >> 5, o = j0 & 31;
+  const uint64_t w = (uint64_t)m[w0] | (w1 != w0 ? (uint64_t)m[w1] << 32 : 0ull);
+  return (uint32_t)(w >> o) & (j1 - j0 == 32 ? 0xffffffffu : (1u << (j1 - j0)) - 1u);
+}
 
 template <typename HT, int D, int FMT, int RING>
 __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
@@ -140,6 +155,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   unsigned short *Qh = (unsigned short *)(lpd_sm + 4 * wr);
   unsigned short *Ql = Qh + 16 * LDH;
   float *qf = (float *)(Ql + (LOW ? 8 * D : 0)), *xm = qf + 8;
+  uint32_t *rsel = (uint32_t *)(xm + 64); /* THRIFT: block row r's selected tiles, bit j - j0 */
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
   const int j0 = chunk * a.chunk_tiles, j1 = min(j0 + a.chunk_tiles, ntile);
   const int32_t slot = a.seqs.slots[b];
@@ -155,6 +171,12 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     }
     return;
   }
+  const bool thrift = LOW && P.has_qmean;
+  auto selmask = [&](int r) -> const uint32_t * { /* block row r's THRIFT mask */
+    if (!thrift || !live(r)) return nullptr;
+    const int rr = 8 * rb + r, qh = h * G + rr / Sq, x = (len - Sq + rr % Sq) / T - (len - Sq) / T;
+    return a.sel + (((int64_t)b * P.Hq + qh) * 2 + x) * a.sel_words;
+  };
   lpd_rows R, RL; /* rows g, g + 8 (high tiles: m16 rows) and 2t, 2t + 1 (low tiles: n8 rows) */
 #pragma unroll
   for (int i = 0; i < 2; i++) {
@@ -162,6 +184,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     R.live[i] = live(r), RL.live[i] = live(rl);
     R.p[i] = len - Sq + (8 * rb + r) % Sq, RL.p[i] = len - Sq + (8 * rb + rl) % Sq;
   }
+  if (threadIdx.x < 8) rsel[threadIdx.x] = lpd_sel_bits(selmask(threadIdx.x), j0, j1);
 
   /* ---- Q: high rows in smem; low: the inner values (codes x group scale,
    * MXFP4 relative to the row's largest scale) of the quantized rows */
@@ -195,6 +218,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     }
   }
   __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++) R.sel[i] = i ? 0u : rsel[g], RL.sel[i] = rsel[2 * t + i];
 
   gpu_row st[2], stl[2]; /* high-tile and low-tile states of this warp's rows */
   gpu_row_init(&st[0]), gpu_row_init(&st[1]), gpu_row_init(&stl[0]), gpu_row_init(&stl[1]);
@@ -210,6 +235,25 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   auto page_ptr = [&](int j) -> const uint8_t * {
     const int32_t pg = j < a.seqs.max_pages ? table[j] : -1;
     return pg >= 0 && pg < P.num_pages ? P.mem + pages0 + (int64_t)pg * P.page_bytes : nullptr;
+  };
+  /* PASA (absolute frame: a tile's scores are its shifted scores, rounded
+   * to f16, plus c = sm_scale * (q . kshift_j)): kshift_j = beta * Kbar_j for
+   * a full tile; the diagonal tile i borrows Kbar_{i-1}, tile 0 its first
+   * key (SEMANTICS). High tiles from the call's first diagonal tile on take
+   * the diagonal rule (a full tile of a later row then differs in rounding
+   * only). Low tiles are stored shifted (append). */
+  const bool pasa = P.pasa != 0;
+  const int jdiag = max(len - Sq, 0) / T;
+  auto kshift = [&](int j, int d, bool full) -> float {
+    const int src = full || j < jdiag ? j : j - 1;
+    if (src >= 0) {
+      const uint8_t *pg = page_ptr(src);
+      return pg ? __fmul_rn(P.pasa_beta, ((const float *)(pg + P.kmean))[(int64_t)h * D + d]) : 0.0f;
+    }
+    const uint8_t *k0 = LOW && !P.has_high_pages ? P.mem + (int64_t)slot * P.slot_bytes + P.rk : page_ptr(0);
+    if (!k0) return 0.0f;
+    if (!(LOW && !P.has_high_pages)) k0 += P.hk;
+    return __fmul_rn(P.pasa_beta, gpu_load(k0 + (int64_t)h * T * D * 2, P.hdt, d));
   };
 
   /* ---- low tiles, in rounds of 4 (one per warp): S^T = K Q^T (m16 keys,
@@ -254,10 +298,20 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       const uint8_t *sb = slot(2 * r);
       bool vis[2];
 #pragma unroll
-      for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T;
+      for (int i = 0; i < 2; i++) vis[i] = has && RL.live[i] && j < RL.p[i] / T && !((RL.sel[i] >> (j - j0)) & 1u);
       float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
       float tm[2] = {gpu_ninf(), gpu_ninf()};
       const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
+      float cl[2] = {0.0f, 0.0f}; /* PASA: rows 2t, 2t + 1; lanes g split d */
+      if (pasa && any) {
+        double part[2] = {0.0, 0.0};
+        for (int d = g * (D / 8); d < (g + 1) * (D / 8); d++) {
+          const double ks = kshift(j, d, true);
+          part[0] = __dadd_rn(part[0], __dmul_rn((double)gpu_f16_tof(Qh[(2 * t) * LDH + d]), ks));
+          part[1] = __dadd_rn(part[1], __dmul_rn((double)gpu_f16_tof(Qh[(2 * t + 1) * LDH + d]), ks));
+        }
+        cl[0] = lpd_pasa_c(part[0], 4, 16, a.sm_scale), cl[1] = lpd_pasa_c(part[1], 4, 16, a.sm_scale);
+      }
       if (any) {
 #pragma unroll
         for (int mt = 0; mt < 4; mt++) {
@@ -325,7 +379,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
           for (int e = 0; e < 4; e++) {
             const int i = e & 1;
             const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
-            s[mt][e] = vis[i] ? v : gpu_ninf();
+            s[mt][e] = vis[i] ? (pasa ? gpu_round_f16(v) + cl[i] : v) : gpu_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
         }
@@ -465,12 +519,23 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 
   /* ---- high tiles: warp w takes keys [16w, 16w + 16) of each ------------- */
   {
-    const int jh0 = LOW ? max(j0, max(len - Sq, 0) / T) : j0;
-    const int nh = j1 - jh0;
+    /* the chunk's tiles computed high (bit j - j0): every tile of HIGH pools;
+     * of low pools the diagonal tile(s) of the call's rows and (THRIFT) the
+     * tiles selected for any row of the block (CTA-uniform) */
+    const int jd = LOW ? max(len - Sq, 0) / T : 0;
+    uint32_t hmask = 0;
+    for (int j = max(j0, jd); j < j1; j++) hmask |= 1u << (j - j0);
+    for (int r = 0; r < 8 && thrift; r++) hmask |= rsel[r];
+    const int nh = __popc(hmask);
+    auto jat = [&](int k) { /* the k-th high tile */
+      uint32_t m = hmask;
+      for (int i = 0; i < k; i++) m &= m - 1;
+      return j0 + __ffs(m) - 1;
+    };
     const int64_t hoff = (int64_t)h * T * D * 2;
     const bool dbl = wr >= 2 * SM::HSUB;
     auto hsrc = [&](int j, bool v) -> const uint8_t * {
-      if (LOW) {
+      if (LOW && !P.has_high_pages) {
         const uint8_t *sl = P.mem + (int64_t)slot * P.slot_bytes + (v ? P.rv : P.rk);
         return sl + (int64_t)(j & 1) * P.Hkv * T * D * 2 + hoff;
       }
@@ -479,7 +544,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     };
     auto issue = [&](int k) {
       if (k < nh) {
-        const int j = jh0 + k;
+        const int j = jat(k);
         uint8_t *dst = mybuf + (dbl ? (k & 1) * SM::HSUB : 0);
         const uint8_t *ks = hsrc(j, false), *vs = hsrc(j, true);
         for (int c = lane; c < 16 * D / 8; c += 32) {
@@ -494,7 +559,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     };
     if (dbl && nh > 0) issue(0);
     for (int k = 0; k < nh; k++) {
-      const int j = jh0 + k, key0 = j * T + 16 * warp;
+      const int j = jat(k), key0 = j * T + 16 * warp;
       if (!dbl) { /* one buffer (low pools: at most two high tiles) */
         issue(k);
         gpu_cp_wait<0>();
@@ -508,10 +573,26 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
       const unsigned short *Ks = (const unsigned short *)(mybuf + (dbl ? (k & 1) * SM::HSUB : 0)), *Vs = Ks + 16 * LDH;
       bool vis[2];
 #pragma unroll
-      for (int i = 0; i < 2; i++) vis[i] = R.live[i] && key0 <= R.p[i] && (!LOW || j == R.p[i] / T);
+      for (int i = 0; i < 2; i++)
+        vis[i] = R.live[i] && key0 <= R.p[i] &&
+                 (!LOW || j == R.p[i] / T || (j < R.p[i] / T && ((R.sel[i] >> (j - j0)) & 1u)));
       if (!__any_sync(0xffffffffu, vis[0] || vis[1])) {
         __syncwarp();
         continue;
+      }
+      float ch = 0.0f; /* PASA: row g's c; K' = f16((k - kshift) sm_scale) in place */
+      if (pasa) {
+        unsigned short *Kw = (unsigned short *)Ks;
+        double part = 0.0;
+        for (int d = t * (D / 4); d < (t + 1) * (D / 4); d++)
+          part = __dadd_rn(part, __dmul_rn((double)gpu_f16_tof(Qh[g * LDH + d]), (double)kshift(j, d, false)));
+        ch = lpd_pasa_c(part, 1, 2, a.sm_scale);
+        for (int d = lane; d < D; d += 32) {
+          const float ks = kshift(j, d, false);
+          for (int kk = 0; kk < 16; kk++)
+            Kw[kk * LDH + d] = gpu_f16_bits(__fmul_rn(__fsub_rn(gpu_f16_tof(Kw[kk * LDH + d]), ks), a.sm_scale));
+        }
+        __syncwarp();
       }
       float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
@@ -528,7 +609,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
-          const float v = vis[i] && key <= R.p[i] ? __fmul_rn(c[nb][e], a.sm_scale) : gpu_ninf();
+          const float v = !(vis[i] && key <= R.p[i]) ? gpu_ninf()
+                          : pasa ? gpu_round_f16(c[nb][e]) + ch : __fmul_rn(c[nb][e], a.sm_scale);
           c[nb][e] = v;
           tm[i] = fmaxf(tm[i], v);
         }

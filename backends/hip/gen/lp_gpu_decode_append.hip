@@ -10,6 +10,10 @@
  *     tokens; its tokens come from the ring (the tile that was current) or
  *     from the input;
  *   put (phase 2): the tokens of the two newest tiles into the ring.
+ * HIGH and THRIFT pages keep every token's high copy (phase 1 only); the
+ * quant step then reads the page's copy. A completed tile's key mean goes to
+ * its page first (PASA, THRIFT), and PASA quantizes K - beta * Kbar_j.
+ * THRIFT's query rows: lp_gpu_decode_thrift.
  * And the decode's merge of its chunk partials (gpu_pool_merge).
  * High copies are in the pool's high dtype; quantization reads them rounded
  * to it, as the ring holds them. */
@@ -74,11 +78,14 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   if ((tile + 1) * T > len + a.n) return;
   uint8_t *pg = gpu_page(a, s, tile);
   if (!pg) return;
-  float *Kf = gpu_sm, *Vf = gpu_sm + T * D; /* [T][D], [T][D + 1] */
+  float *Kf = gpu_sm, *Vf = gpu_sm + T * D, *kbar = Vf + T * (D + 1); /* [T][D], [T][D + 1], [D] */
   for (int e = threadIdx.x; e < T * D; e += blockDim.x) {
     const int tau = e / D, d = e % D;
     float kx, vx;
-    if (tile == t0) { /* the tile that was current: all of it is in the ring now */
+    if (P.has_high_pages) { /* THRIFT: the page's own high copy (phase 1 wrote it) */
+      const int64_t off = ((int64_t)h * T + tau) * D + d;
+      kx = gpu_load(pg + P.hk, P.hdt, off), vx = gpu_load(pg + P.hv, P.hdt, off);
+    } else if (tile == t0) { /* the tile that was current: all of it is in the ring now */
       const int64_t off = (((tile & 1) * P.Hkv + h) * T + tau) * D + d;
       kx = gpu_load(slot + P.rk, P.hdt, off), vx = gpu_load(slot + P.rv, P.hdt, off);
     } else {
@@ -89,6 +96,23 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
     Kf[tau * D + d] = kx, Vf[tau * (D + 1) + d] = vx;
   }
   __syncthreads();
+  if (P.has_kmean) { /* key mean (core/tiles.h lp_mean_rows_f32), then PASA's shift of K */
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int tau = 0; tau < T; tau++) {
+        const float x = Kf[tau * D + d];
+        sum = __fadd_rn(sum, isfinite(x) ? x : 0.0f);
+      }
+      kbar[d] = __fdiv_rn(sum, (float)T);
+      ((float *)(pg + P.kmean))[(int64_t)h * D + d] = kbar[d];
+    }
+    __syncthreads();
+    if (P.pasa && P.has_low)
+      for (int e = threadIdx.x; e < T * D; e += blockDim.x)
+        Kf[e] = __fsub_rn(Kf[e], __fmul_rn(P.pasa_beta, kbar[e % D]));
+    __syncthreads();
+  }
+  if (!P.has_low) return;
   uint8_t *base = pg + (int64_t)h * P.head_bytes;
   const int fmt = P.fmt, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, fp8 = fmt == LPATTN_FMT_FP8;
   uint8_t codes[256], sc[16];
@@ -158,6 +182,14 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
   }
 }
 
+__global__ void gpu_ids_add_kernel(int32_t *p, int32_t n) { *p += n; }
+
+/* a KV cache's sequence length on the device (core/kvcache.c) */
+lpattn_status gpu_pool_ids_add(int32_t *p, int32_t n, cudaStream_t st) {
+  gpu_ids_add_kernel<<<1, 1, 0, st>>>(p, n);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
 lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st) {
   const int64_t rows = (int64_t)a->B * a->H * a->S;
   if (rows == 0) return LPATTN_OK;
@@ -173,12 +205,14 @@ lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st) {
   x.phase = 1;
   dim3 pg((unsigned)a->n, (unsigned)a->pool.Hkv, (unsigned)a->seqs.num_seqs);
   gpu_put_kernel<<<pg, 128, 0, st>>>(x);
-  if (a->pool.has_low) {
-    const size_t smem = (size_t)a->pool.T * (2 * a->pool.D + 1) * 4;
+  if (a->pool.has_low || a->pool.has_kmean) {
+    const size_t smem = ((size_t)a->pool.T * (2 * a->pool.D + 1) + a->pool.D) * 4;
     if (cudaFuncSetAttribute(gpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
       return LPATTN_ERR_BACKEND;
     dim3 qg((unsigned)a->seqs.num_seqs, (unsigned)(a->n / a->pool.T + 2), (unsigned)a->pool.Hkv);
     gpu_quant_kernel<<<qg, 128, smem, st>>>(x);
+  }
+  if (a->pool.has_ring) {
     x.phase = 2;
     gpu_put_kernel<<<pg, 128, 0, st>>>(x);
   }
