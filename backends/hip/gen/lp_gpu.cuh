@@ -131,7 +131,8 @@ static __host__ __device__ inline float gpu_group_scale(int format, float ga, in
     s = gpu_e8m0_decode(c);
     *denom = bad || !(ga > 0.0f) ? 0.0f : s;
   } else {
-    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / outer);
+    /* (the divisor is kept nonzero: a GPU's x / 0 takes a slow path) */
+    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / (outer == 0.0f ? 1.0f : outer));
     s = gpu_e4m3_decode(c);
     *denom = bad ? 0.0f : s * outer;
   }
@@ -196,13 +197,20 @@ static __host__ __device__ inline uint8_t gpu_elem_code(int fp8, float y, int sr
  * keep values (P of a low tile): E2M1 for finite x >= 0 (ties to the even code,
  * saturating at 6); E4M3 for finite 0 <= y <= 448. The CPU SIMD forms
  * (backends/cpu/quantp-inl.h) are checked against these lane by lane. */
+/* Both without branches: (x + m) - m rounds x to a multiple of 2^-23 m (RNE,
+ * ties to the even multiple, which is the even code), m = 2^(22 or 20) times
+ * the format's binade of x (E2M1: 2^max(e, 0), E4M3: 2^max(e, -6)); equal to
+ * rint(x * 2^(k-e)) * 2^(e-k) for every finite x >= 0 (checked exhaustively). */
 static __host__ __device__ inline float gpu_e2m1_round(float x) {
-  return x < 2.0f ? rintf(x * 2.0f) * 0.5f : x < 4.0f ? rintf(x) : (x <= 5.0f ? 4.0f : 6.0f);
+  x = fminf(x, 8.0f);
+  const uint32_t e = gpu_bits(x) & 0x7f800000u;
+  const float m = gpu_from_bits((e > 0x3f800000u ? e : 0x3f800000u) + (22u << 23));
+  return fminf((x + m) - m, 6.0f);
 }
 static __host__ __device__ inline float gpu_e4m3_round(float y) {
-  if (y < 0.015625f) return rintf(y * 512.0f) * 0.001953125f;
-  int e = (int)((gpu_bits(y) >> 23) & 0xff) - 127;
-  return rintf(y * gpu_pow2(3 - e)) * gpu_pow2(e - 3);
+  const uint32_t e = gpu_bits(y) & 0x7f800000u;
+  const float m = gpu_from_bits((e > 0x3c800000u ? e : 0x3c800000u) + (20u << 23));
+  return (y + m) - m;
 }
 
 /* ---- one domain ------------------------------------------------------------------ */
