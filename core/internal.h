@@ -97,6 +97,13 @@ typedef struct {
   lpattn_status (*set_stream)(lpattn_ctx *ctx, void *stream); /* NULL: host backend */
   /* NULL: UNSUPPORTED */
   lpattn_status (*backward)(lpattn_ctx *ctx, const lpattn_bwd_problem *pr);
+  /* Backend memory for core's own int32 arrays (core/kvcache.c's page
+   * tables, slots and lengths on device backends; NULL on host backends):
+   * ids_alloc copies n values from host memory (at creation, may wait for
+   * the copy), ids_add enqueues p[0] += n on the context's stream. */
+  lpattn_status (*ids_alloc)(lpattn_ctx *ctx, const int32_t *host, size_t n, int32_t **out);
+  void (*ids_free)(lpattn_ctx *ctx, int32_t *p);
+  lpattn_status (*ids_add)(lpattn_ctx *ctx, int32_t *p, int32_t n);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

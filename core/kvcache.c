@@ -1,4 +1,7 @@
-/* Host KV cache on the paged pool (kvcache.h). */
+/* KV cache on the paged pool (kvcache.h), for every backend: host backends
+ * keep the page tables, slots and lengths in host memory, device backends
+ * (vtable ids_alloc) in theirs, and advance a length on the device after
+ * each append (ids_add), so append and decode never wait for the host. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +15,15 @@ typedef struct {
   int32_t *slots;  /* [num_seqs]: 0 .. num_seqs - 1 */
   int32_t *len32;  /* [num_seqs]: lengths for the batches */
   int64_t ntile;
+  lpattn_ctx *dev; /* the arrays are in this device backend's memory */
 } kv_impl;
 
 static kv_impl *impl_of(const lpattn_kv_cache *c) { return (kv_impl *)c->impl; }
+
+static void ids_free(kv_impl *m, int32_t *p) {
+  if (m->dev && p) m->dev->vt->ids_free(m->dev, p);
+  else free(p);
+}
 
 lpattn_kv_pool *lp_kv_cache_pool(const lpattn_kv_cache *c) { return impl_of(c)->pool; }
 
@@ -23,7 +32,7 @@ void lp_kv_free(lpattn_kv_cache *c) {
   kv_impl *m = impl_of(c);
   if (m) {
     lpattn_kv_pool_free(m->pool);
-    free(m->table), free(m->slots), free(m->len32);
+    ids_free(m, m->table), ids_free(m, m->slots), ids_free(m, m->len32);
     free(m);
   }
   free(c->lengths);
@@ -52,6 +61,20 @@ lpattn_status lp_kv_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   }
   for (int64_t i = 0; i < S * ntile; i++) m->table[i] = (int32_t)i;
   for (int64_t s = 0; s < S; s++) m->slots[s] = (int32_t)s;
+  if (!ctx->vt->host_memory() && ctx->vt->ids_alloc) { /* device backend: into its memory */
+    int32_t *h[3] = {m->table, m->slots, m->len32}, *d[3] = {NULL, NULL, NULL};
+    const size_t n[3] = {(size_t)(S * ntile), (size_t)S, (size_t)S};
+    lpattn_status st = LPATTN_OK;
+    for (int i = 0; i < 3 && st == LPATTN_OK; i++) st = ctx->vt->ids_alloc(ctx, h[i], n[i], &d[i]);
+    if (st != LPATTN_OK) {
+      for (int i = 0; i < 3; i++)
+        if (d[i]) ctx->vt->ids_free(ctx, d[i]);
+      lp_kv_free(c);
+      return st;
+    }
+    for (int i = 0; i < 3; i++) free(h[i]);
+    m->table = d[0], m->slots = d[1], m->len32 = d[2], m->dev = ctx;
+  }
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
   pp.num_kv_heads = p->num_kv_heads, pp.num_q_heads = p->num_q_heads, pp.head_dim = p->head_dim;
@@ -60,6 +83,7 @@ lpattn_status lp_kv_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
   pp.mx_scale_round_up = p->mx_scale_round_up;
   pp.num_pages = (int32_t)(S * ntile), pp.num_slots = (int32_t)S;
   lpattn_status st = lpattn_kv_pool_create(ctx, &pp, NULL, 0, &m->pool);
+  if (st == LPATTN_ERR_BAD_DTYPE) st = LPATTN_ERR_UNSUPPORTED; /* a high dtype the backend's pool cannot hold */
   if (st != LPATTN_OK) {
     lp_kv_free(c);
     return st;
@@ -89,8 +113,11 @@ lpattn_status lp_kv_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq, const l
   if (n > c->p.max_tokens - c->lengths[seq]) return LPATTN_ERR_CACHE_FULL;
   lpattn_kv_batch b = batch_of(c, seq, 1);
   lpattn_status st = lpattn_kv_append(ctx, m->pool, &b, k, v, q);
-  if (st == LPATTN_OK) c->lengths[seq] += n, m->len32[seq] = (int32_t)c->lengths[seq];
-  return st;
+  if (st != LPATTN_OK) return st;
+  c->lengths[seq] += n;
+  if (m->dev) return ctx->vt->ids_add(ctx, m->len32 + seq, (int32_t)n);
+  m->len32[seq] = (int32_t)c->lengths[seq];
+  return LPATTN_OK;
 }
 
 lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr) {
@@ -110,7 +137,7 @@ int lp_kv_read_low(const lpattn_kv_cache *c, int seq, int h, int64_t j, float *k
 }
 
 lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *c) {
-  if (c->ctx->vt->cache_create != lp_kv_create) return LPATTN_OK;
+  if (c->ctx->vt->cache_create != lp_kv_create || impl_of(c)->dev) return LPATTN_OK;
   for (int s = 0; s < c->p.num_seqs; s++) {
     lp_kv_seq q;
     lp_kv_cache_seq(c, s, &q);

@@ -1,5 +1,5 @@
-/* The host KV cache of the ref and cpu backends (lpattn.h "decode against a
- * quantized KV cache"): a convenience that owns a paged pool (kvpool.h) with
+/* The KV cache of every backend (lpattn.h "decode against a quantized KV
+ * cache"): a convenience that owns a paged pool (kvpool.h) with
  * one slot per sequence and fixed page tables (sequence s holds pages
  * s * ntile ... s * ntile + ntile - 1), so the cache and the paged API share
  * one implementation: storage, append, decode. */
@@ -22,7 +22,8 @@ lpattn_status lp_kv_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq, const l
 /* Decode of every sequence through the backend's paged_decode. */
 lpattn_status lp_kv_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
 
-/* The pool behind a cache, and sequence seq as the pool readers see it. */
+/* The pool behind a cache, and sequence seq as the pool readers see it
+ * (host backends). */
 lpattn_kv_pool *lp_kv_cache_pool(const lpattn_kv_cache *c);
 void lp_kv_cache_seq(const lpattn_kv_cache *c, int seq, lp_kv_seq *s);
 

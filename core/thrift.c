@@ -5,43 +5,12 @@
 
 #include "formats.h"
 #include "internal.h"
+#include "thrift_k.h"
 #include "tiles.h"
 
-/* Fraction of the computed tiles that are high when k of n per query tile
- * are: causal counts the lower triangle (query tile i sees i + 1 tiles). */
-static double high_fraction(int k, int n, int causal) {
-  const double kd = k, nd = n; /* n + 1 overflows int at INT_MAX */
-  if (!causal) return kd / nd;
-  return (kd * nd - kd * (kd - 1.0) / 2.0) / (nd * (nd + 1.0) / 2.0);
-}
-
-/* The fraction grows with k (by (n - k + 1/2) / (n(n+1)/2) a step when
- * causal), so the best k sits next to the real root of high_fraction = budget;
- * the few integers around it are compared exactly as a scan over every k
- * would (ties keep the smaller k). O(1) for any n. */
+/* The k rule lives in thrift_k.h (shared with the GPU backends). */
 int lpattn_thrift_k(int n_tiles, float budget, int causal) {
-  if (n_tiles < 1) return 0;
-  if (!(budget > 0.0f)) return 1;        /* NaN, zero or negative: the fewest */
-  if (budget >= 1.0f) return n_tiles;    /* every tile */
-  const double n = n_tiles, f = budget;
-  double root;
-  if (!causal) {
-    root = f * n;
-  } else { /* k^2 - (2n + 1) k + f n (n + 1) = 0, the smaller root */
-    const double disc = (2.0 * n + 1.0) * (2.0 * n + 1.0) - 4.0 * f * n * (n + 1.0);
-    root = disc > 0.0 ? ((2.0 * n + 1.0) - sqrt(disc)) / 2.0 : n;
-  }
-  int64_t lo = (int64_t)floor(root) - 2, hi = lo + 5;
-  if (lo < 1) lo = 1;
-  if (hi > n_tiles) hi = n_tiles;
-  if (lo > hi) lo = hi;
-  int64_t best = lo;
-  double best_err = fabs(high_fraction((int)lo, n_tiles, causal) - budget);
-  for (int64_t k = lo + 1; k <= hi; k++) {
-    double err = fabs(high_fraction((int)k, n_tiles, causal) - budget);
-    if (err < best_err) best = k, best_err = err; /* ties keep the smaller k */
-  }
-  return (int)best;
+  return lp_thrift_k_calc(n_tiles, budget, causal);
 }
 
 lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low) {
@@ -54,8 +23,7 @@ lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low) {
 }
 
 int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles) {
-  const int n = (int)n_tiles;
-  return k_fixed > 0 ? (k_fixed < n ? k_fixed : n) : lpattn_thrift_k(n, budget, causal);
+  return lp_thrift_k_rule(k_fixed, budget, causal, n_tiles);
 }
 
 int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

@@ -268,6 +268,9 @@ const lpattn_backend_vtable kCpuVtable = {
     lpattn_cpu::PagedDecode,
     nullptr,  // set_stream: host backend
     lpattn_cpu::Backward,
+    nullptr,  // ids_alloc: host backend (core/kvcache.c keeps its ids in host memory)
+    nullptr,  // ids_free
+    nullptr,  // ids_add
 };
 }  // namespace
 

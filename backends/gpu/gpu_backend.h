@@ -5,10 +5,9 @@
  *   gpu_registry.cu  the generated kernel registry (gen/registry.inc)
  *   gpu_ops.cu       quantize / dequantize / merge, workspace q-views
  *   gpu_prefill.cu   lpattn_attention
- *   legacy_kv.cu     the device KV cache and split-KV decode
+ *   kv_pool.cu       the paged KV pool (lpattn_kv_cache is core/kvcache.c on it)
  * Every call is asynchronous on the context's stream except lpattn_quantize
- * with check_finite (it reads a flag back), workspace growth, and the legacy
- * THRIFT decode. */
+ * with check_finite (it reads a flag back) and workspace growth. */
 #ifndef LP_GPU_BACKEND_H
 #define LP_GPU_BACKEND_H
 
@@ -102,13 +101,6 @@ lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_
                         const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
                         const lpattn_tensor *o, const lpattn_tensor *lse, const lpattn_tensor *h);
 lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
-lpattn_status gpu_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *p,
-                               lpattn_kv_cache **out);
-void gpu_cache_free(lpattn_kv_cache *c);
-lpattn_status gpu_cache_append(lpattn_ctx *ctx, lpattn_kv_cache *c, int seq,
-                               const lpattn_tensor *kt, const lpattn_tensor *vt,
-                               const lpattn_tensor *qt);
-lpattn_status gpu_decode(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
 
 } // namespace GPU_NS
 #endif

@@ -3,6 +3,7 @@
  * and the backend's vtable. */
 #include "gpu_backend.h"
 #include "kv_pool.h" /* paged pool entries (kv_pool.cu) */
+#include "kvcache.h" /* lpattn_kv_cache on the pool (core/kvcache.c) */
 
 namespace GPU_NS {
 
@@ -95,10 +96,10 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.dequantize = gpu_dequantize;
   gpu_vtable.attention = gpu_attention;
   gpu_vtable.merge = gpu_merge;
-  gpu_vtable.cache_create = gpu_cache_create;
-  gpu_vtable.cache_free = gpu_cache_free;
-  gpu_vtable.cache_append = gpu_cache_append;
-  gpu_vtable.decode = gpu_decode;
+  gpu_vtable.cache_create = lp_kv_create;
+  gpu_vtable.cache_free = lp_kv_free;
+  gpu_vtable.cache_append = lp_kv_append;
+  gpu_vtable.decode = lp_kv_decode;
   gpu_vtable.host_memory = gpu_host_memory;
   gpu_vtable.synchronize = gpu_sync;
   gpu_vtable.set_stream = gpu_set_stream;
@@ -107,5 +108,8 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.kv_append = gpu_kv_append;
   gpu_vtable.slot_copy = gpu_slot_copy;
   gpu_vtable.paged_decode = gpu_paged_decode;
+  gpu_vtable.ids_alloc = gpu_ids_alloc;
+  gpu_vtable.ids_free = gpu_ids_free;
+  gpu_vtable.ids_add = gpu_ids_add;
   return &gpu_vtable;
 }

@@ -3,8 +3,8 @@
  * names through backends/hip/vendor.h). Pool memory in device memory
  * (cudaMalloc when the caller gives none), laid out by core/kvpage.h.
  * Append and decode only enqueue kernels on the context's stream: lengths,
- * slots and page tables are read on the device, so a decode step can be
- * captured in a graph. The one exception is the decode's partial-state
+ * slots and page tables are read on the device (THRIFT's k and selection
+ * too), so a decode step can be captured in a graph. The one exception is the decode's partial-state
  * buffer, owned by the pool and grown (with a stream synchronization) when
  * a call needs more than any call before it. */
 #include "kv_pool.h"
@@ -57,9 +57,12 @@ static gpu_dec_fn find_decode(int D, lpattn_dtype dt) {
   return NULL;
 }
 
-/* gen/lp_gpu_decode_append */
+/* gen/lp_gpu_decode_append, gen/lp_gpu_decode_thrift */
 lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st);
 lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st);
+lpattn_status gpu_pool_thrift_append(const lp_gpu_append_args *a, cudaStream_t st);
+lpattn_status gpu_pool_thrift_select(const lp_gpu_pdecode_args *a, cudaStream_t st);
+lpattn_status gpu_pool_ids_add(int32_t *p, int32_t n, cudaStream_t st);
 
 /* ---- pool ------------------------------------------------------------------ */
 typedef struct {
@@ -81,7 +84,11 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   const lpattn_kv_pool_params *p = &pool->p;
   if (p->page_size != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
     return LPATTN_ERR_UNSUPPORTED;
-  if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED; /* not yet on GPU */
+  if (p->pasa && p->high_dtype != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* K' is f16 (SEMANTICS PASA) */
+#if defined(LPATTN_HIP)
+  /* the HIP decode kernel (templates/gpu/inc/decode_hip.j2) has no THRIFT / PASA tiles yet */
+  if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED;
+#endif
   if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;
   gpu_pool_state *k = (gpu_pool_state *)calloc(1, sizeof *k);
   if (!k) return LPATTN_ERR_OUT_OF_MEMORY;
@@ -141,6 +148,8 @@ static lp_gpu_pool gpu_pool(lpattn_kv_pool *pool) {
   g.prec = L->prec, g.fmt = L->fmt, g.hdt = pool->p.high_dtype;
   g.has_low = L->has_low, g.has_high_pages = L->has_high_pages, g.has_ring = L->has_ring;
   g.mx_round_up = pool->p.mx_scale_round_up;
+  g.has_kmean = L->has_kmean, g.has_qmean = L->has_qmean, g.pasa = pool->p.pasa;
+  g.pasa_beta = pool->p.pasa_beta;
   return g;
 }
 
@@ -169,8 +178,13 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
   a.pool = gpu_pool(pool), a.seqs = gpu_seqs(call->batch);
   a.k = call->k->data, a.v = call->v->data, a.kdt = call->k->dtype, a.vdt = call->v->dtype;
   memcpy(a.sk, call->k->stride, sizeof a.sk), memcpy(a.sv, call->v->stride, sizeof a.sv);
+  if (call->q) {
+    a.q = call->q->data, a.qdt = call->q->dtype;
+    memcpy(a.sq, call->q->stride, sizeof a.sq);
+  }
   a.n = (int)call->n;
-  return gpu_pool_append(&a, k->stream);
+  TRY(gpu_pool_append(&a, k->stream));
+  return gpu_pool_thrift_append(&a, k->stream);
 }
 
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst) {
@@ -182,6 +196,35 @@ lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, 
   CK(cudaMemcpyAsync(pool->mem + (size_t)dst * sb, pool->mem + (size_t)src * sb, sb,
                      cudaMemcpyDeviceToDevice, k->stream));
   return LPATTN_OK;
+}
+
+/* core/kvcache.c's arrays on the device (vtable ids_*) */
+lpattn_status gpu_ids_alloc(lpattn_ctx *ctx, const int32_t *host, size_t n, int32_t **out) {
+  CK(cudaSetDevice(ctx->params.device));
+  void *d = NULL;
+  if (cudaMalloc(&d, n ? n * 4 : 4) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  const cudaStream_t st = (cudaStream_t)ctx->params.stream;
+  if (n && (cudaMemcpyAsync(d, host, n * 4, cudaMemcpyHostToDevice, st) != cudaSuccess ||
+            cudaStreamSynchronize(st) != cudaSuccess)) { /* at creation only: host is freed next */
+    (void)cudaFree(d);
+    return LPATTN_ERR_BACKEND;
+  }
+  *out = (int32_t *)d;
+  return LPATTN_OK;
+}
+
+void gpu_ids_free(lpattn_ctx *ctx, int32_t *p) {
+  (void)cudaSetDevice(ctx->params.device);
+  (void)cudaStreamSynchronize((cudaStream_t)ctx->params.stream);
+  (void)cudaFree(p);
+}
+
+lpattn_status gpu_ids_add(lpattn_ctx *ctx, int32_t *p, int32_t n) {
+  CK(cudaSetDevice(ctx->params.device));
+  return gpu_pool_ids_add(p, n, (cudaStream_t)ctx->params.stream);
 }
 
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
@@ -201,7 +244,11 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1);
   const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
   const size_t qbytes = L->has_low ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
-  const size_t need = rows * ((size_t)D + 2) * 4 + qbytes;
+  /* THRIFT: the selection masks, [num_seqs][Hq][2 query tiles][words] */
+  const int64_t maxtiles = (batch->max_length + L->T - 1) / L->T;
+  const int words = L->has_qmean ? (int)((maxtiles + 31) / 32 > 0 ? (maxtiles + 31) / 32 : 1) : 0;
+  const size_t sbytes = ((size_t)ns * Hq * 2 * words * 4 + 255) / 256 * 256;
+  const size_t need = rows * ((size_t)D + 2) * 4 + qbytes + sbytes;
   if (need > k->part_bytes) { /* grows only; warm it up before graph capture */
     CK(cudaStreamSynchronize(k->stream));
     (void)cudaFree(k->part);
@@ -233,6 +280,12 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
     qa.rows = Sq;
     TRY(gpu_pool_quant_k(&qa, k->stream));
     a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
+  }
+  if (L->has_qmean) { /* record the queries, select on the device (k from each length) */
+    a.sel = (uint32_t *)((uint8_t *)(a.part_h + rows) + qbytes), a.sel_words = words;
+    a.thrift_k = pr->thrift_k, a.thrift_budget = pr->thrift_budget;
+    a.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
+    TRY(gpu_pool_thrift_select(&a, k->stream));
   }
   TRY(fn(&a, k->stream));
   lp_gpu_merge_args m;

@@ -24,6 +24,8 @@ typedef struct {
   int T, D, Hkv, Hq;
   int prec, fmt, hdt; /* lpattn_precision, low lpattn_format, high dtype */
   int has_low, has_high_pages, has_ring, mx_round_up;
+  int has_kmean, has_qmean, pasa; /* key means (PASA/THRIFT), query means (THRIFT) */
+  float pasa_beta;
 } lp_gpu_pool;
 
 /* The sequences of a call (device tensors). */
@@ -34,13 +36,14 @@ typedef struct {
   int64_t max_pages;    /* columns of the table */
 } lp_gpu_seqs;
 
-/* Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]. */
+/* Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]; q
+ * [num_seqs, Hq, n, D] or NULL (THRIFT pools record its rows). */
 typedef struct {
   lp_gpu_pool pool;
   lp_gpu_seqs seqs;
-  const void *k, *v;
-  int kdt, vdt;
-  int64_t sk[4], sv[4];
+  const void *k, *v, *q;
+  int kdt, vdt, qdt;
+  int64_t sk[4], sv[4], sq[4];
   int n;
   int phase; /* put kernel: 1 = the first tile's tokens (to the ring), 2 = the rest */
 } lp_gpu_append_args;
@@ -58,6 +61,14 @@ typedef struct {
   const uint8_t *qcodes, *qscales;
   const float *qouter;
   float *part_o, *part_l, *part_h; /* [nchunk][num_seqs][Hq][Sq](.D) */
+  /* THRIFT: k per sequence from its length (core/thrift_k.h: thrift_k > 0
+   * fixed, else thrift_budget); tiles selected high for the rows of query
+   * tile (len - Sq) / T + x of q head hq: bit j of
+   * sel[((seq * Hq + hq) * 2 + x) * sel_words + j / 32] */
+  int thrift_k, sel_causal;
+  float thrift_budget;
+  uint32_t *sel;
+  int sel_words;
 } lp_gpu_pdecode_args;
 
 #ifdef __cplusplus

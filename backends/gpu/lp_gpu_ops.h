@@ -44,23 +44,8 @@ typedef struct {
   int out_k;
 } gpu_select_args;
 
-typedef struct {
-  const void *k, *v, *q;
-  int kdt, vdt, qdt, hdt;
-  int64_t sk[4], sv[4], sq[4];
-  int qb; /* batch index of q's rows (decode records q[seq]) */
-  int seq, Hkv, Hq, D, T, n;
-  int64_t pos, max_tokens, ring_lo;
-  void *khi, *vhi;
-  float *qring;
-} gpu_cache_put_args;
-
 lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st);
 lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st);
-lpattn_status gpu_cache_put(const gpu_cache_put_args *a, cudaStream_t st);
-lpattn_status gpu_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
-                            cudaStream_t st);
-lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st);
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);
 lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);

@@ -6,6 +6,8 @@
  * stored bytes the decode reads, device bytes per token by the library's
  * count and by cudaMemGetInfo around the pool's creation; and one line with
  * the device's measured copy bandwidth (cudaMemcpy d2d, read + write).
+ * THRIFT (NVFP4 low tiles, budget 5%) appends queries with the tokens, so
+ * its selection sees real query means.
  * Usage: bench_paged [quick] | bench_paged B CONTEXT PRECISION (one case) */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -108,15 +110,21 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   const int step = 2048;
   void *kb = dalloc((size_t)B * HKV * step * D * 2), *vb = dalloc((size_t)B * HKV * step * D * 2);
   fill_f16(kb, (size_t)B * HKV * step * D, 1.0f, 1), fill_f16(vb, (size_t)B * HKV * step * D, 1.0f, 2);
+  const int thrift = prec == LPATTN_PREC_THRIFT;
+  void *qb = thrift ? dalloc((size_t)B * HQ * step * D * 2) : NULL;
+  if (thrift) fill_f16(qb, (size_t)B * HQ * step * D, 1.0f, 4);
   for (int at = 0; at < ctxlen; at += step) {
     const int n = ctxlen - at < step ? ctxlen - at : step;
     for (int s = 0; s < B; s++) lens[s] = at;
     CUDA_OK(cudaMemcpy(dlens, lens, 4 * B, cudaMemcpyHostToDevice));
     lpattn_tensor k = lpattn_tensor_4d(kb, LPATTN_F16, B, HKV, n, D), v = lpattn_tensor_4d(vb, LPATTN_F16, B, HKV, n, D);
     k.stride[1] = v.stride[1] = (int64_t)step * D, k.stride[0] = v.stride[0] = (int64_t)HKV * step * D;
+    lpattn_tensor qa = lpattn_tensor_4d(qb, LPATTN_F16, B, HQ, n, D);
+    qa.stride[1] = (int64_t)step * D, qa.stride[0] = (int64_t)HQ * step * D;
     b.max_length = at + n;
-    LP_OK(lpattn_kv_append(ctx, pool, &b, &k, &v, NULL));
+    LP_OK(lpattn_kv_append(ctx, pool, &b, &k, &v, thrift ? &qa : NULL));
   }
+  cudaFree(qb);
   for (int s = 0; s < B; s++) lens[s] = ctxlen;
   CUDA_OK(cudaMemcpy(dlens, lens, 4 * B, cudaMemcpyHostToDevice));
   b.max_length = ctxlen;
@@ -126,6 +134,7 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   lpattn_tensor qt = lpattn_tensor_4d(q, LPATTN_F16, B, HQ, 1, D), ot = lpattn_tensor_4d(o, LPATTN_F16, B, HQ, 1, D);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
+  ap.thrift_budget = 0.05f;
   for (int i = 0; i < 3; i++) LP_OK(lpattn_paged_decode(ctx, pool, &b, &qt, &ot, &ap, NULL));
   CUDA_OK(cudaDeviceSynchronize());
   cudaEvent_t e0, e1;

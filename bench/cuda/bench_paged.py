@@ -48,6 +48,12 @@ def main():
             fmt(cu, "%.4f"), fmt(cu and cu / r["ms"], "%.2fx"), r["lib_bytes_per_token"],
             r["dev_bytes_per_token"]))
         print(lines[-1], flush=True)
+    ms = {(r["B"], r["ctx"], r["prec"]): r["ms"] for r in rows if r["kind"] == "paged" and "ms" in r}
+    ratios = ["B = %d, context %d: THRIFT (NVFP4, budget 5%%) / NVFP4 = %.2fx" % (b, c, ms[(b, c, "thrift")] / t)
+              for (b, c, p), t in ms.items() if p == "nvfp4" and (b, c, "thrift") in ms]
+    if ratios:
+        lines += [""] + ["- " + x for x in ratios]
+        print("\n".join(ratios), flush=True)
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
 

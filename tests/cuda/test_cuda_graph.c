@@ -4,7 +4,8 @@
  * stream (lpattn_context_params.stream) in global capture mode, the graph
  * replayed twice, and every output (O, LSE, entropy, THRIFT selection)
  * compared bitwise with the eager call's. HIGH, NVFP4 (with PASA) and
- * THRIFT; causal, GQA, a partial last tile. */
+ * THRIFT; causal, GQA, a partial last tile. Also a decode step through a
+ * THRIFT KV cache (selection and k on the device). */
 #include "cudatest.h"
 
 #include <cuda_runtime_api.h>
@@ -94,6 +95,69 @@ static void graph_case(lpattn_ctx *cu, cudaStream_t st, lpattn_precision prec, i
   ct_free(&p.lse), ct_free(&p.ent), ct_free(&p.sel);
 }
 
+/* lpattn_decode on a THRIFT cache (with PASA too): eager, then captured and
+ * replayed twice, bitwise equal (the decode records its queries, selects
+ * and merges on the device: no host synchronization inside). */
+static void graph_decode(lpattn_ctx *cu, cudaStream_t st, int pasa) {
+  const int S = 2, L = 1000;
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_seqs = S, cp.num_q_heads = HQ, cp.num_kv_heads = HKV, cp.head_dim = D;
+  cp.max_tokens = 1100, cp.precision = LPATTN_PREC_THRIFT, cp.pasa = pasa;
+  lpattn_kv_cache *c = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &c), LPATTN_OK);
+  if (!c) return;
+  ct_pair k = ct_make(LPATTN_F16, 1, HKV, L, D), v = ct_make(LPATTN_F16, 1, HKV, L, D),
+          q = ct_make(LPATTN_F16, 1, HQ, L, D);
+  ct_fill(&k, 0.3, 1.0), ct_fill(&v, 0.0, 1.0), ct_fill(&q, 0.0, 1.0);
+  for (int s = 0; s < S; s++) {
+    lpattn_tensor kk = k.d, vv = v.d, qq = q.d;
+    kk.shape[2] = vv.shape[2] = qq.shape[2] = L - 300 * s;
+    CHECK_STATUS(lpattn_kv_cache_append(cu, c, s, &kk, &vv, &qq), LPATTN_OK);
+  }
+  ct_pair qd = ct_make(LPATTN_F16, S, HQ, 1, D), o = ct_make(LPATTN_F32, S, HQ, 1, D),
+          l = ct_make(LPATTN_F32, S, HQ, 1, 1);
+  ct_fill(&qd, 0.0, 1.0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.thrift_budget = 0.2f;
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.lse = l.d;
+  CHECK_STATUS(lpattn_decode(cu, c, &qd.d, &o.d, &ap, &aux), LPATTN_OK);
+  CHECK(cudaStreamSynchronize(st) == cudaSuccess, "eager decode failed");
+  ct_down(&o), ct_down(&l);
+  void *eo = copy_of(&o), *el = copy_of(&l);
+  ct_poison(&o), ct_poison(&l);
+  ht_dsync();
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+  CHECK(e == cudaSuccess, "begin capture: %s", cudaGetErrorString(e));
+  lpattn_status s = lpattn_decode(cu, c, &qd.d, &o.d, &ap, &aux);
+  e = cudaStreamEndCapture(st, &graph);
+  CHECK(s == LPATTN_OK && e == cudaSuccess && graph, "thrift decode capture: %s / %s",
+        lpattn_status_string(s), cudaGetErrorString(e));
+  if (s == LPATTN_OK && e == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+    for (int rep = 0; rep < 2; rep++) {
+      CHECK(cudaGraphLaunch(exec, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess, "replay");
+      const int eq = same(&o, eo) && same(&l, el);
+      printf("graph thrift decode pasa=%d: replay %d %s eager\n", pasa, rep, eq ? "bitwise equal to" : "DIFFERS from");
+      CHECK(eq, "thrift decode pasa=%d: replay %d differs", pasa, rep);
+      ct_poison(&o), ct_poison(&l);
+      ht_dsync();
+    }
+  } else {
+    CHECK(0, "thrift decode graph not instantiated");
+  }
+  (void)cudaGetLastError();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  free(eo), free(el);
+  ct_free(&k), ct_free(&v), ct_free(&q), ct_free(&qd), ct_free(&o), ct_free(&l);
+  lpattn_kv_cache_free(c);
+}
+
 int main(void) {
   if (!lpattn_backend_available(LPATTN_BACKEND_CUDA)) return test_skip("no usable GPU device");
   cudaStream_t st = NULL;
@@ -107,6 +171,8 @@ int main(void) {
   graph_case(cu, st, LPATTN_PREC_NVFP4, 0);
   graph_case(cu, st, LPATTN_PREC_NVFP4, 1);
   graph_case(cu, st, LPATTN_PREC_THRIFT, 0);
+  graph_decode(cu, st, 0);
+  graph_decode(cu, st, 1);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   cudaStreamDestroy(st);

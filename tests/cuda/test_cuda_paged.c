@@ -7,9 +7,11 @@
  * appending one token at a time equals appending many; a sequence forked
  * from another (shared completed pages, slot copied) equals the same tokens
  * appended to a pool of their own (bitwise); a CUDA graph of
- * append + decode replays to the same bits (CUDA only). Built for HIP too
+ * append + decode replays to the same bits (CUDA only); THRIFT (budget and
+ * fixed k, causal and paper selection) and PASA pools against the ref
+ * backend's pool holding the same tokens and queries. Built for HIP too
  * (tests/hip). Exit 77 without a GPU, or when the backend has no paged
- * decode. */
+ * decode (or, on HIP, no THRIFT/PASA pool yet). */
 #include "cudatest.h"
 #include "kvpage.h"
 #if !defined(LPATTN_TEST_HIP)
@@ -49,11 +51,15 @@ static lpattn_tensor view(const lpattn_tensor *t, int64_t pos, int64_t n) {
   return x;
 }
 
+static int g_pasa; /* pools made with PASA (vs_ref_pool) */
+static void pool_params(lpattn_kv_pool_params *pp, lpattn_precision prec) {
+  lpattn_kv_pool_params_init(pp);
+  pp->num_kv_heads = HKV, pp->num_q_heads = HQ, pp->head_dim = D, pp->page_size = T, pp->pasa = g_pasa;
+  pp->precision = prec, pp->num_pages = NS * MAXP, pp->num_slots = NS + 1, pp->high_dtype = HT;
+}
 static int pool_make(lpattn_ctx *cu, pooled *P, lpattn_precision prec, unsigned seed) {
   lpattn_kv_pool_params pp;
-  lpattn_kv_pool_params_init(&pp);
-  pp.num_kv_heads = HKV, pp.num_q_heads = HQ, pp.head_dim = D, pp.page_size = T;
-  pp.precision = prec, pp.num_pages = NS * MAXP, pp.num_slots = NS + 1, pp.high_dtype = HT;
+  pool_params(&pp, prec);
   lpattn_status st = lpattn_kv_pool_create(cu, &pp, NULL, 0, &P->pool);
   if (st == LPATTN_ERR_UNSUPPORTED) return 0;
   CHECK_STATUS(st, LPATTN_OK);
@@ -110,6 +116,7 @@ static outs outs_make(int ns, int sq) {
 static void outs_free(outs *o) { ct_free(&o->o), ct_free(&o->l), ct_free(&o->h); }
 
 /* decode sequences idx[0..n) (lengths LEN) with their last sq queries */
+static const lpattn_attn_params *g_ap; /* decode params (NULL: defaults) */
 static lpattn_status decode(lpattn_ctx *cu, pooled *P, const seqdata *sd, const int *idx, int n, int sq, outs *o) {
   int32_t slots[NS], lens[NS], tab[NS][MAXP], maxlen = 0;
   ct_pair q = ct_make(HT, n, HQ, sq, D);
@@ -130,6 +137,7 @@ static lpattn_status decode(lpattn_ctx *cu, pooled *P, const seqdata *sd, const 
   b.max_length = maxlen;
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
+  if (g_ap) ap = *g_ap;
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   aux.lse = o->l.d, aux.entropy = o->h.d;
@@ -353,6 +361,79 @@ static void graph_case(lpattn_ctx *cu, seqdata *sd, lpattn_precision prec) {
 }
 #endif
 
+/* THRIFT and PASA pools against the ref backend's pool, which holds the
+ * same tokens (queries appended with them: THRIFT's recorded means) under
+ * the same page tables: decode of the batch with Sq = 1 and 3, O/LSE/H;
+ * the GPU pool with shuffled pages gives the same bits. */
+static void vs_ref_pool(lpattn_ctx *cu, lpattn_ctx *ref, seqdata *sd, lpattn_precision prec, int pasa,
+                        const lpattn_attn_params *ap, const char *what) {
+  g_pasa = pasa, g_ap = ap;
+  pooled A, B;
+  lpattn_kv_pool_params pp;
+  pool_params(&pp, prec);
+  lpattn_kv_pool *R = NULL;
+  if (!pool_make(cu, &A, prec, 0)) {
+    printf("%s: unsupported on this pool\n", what);
+    g_pasa = 0, g_ap = NULL;
+    return;
+  }
+  CHECK(pool_make(cu, &B, prec, 11), "pool");
+  CHECK_STATUS(lpattn_kv_pool_create(ref, &pp, NULL, 0, &R), LPATTN_OK);
+  for (int s = 0; s < NS; s++) {
+    const int32_t slot = NS - s;
+    for (int at = 0, step = 300; at < LEN[s]; at += step) {
+      if (at >= LEN[s] - 5) step = 1; /* the last tokens one at a time */
+      const int n = LEN[s] - at < step ? LEN[s] - at : step;
+      lpattn_kv_batch b = one(&A, s, at), hb;
+      lpattn_tensor k = view(&sd[s].k.d, at, n), v = view(&sd[s].v.d, at, n), q = view(&sd[s].q.d, at, n);
+      CHECK_STATUS(lpattn_kv_append(cu, A.pool, &b, &k, &v, &q), LPATTN_OK);
+      b = one(&B, s, at);
+      CHECK_STATUS(lpattn_kv_append(cu, B.pool, &b, &k, &v, &q), LPATTN_OK);
+      int32_t len = at;
+      lpattn_kv_batch_init(&hb);
+      hb.num_seqs = 1, hb.slots = i32((void *)&slot, 1, 1), hb.lengths = i32(&len, 1, 1);
+      hb.page_table = i32(A.table[s], 1, MAXP), hb.max_length = at;
+      k = view(&sd[s].k.h, at, n), v = view(&sd[s].v.h, at, n), q = view(&sd[s].q.h, at, n);
+      CHECK_STATUS(lpattn_kv_append(ref, R, &hb, &k, &v, &q), LPATTN_OK);
+    }
+  }
+  const int all[NS] = {0, 1, 2};
+  for (int sq = 1; sq <= 3; sq += 2) {
+    outs a = outs_make(NS, sq), b = outs_make(NS, sq), r = outs_make(NS, sq);
+    CHECK_STATUS(decode(cu, &A, sd, all, NS, sq, &a), LPATTN_OK);
+    CHECK_STATUS(decode(cu, &B, sd, all, NS, sq, &b), LPATTN_OK);
+    int32_t slots[NS], lens[NS], maxlen = 0;
+    ct_pair q = ct_make(HT, NS, HQ, sq, D);
+    for (int s = 0; s < NS; s++) {
+      slots[s] = NS - s, lens[s] = LEN[s], maxlen = LEN[s] > maxlen ? LEN[s] : maxlen;
+      for (int h = 0; h < HQ; h++)
+        memcpy((uint16_t *)q.h.data + ((size_t)(s * HQ + h) * sq) * D,
+               (uint16_t *)sd[s].q.h.data + ((size_t)h * sd[s].L + LEN[s] - sq) * D, (size_t)sq * D * 2);
+    }
+    lpattn_kv_batch hb;
+    lpattn_kv_batch_init(&hb);
+    hb.num_seqs = NS, hb.slots = i32(slots, 1, NS), hb.lengths = i32(lens, 1, NS);
+    hb.page_table = i32(A.table, NS, MAXP), hb.max_length = maxlen;
+    lpattn_attn_aux aux;
+    lpattn_attn_aux_init(&aux);
+    aux.lse = r.l.h, aux.entropy = r.h.h;
+    CHECK_STATUS(lpattn_paged_decode(ref, R, &hb, &q.h, &r.o.h, ap, &aux), LPATTN_OK);
+    for (int s = 0; s < NS; s++) {
+      CHECK(same_bits(&a.o, s, &b.o, s) && same_bits(&a.l, s, &b.l, s), "%s sq %d seq %d: shuffled pages differ", what, sq, s);
+      lpattn_tensor ao = rows_of(&a.o, s), al = rows_of(&a.l, s), ah = rows_of(&a.h, s);
+      lpattn_tensor ro = rows_of(&r.o, s), rl = rows_of(&r.l, s), rh = rows_of(&r.h, s);
+      const double e = ct_relerr(&ao, &ro), el = ct_maxabs(&al, &rl), eh = ct_maxabs(&ah, &rh);
+      printf("paged vs ref pool D=%d %s %s sq=%d len=%d: O %.2e LSE %.2e H %.2e\n", D,
+             HT == LPATTN_F16 ? "f16" : "bf16", what, sq, LEN[s], e, el, eh);
+      CHECK(e < TOL && el < 2e-3 && eh < 2e-3, "%s sq %d seq %d: O %g LSE %g H %g", what, sq, s, e, el, eh);
+    }
+    ct_free(&q), outs_free(&a), outs_free(&b), outs_free(&r);
+  }
+  lpattn_kv_pool_free(R);
+  pool_drop(&A), pool_drop(&B);
+  g_pasa = 0, g_ap = NULL;
+}
+
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return 77;
@@ -371,6 +452,17 @@ int main(void) {
 #if !defined(LPATTN_TEST_HIP)
   if (ran) graph_case(cu, sd, LPATTN_PREC_NVFP4);
 #endif
+  if (ran) {
+    lpattn_attn_params tb, tk;
+    lpattn_attn_params_init(&tb), lpattn_attn_params_init(&tk);
+    tb.thrift_budget = 0.25f;
+    tk.thrift_k = 5, tk.selection = LPATTN_SELECT_PAPER;
+    vs_ref_pool(cu, ref, sd, LPATTN_PREC_THRIFT, 0, &tb, "thrift budget 0.25");
+    vs_ref_pool(cu, ref, sd, LPATTN_PREC_THRIFT, 0, &tk, "thrift k 5 paper");
+    vs_ref_pool(cu, ref, sd, LPATTN_PREC_NVFP4, 1, NULL, "nvfp4 pasa");
+    vs_ref_pool(cu, ref, sd, LPATTN_PREC_HIGH, 1, NULL, "high pasa");
+    vs_ref_pool(cu, ref, sd, LPATTN_PREC_THRIFT, 1, &tb, "thrift pasa");
+  }
   for (int s = 0; s < NS; s++) ct_free(&sd[s].k), ct_free(&sd[s].v), ct_free(&sd[s].q);
   lpattn_free(cu), lpattn_free(ref);
   if (!ran) return 77;

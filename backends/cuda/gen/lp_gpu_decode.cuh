@@ -23,7 +23,9 @@
  *   per round of 4 tiles, so tile t's P uses max over tiles <= t of the chunk.
  *   Outer scales (K per token, V per channel, P per row) multiply the f32
  *   products of the tile.
- * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring): warp w
+ * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring or, THRIFT,
+ *   of the pages, and THRIFT's selected tiles from their pages: bit masks of
+ *   lp_gpu_decode_thrift, read once per CTA): warp w
  *   takes keys [16w, 16w+16) of every high tile (no quantization: the order
  *   of the online softmax does not matter), cp.async 16-byte copies,
  *   ldmatrix + mma in f16/bf16.
@@ -51,6 +53,10 @@ struct lpd_sel_ring {
   __device__ __forceinline__ bool high(int j, int p) const { return j == p / LPD_T; }
   template <int D> __device__ __forceinline__ const uint8_t *src(const lpd_ctx<D> &C, int j, bool v) const {
     const lp_gpu_pool &P = C.P;
+    if (!P.has_ring) { /* THRIFT: every tile keeps its high copy in its page */
+      const uint8_t *pg = C.page_ptr(j);
+      return pg ? pg + (v ? P.hv : P.hk) + (int64_t)C.h * LPD_T * D * 2 : nullptr;
+    }
     const uint8_t *sl = P.mem + (int64_t)C.slot * P.slot_bytes + (v ? P.rv : P.rk);
     return sl + (int64_t)(j & 1) * P.Hkv * LPD_T * D * 2 + (int64_t)C.h * LPD_T * D * 2;
   }
@@ -196,6 +202,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.Ql = C.Qh + 16 * LDH;
   C.qf = (float *)(C.Ql + (LOW ? 8 * D : 0)), C.xm = C.qf + 8;
   C.bars = (uint64_t *)(C.xm + 2 * 4 * 8) + 4 * C.warp;
+  C.rsel = (uint32_t *)((uint64_t *)(C.xm + 2 * 4 * 8) + 4 * 4);
+  C.thrift = LOW && P.has_qmean, C.pasa = P.pasa != 0;
+  C.jdiag = max(C.len - a.Sq, 0) / T;
   const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
   C.j0 = C.chunk * a.chunk_tiles, C.j1 = min(C.j0 + a.chunk_tiles, ntile);
   C.slot = a.seqs.slots[C.b];
@@ -212,8 +221,17 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     C.R.live[i] = C.live(r), C.RL.live[i] = C.live(rl);
     C.R.p[i] = C.len - C.Sq + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.len - C.Sq + (8 * C.rb + rl) % C.Sq;
   }
+  if (threadIdx.x < 8) C.rsel[threadIdx.x] = lpd_sel_bits(C.selmask(threadIdx.x), C.j0, C.j1);
   lpd_load_q<D, FMT>(C);
   __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[2 * C.t + i];
+  /* the chunk's tiles computed high (bit j - j0): every tile of HIGH pools;
+   * of low pools the diagonal tile(s) of the call's rows and (THRIFT) the
+   * tiles selected for any row of the block (CTA-uniform) */
+  uint32_t hmask = 0;
+  for (int j = max(C.j0, LOW ? C.jdiag : 0); j < C.j1; j++) hmask |= 1u << (j - C.j0);
+  for (int r = 0; r < 8 && C.thrift; r++) hmask |= C.rsel[r];
 
   lpd_acc<D> A;
   gpu_row_init(&A.st[0]), gpu_row_init(&A.st[1]), gpu_row_init(&A.stl[0]), gpu_row_init(&A.stl[1]);
@@ -227,9 +245,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 
   if (LOW) {
     lpd_low_tiles<D, FMT, RING>(C, A, lpd_sel_ring());
-    lpd_high_tiles<HT, D>(C, A, max(C.j0, max(C.len - C.Sq, 0) / T), C.j1, lpd_sel_ring());
+    lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_ring());
   } else {
-    lpd_high_tiles<HT, D>(C, A, C.j0, C.j1, lpd_sel_pages());
+    lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_pages());
   }
   __syncthreads();
   lpd_merge_warps<D>(C, A);

@@ -10,6 +10,10 @@
  *     tokens; its tokens come from the ring (the tile that was current) or
  *     from the input;
  *   put (phase 2): the tokens of the two newest tiles into the ring.
+ * HIGH and THRIFT pages keep every token's high copy (phase 1 only); the
+ * quant step then reads the page's copy. A completed tile's key mean goes to
+ * its page first (PASA, THRIFT), and PASA quantizes K - beta * Kbar_j.
+ * THRIFT's query rows: lp_gpu_decode_thrift.
  * And the decode's merge of its chunk partials (gpu_pool_merge).
  * High copies are in the pool's high dtype; quantization reads them rounded
  * to it, as the ring holds them. */
@@ -62,8 +66,14 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
   if (a.phase == 2 && i == 0 && h == 0 && threadIdx.x == 0) *(int64_t *)slot = len + a.n;
 }
 
-/* grid (num_seqs, tiles, Hkv): tile len / T + y, if this append completes it */
-__host__ __device__ inline bool gpu_quant_both(int T, int D) { return (size_t)T * (2 * D + 1) * 4 <= GPU_SMEM_MAX; }
+/* grid (num_seqs, tiles, Hkv): tile len / T + y, if this append completes it.
+ * Shared memory: K [T][D] and V [T][D + 1] together, or in turn in one
+ * [T][D] buffer where both do not fit (HIP's 64 KB of LDS); then the key
+ * mean [D]. */
+__host__ __device__ inline bool gpu_quant_both(int T, int D) { return ((size_t)T * (2 * D + 1) + D) * 4 <= GPU_SMEM_MAX; }
+__host__ __device__ inline size_t gpu_quant_smem(int T, int D) {
+  return ((size_t)T * (gpu_quant_both(T, D) ? 2 * D + 1 : D) + D) * 4;
+}
 __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   extern __shared__ float gpu_sm[];
   const lp_gpu_pool &P = a.pool;
@@ -75,17 +85,19 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   if ((tile + 1) * T > len + a.n) return;
   uint8_t *pg = gpu_page(a, s, tile);
   if (!pg) return;
-  /* K [T][D] and V [T][D + 1] together, or in turn in one [T][D] buffer
-   * where both do not fit (HIP's 64 KB of LDS) */
   const bool both = gpu_quant_both(T, D);
   float *Kf = gpu_sm, *Vf = both ? gpu_sm + T * D : gpu_sm;
+  float *kbar = gpu_sm + (size_t)T * (both ? 2 * D + 1 : D);
   const int vst = both ? D + 1 : D;
   for (int pass = 0; pass < (both ? 1 : 2); pass++) {
   const bool dk = both || pass == 0, dv = both || pass == 1;
   for (int e = threadIdx.x; e < T * D; e += blockDim.x) {
     const int tau = e / D, d = e % D;
     float kx, vx;
-    if (tile == t0) { /* the tile that was current: all of it is in the ring now */
+    if (P.has_high_pages) { /* THRIFT: the page's own high copy (phase 1 wrote it) */
+      const int64_t off = ((int64_t)h * T + tau) * D + d;
+      kx = gpu_load(pg + P.hk, P.hdt, off), vx = gpu_load(pg + P.hv, P.hdt, off);
+    } else if (tile == t0) { /* the tile that was current: all of it is in the ring now */
       const int64_t off = (((tile & 1) * P.Hkv + h) * T + tau) * D + d;
       kx = gpu_load(slot + P.rk, P.hdt, off), vx = gpu_load(slot + P.rv, P.hdt, off);
     } else {
@@ -97,6 +109,23 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
     if (dv) Vf[tau * vst + d] = vx;
   }
   __syncthreads();
+  if (dk && P.has_kmean) { /* key mean (core/tiles.h lp_mean_rows_f32), then PASA's shift of K */
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int tau = 0; tau < T; tau++) {
+        const float x = Kf[tau * D + d];
+        sum = __fadd_rn(sum, isfinite(x) ? x : 0.0f);
+      }
+      kbar[d] = __fdiv_rn(sum, (float)T);
+      ((float *)(pg + P.kmean))[(int64_t)h * D + d] = kbar[d];
+    }
+    __syncthreads();
+    if (P.pasa && P.has_low)
+      for (int e = threadIdx.x; e < T * D; e += blockDim.x)
+        Kf[e] = __fsub_rn(Kf[e], __fmul_rn(P.pasa_beta, kbar[e % D]));
+    __syncthreads();
+  }
+  if (!P.has_low) return;
   uint8_t *base = pg + (int64_t)h * P.head_bytes;
   const int fmt = P.fmt, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, fp8 = fmt == LPATTN_FMT_FP8;
   uint8_t codes[256], sc[16];
@@ -168,6 +197,14 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
   }
 }
 
+__global__ void gpu_ids_add_kernel(int32_t *p, int32_t n) { *p += n; }
+
+/* a KV cache's sequence length on the device (core/kvcache.c) */
+lpattn_status gpu_pool_ids_add(int32_t *p, int32_t n, cudaStream_t st) {
+  gpu_ids_add_kernel<<<1, 1, 0, st>>>(p, n);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
 lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st) {
   const int64_t rows = (int64_t)a->B * a->H * a->S;
   if (rows == 0) return LPATTN_OK;
@@ -183,13 +220,14 @@ lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st) {
   x.phase = 1;
   dim3 pg((unsigned)a->n, (unsigned)a->pool.Hkv, (unsigned)a->seqs.num_seqs);
   gpu_put_kernel<<<pg, 128, 0, st>>>(x);
-  if (a->pool.has_low) {
-    const int T = a->pool.T, D = a->pool.D;
-    const size_t smem = (size_t)T * (gpu_quant_both(T, D) ? 2 * D + 1 : D) * 4;
+  if (a->pool.has_low || a->pool.has_kmean) {
+    const size_t smem = gpu_quant_smem(a->pool.T, a->pool.D);
     if (cudaFuncSetAttribute(gpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
       return LPATTN_ERR_BACKEND;
     dim3 qg((unsigned)a->seqs.num_seqs, (unsigned)(a->n / a->pool.T + 2), (unsigned)a->pool.Hkv);
     gpu_quant_kernel<<<qg, 128, smem, st>>>(x);
+  }
+  if (a->pool.has_ring) {
     x.phase = 2;
     gpu_put_kernel<<<pg, 128, 0, st>>>(x);
   }

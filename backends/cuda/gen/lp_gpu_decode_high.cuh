@@ -7,14 +7,16 @@
 
 namespace lpattn_cuda {
 
-/* Tiles [jh0, jh1): warp w takes keys [16w, 16w + 16) of each (the order
- * of the online softmax does not matter), ldmatrix + mma in HT; K and V
- * come from sel.src(C, j, v) (f16/bf16 [Hkv][T][D] rows; nullptr: none)
- * and row p (its query position) takes tile j where sel.high(j, p), keys
+/* The chunk's tiles j0 + k for the bits k of hmask: warp w takes keys
+ * [16w, 16w + 16) of each (the order of the online softmax does not
+ * matter), ldmatrix + mma in HT; K and V come from sel.src(C, j, v)
+ * (f16/bf16 [Hkv][T][D] rows; nullptr: none) and row p (its query position)
+ * takes tile j where sel.high(j, p) or (THRIFT) the row selected it, keys
  * <= p. A tile that no row of the warp takes costs only its copy. Warps
- * run independently (no CTA synchronization). */
+ * run independently (no CTA synchronization). PASA: K' = f16((k - kshift)
+ * sm_scale) in place, scores f16(q . K') + c. */
 template <typename HT, int D, class Sel>
-__device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A, int jh0, int jh1, const Sel &sel) {
+__device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A, uint32_t hmask, const Sel &sel) {
   typedef lpd_smem<D> SM;
   constexpr int T = LPD_T, LDH = SM::LDH, NB = D / 8, KS = D / 16;
   const lp_gpu_pdecode_args &a = C.a;
@@ -22,11 +24,16 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
   const int warp = C.warp, lane = C.lane, t = C.t, len = C.len, wr = C.wr;
   uint8_t *mybuf = C.mybuf;
   const unsigned short *Qh = C.Qh;
-  const int nh = jh1 - jh0;
+  const int nh = __popc(hmask);
+  auto jat = [&](int k) { /* the k-th high tile */
+    uint32_t m = hmask;
+    for (int i = 0; i < k; i++) m &= m - 1;
+    return C.j0 + __ffs(m) - 1;
+  };
   const bool dbl = wr >= 2 * SM::HSUB;
   auto issue = [&](int k) {
     if (k < nh) {
-      const int j = jh0 + k;
+      const int j = jat(k);
       uint8_t *dst = mybuf + (dbl ? (k & 1) * SM::HSUB : 0);
       const uint8_t *ks = sel.src(C, j, false), *vs = sel.src(C, j, true);
       for (int q = lane; q < 16 * D / 8; q += 32) {
@@ -41,7 +48,7 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
   };
   if (dbl && nh > 0) issue(0);
   for (int k = 0; k < nh; k++) {
-    const int j = jh0 + k, key0 = j * T + 16 * warp;
+    const int j = jat(k), key0 = j * T + 16 * warp;
     if (!dbl) { /* one buffer (low pools: at most two high tiles) */
       issue(k);
       gpu_cp_wait<0>();
@@ -55,10 +62,26 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
     const unsigned short *Ks = (const unsigned short *)(mybuf + (dbl ? (k & 1) * SM::HSUB : 0)), *Vs = Ks + 16 * LDH;
     bool vis[2];
 #pragma unroll
-    for (int i = 0; i < 2; i++) vis[i] = C.R.live[i] && key0 <= C.R.p[i] && sel.high(j, C.R.p[i]);
+    for (int i = 0; i < 2; i++)
+      vis[i] = C.R.live[i] && key0 <= C.R.p[i] &&
+               (sel.high(j, C.R.p[i]) || (j < C.R.p[i] / T && ((C.R.sel[i] >> (j - C.j0)) & 1u)));
     if (!__any_sync(0xffffffffu, vis[0] || vis[1])) {
       __syncwarp();
       continue;
+    }
+    float ch = 0.0f; /* PASA: row g's c; K' in place */
+    if (C.pasa) {
+      unsigned short *Kw = (unsigned short *)Ks;
+      double part = 0.0;
+      for (int d = t * (D / 4); d < (t + 1) * (D / 4); d++)
+        part = __dadd_rn(part, __dmul_rn((double)gpu_f16_tof(Qh[C.g * LDH + d]), (double)C.kshift(j, d, false)));
+      ch = lpd_pasa_c(part, 1, 2, a.sm_scale);
+      for (int d = lane; d < D; d += 32) {
+        const float ks = C.kshift(j, d, false);
+        for (int kk = 0; kk < 16; kk++)
+          Kw[kk * LDH + d] = gpu_f16_bits(__fmul_rn(__fsub_rn(gpu_f16_tof(Kw[kk * LDH + d]), ks), a.sm_scale));
+      }
+      __syncwarp();
     }
     float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
@@ -75,7 +98,8 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
-        const float v = vis[i] && key <= C.R.p[i] ? __fmul_rn(c[nb][e], a.sm_scale) : gpu_ninf();
+        const float v = !(vis[i] && key <= C.R.p[i]) ? gpu_ninf()
+                        : C.pasa ? gpu_round_f16(c[nb][e]) + ch : __fmul_rn(c[nb][e], a.sm_scale);
         c[nb][e] = v;
         tm[i] = fmaxf(tm[i], v);
       }

@@ -40,6 +40,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
       qb[s][0] = q[0] | (uint32_t)q[2] << 16, qb[s][1] = q[1] | (uint32_t)q[3] << 16;
   }
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
+  const bool pasa = C.pasa; /* scores in one absolute frame: f16(shifted score) + c */
   const int jl1 = min(j1, (len - 1) / T);
   const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
   float mrun[2] = {gpu_ninf(), gpu_ninf()};
@@ -79,10 +80,22 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     const uint8_t *sb = slot(2 * r);
     bool vis[2];
 #pragma unroll
-    for (int i = 0; i < 2; i++) vis[i] = has && C.RL.live[i] && sel.low(j, C.RL.p[i]);
+    for (int i = 0; i < 2; i++)
+      vis[i] = has && C.RL.live[i] && sel.low(j, C.RL.p[i]) && !((C.RL.sel[i] >> (j - j0)) & 1u);
     float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
     float tm[2] = {gpu_ninf(), gpu_ninf()};
     const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
+    float cl[2] = {0.0f, 0.0f}; /* PASA: rows 2t, 2t + 1 (K is stored shifted); lanes g split d */
+    if (pasa && any) {
+      constexpr int LDH = lpd_smem<D>::LDH;
+      double part[2] = {0.0, 0.0};
+      for (int d = g * (D / 8); d < (g + 1) * (D / 8); d++) {
+        const double ks = C.kshift(j, d, true);
+        part[0] = __dadd_rn(part[0], __dmul_rn((double)gpu_f16_tof(C.Qh[(2 * t) * LDH + d]), ks));
+        part[1] = __dadd_rn(part[1], __dmul_rn((double)gpu_f16_tof(C.Qh[(2 * t + 1) * LDH + d]), ks));
+      }
+      cl[0] = lpd_pasa_c(part[0], 4, 16, a.sm_scale), cl[1] = lpd_pasa_c(part[1], 4, 16, a.sm_scale);
+    }
     if (any) {
 #pragma unroll
       for (int mt = 0; mt < 4; mt++) {
@@ -153,7 +166,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         for (int e = 0; e < 4; e++) {
           const int i = e & 1;
           const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
-          s[mt][e] = vis[i] ? v : gpu_ninf();
+          s[mt][e] = vis[i] ? (pasa ? gpu_round_f16(v) + cl[i] : v) : gpu_ninf();
           tm[i] = fmaxf(tm[i], s[mt][e]);
         }
       }

@@ -116,13 +116,28 @@ template <int D> struct lpd_smem {
     return (int)((r + 127) / 128 * 128);
   }
   static __host__ __device__ size_t bytes(int wr, bool low) { /* low: Q's inner values too */
-    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4 + 4 * 4 * 8;
+    return (size_t)4 * wr + 16 * LDH * 2 + (low ? 8 * D * 2 : 0) + 8 * 4 + 2 * 4 * 8 * 4 + 4 * 4 * 8 + 8 * 4;
   }
 };
 
 struct lpd_rows { /* the two rows of a lane (g, g + 8) */
   int live[2], p[2];
+  uint32_t sel[2]; /* THRIFT: the row's tiles of the chunk selected high, bit j - j0 */
 };
+
+/* THRIFT: bits j - j0 of a row's mask m (lp_gpu_kv_args.h) for tiles [j0, j1), j1 - j0 <= 32 */
+__device__ __forceinline__ uint32_t lpd_sel_bits(const uint32_t *m, int j0, int j1) {
+  if (!m || j1 <= j0) return 0u;
+  const int w0 = j0 >> 5, w1 = (j1 - 1) >> 5, o = j0 & 31;
+  const uint64_t w = (uint64_t)m[w0] | (w1 != w0 ? (uint64_t)m[w1] << 32 : 0ull);
+  return (uint32_t)(w >> o) & (j1 - j0 == 32 ? 0xffffffffu : (1u << (j1 - j0)) - 1u);
+}
+/* PASA: c = sm_scale * (q . kshift) as the f64 sum of the lane's part, summed
+ * over the lanes at xor offsets o0, 2 o0, ..., o1, rounded to f32 */
+__device__ __forceinline__ float lpd_pasa_c(double part, int o0, int o1, float sm) {
+  for (int o = o0; o <= o1; o <<= 1) part = __dadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+  return (float)__dmul_rn((double)sm, part);
+}
 
 /* What every step of one CTA needs: its sequence, kv head, chunk and rows,
  * its warp's shared-memory region and the page table. */
@@ -138,6 +153,9 @@ template <int D> struct lpd_ctx {
   unsigned short *Qh, *Ql; /* Q rows (high, padded LDH) and low inner values */
   float *qf, *xm;         /* per-row Q factors, the round's row maxima */
   uint64_t *bars;         /* this warp's 4 mbarriers (low-tile ring) */
+  uint32_t *rsel;         /* THRIFT: block row r's selected tiles of the chunk, bit j - j0 */
+  int jdiag;              /* the tile of the call's first query position */
+  bool thrift, pasa;
   const int32_t *table;
   int64_t pages0;         /* byte offset of page 0 in the pool */
   lpd_rows R, RL;         /* rows g, g + 8 (high tiles) and 2t, 2t + 1 (low tiles) */
@@ -152,6 +170,27 @@ template <int D> struct lpd_ctx {
     return (((int64_t)chunk * a.seqs.num_seqs + b) * P.Hq + qh) * Sq + s;
   }
   __device__ __forceinline__ bool live(int r) const { return r < 8 && 8 * rb + r < G * Sq; }
+  /* THRIFT: block row r's selection mask (lp_gpu_kv_args.h), or nullptr */
+  __device__ __forceinline__ const uint32_t *selmask(int r) const {
+    if (!thrift || !live(r)) return nullptr;
+    const int rr = 8 * rb + r, qh = h * G + rr / Sq, x = (len - Sq + rr % Sq) / LPD_T - (len - Sq) / LPD_T;
+    return a.sel + (((int64_t)b * P.Hq + qh) * 2 + x) * a.sel_words;
+  }
+  /* PASA (SEMANTICS): element d of tile j's shift beta * Kbar_j (a full tile);
+   * a diagonal tile i borrows Kbar_{i-1}, tile 0 its first key. High tiles
+   * from the call's first diagonal tile on take the diagonal rule (a full
+   * tile of a later row then differs in rounding only). */
+  __device__ __forceinline__ float kshift(int j, int d, bool full) const {
+    const int src = full || j < jdiag ? j : j - 1;
+    if (src >= 0) {
+      const uint8_t *pg = page_ptr(src);
+      return pg ? __fmul_rn(P.pasa_beta, ((const float *)(pg + P.kmean))[(int64_t)h * D + d]) : 0.0f;
+    }
+    const uint8_t *k0 = P.has_ring ? P.mem + (int64_t)slot * P.slot_bytes + P.rk : page_ptr(0);
+    if (!k0) return 0.0f;
+    if (!P.has_ring) k0 += P.hk;
+    return __fmul_rn(P.pasa_beta, gpu_load(k0 + (int64_t)h * LPD_T * D * 2, P.hdt, d));
+  }
 };
 
 /* A warp's running state: high-tile rows (g, g + 8) with O in the m16 A/C

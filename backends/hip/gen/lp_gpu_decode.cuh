@@ -23,7 +23,9 @@
  *   per round of 4 tiles, so tile t's P uses max over tiles <= t of the chunk.
  *   Outer scales (K per token, V per channel, P per row) multiply the f32
  *   products of the tile.
- * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring): warp w
+ * - high tiles (HIGH pages, the diagonal tile(s) of the slot ring or, THRIFT,
+ *   of the pages, and THRIFT's selected tiles from their pages: bit masks of
+ *   lp_gpu_decode_thrift, read once per CTA): warp w
  *   takes keys [16w, 16w+16) of every high tile (no quantization: the order
  *   of the online softmax does not matter), cp.async 16-byte copies,
  *   ldmatrix + mma in f16/bf16.

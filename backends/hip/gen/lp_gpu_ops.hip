@@ -2,7 +2,7 @@
 
 /* Small CUDA kernels around attention: KV-tile means (Thrift importance and
  * PASA shift), Thrift tile selection (SPEC 5, SEMANTICS importance), and
- * the device KV cache's append/record steps. */
+ * the prefill's dequantized low K/V. */
 #include "lp_gpu.cuh"
 #include "lp_gpu_ops.h"
 namespace lpattn_hip {
@@ -109,61 +109,6 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
                            (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   gpu_select_kernel<<<dim3((unsigned)nqx, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-
-/* ---- device KV cache ------------------------------------------------------ */
-/* Copy n tokens (k, v: [1, Hkv, n, D]) to positions pos.. of sequence seq's
- * high buffers; q rows (optional, [1, Hq, n, D]) go to the query ring when
- * their tile is among the three newest (tile >= ring_lo). */
-__global__ void gpu_cache_put_kernel(const gpu_cache_put_args a) {
-  int64_t nkv = a.k ? (int64_t)a.Hkv * a.n * a.D : 0, nq = a.q ? (int64_t)a.Hq * a.n * a.D : 0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nkv + nq;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    if (i < nkv) {
-      int d = (int)(i % a.D), t = (int)(i / a.D % a.n), h = (int)(i / a.D / a.n);
-      int64_t o = (((int64_t)a.seq * a.Hkv + h) * a.max_tokens + a.pos + t) * a.D + d;
-      gpu_store(a.khi, a.hdt, o, gpu_load(a.k, a.kdt, gpu_off(a.sk, 0, h, t, d)));
-      gpu_store(a.vhi, a.hdt, o, gpu_load(a.v, a.vdt, gpu_off(a.sv, 0, h, t, d)));
-    } else {
-      int64_t j = i - nkv;
-      int d = (int)(j % a.D), t = (int)(j / a.D % a.n), h = (int)(j / a.D / a.n);
-      int64_t p = a.pos + t, tile = p / a.T;
-      if (tile < a.ring_lo) continue;
-      a.qring[((((int64_t)a.seq * a.Hq + h) * 3 + tile % 3) * a.T + p % a.T) * a.D + d] =
-          gpu_load(a.q, a.qdt, gpu_off(a.sq, a.qb, h, t, d));
-    }
-  }
-}
-
-/* Zero ring slot `tile % 3` of one sequence (a query tile entering the ring). */
-__global__ void gpu_ring_zero_kernel(float *qring, int seq, int Hq, int T, int D, int64_t tile) {
-  int64_t n = (int64_t)Hq * T * D;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t h = i / ((int64_t)T * D), r = i % ((int64_t)T * D);
-    qring[(((int64_t)seq * Hq + h) * 3 + tile % 3) * T * D + r] = 0.0f;
-  }
-}
-
-__global__ void gpu_set_len_kernel(int *lens, int seq, int len) { lens[seq] = len; }
-
-lpattn_status gpu_cache_put(const gpu_cache_put_args *a, cudaStream_t st) {
-  int64_t n = (a->k ? (int64_t)a->Hkv * a->n * a->D : 0) + (a->q ? (int64_t)a->Hq * a->n * a->D : 0);
-  if (n == 0) return LPATTN_OK;
-  unsigned blocks = (unsigned)(n / 256 + 1 > 4096 ? 4096 : n / 256 + 1);
-  gpu_cache_put_kernel<<<blocks, 256, 0, st>>>(*a);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-
-lpattn_status gpu_ring_zero(float *qring, int seq, int Hq, int T, int D, int64_t tile,
-                            cudaStream_t st) {
-  gpu_ring_zero_kernel<<<64, 256, 0, st>>>(qring, seq, Hq, T, D, tile);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-
-lpattn_status gpu_set_len(int *lens, int seq, int len, cudaStream_t st) {
-  gpu_set_len_kernel<<<1, 1, 0, st>>>(lens, seq, len);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
