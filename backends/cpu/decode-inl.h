@@ -38,6 +38,38 @@ HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64
   lp_tile_modes(pr.precision, 0, sq.k, i + 1, kind, score, mode);
 }
 
+// The bytes the next tile of an item will read (its low part of this kv head,
+// or its high K and V rows), fetched into L2 a part at a time while the
+// current tile is computed, so the stream never waits on a page boundary.
+struct NextTile {
+  const uint8_t *a = nullptr, *b = nullptr;
+  size_t n = 0;  // bytes at a and at b (b may be NULL)
+  // Lines [lines * lo / den, lines * hi / den).
+  void Prefetch(int64_t lo, int64_t hi, int64_t den) const {
+    const size_t lines = (n + 63) / 64, l0 = lines * lo / den, l1 = lines * hi / den;
+    for (size_t l = l0; l < l1; l++) {
+      __builtin_prefetch(a + 64 * l, 0, 2);
+      if (b) __builtin_prefetch(b + 64 * l, 0, 2);
+    }
+  }
+};
+
+HWY_INLINE NextTile NextOf(const DecJob &job, const DecSeq &sq, int64_t h, int64_t j,
+                           const uint8_t *mode, int64_t nt) {
+  NextTile nx;
+  if (j >= nt) return nx;
+  const lp_kv_layout &L = sq.s.L;
+  if (mode[nt + j] == LP_MODE_LOW) {  // the first q head's last row (its tile is i1)
+    nx.a = lp_kv_page_ptr(&sq.s, j) + (size_t)h * L.head_bytes, nx.n = L.head_bytes;
+  } else {
+    int64_t nk = 0;
+    nx.a = lp_kv_high_ptr(&sq.s, 0, (int)h, j, &nk);
+    nx.b = lp_kv_high_ptr(&sq.s, 1, (int)h, j, &nk);
+    nx.n = nx.a && nx.b ? (size_t)(nk * job.D * L.esz) : 0;
+  }
+  return nx;
+}
+
 HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const lpattn_attn_problem &pr = *job.pr;
   const DecItem it = job.items[item];
@@ -81,6 +113,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
   const float ss = pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
+    const NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
     for (int md = LP_MODE_HIGH; md <= LP_MODE_LOW; md++) {
       int64_t n = 0, maxvis = 0;
       for (int64_t r = 0; r < R; r++) {
@@ -124,8 +157,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       } else
 #if HWY_TARGET == HWY_AVX2
       if (low && use_int8) {
-        for (int64_t l = 0; l < n; l++)
-          for (int64_t c = 0; c < T; c += 8) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+        for (int64_t c = 0; c < T; c += 8) {
+          nx.Prefetch(c / 8, c / 8 + 1, 2 * T / 8);  // first half while the scores run
+          for (int64_t l = 0; l < n; l++) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+        }
       } else if (low && use_int) {
         for (int64_t c = 0; c < maxvis; c++)
           for (int64_t l = 0; l < n; l++) S[list[l] * T + c] = DotLowInt(job, lt, 0, c, qi[list[l]]);
@@ -135,7 +170,11 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         const int64_t r = list[0];
         for (int64_t c = 0; c < maxvis; c++) S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
       } else if (n == 1) {
-        ScoresHigh(hdt, q + list[0] * D, hk, D, maxvis, S + list[0] * T);
+        for (int64_t c = 0; c < maxvis; c += 4) {
+          nx.Prefetch(c / 4, c / 4 + 1, (maxvis + 3) / 4);
+          ScoresHigh(hdt, q + list[0] * D, hk + c * row_bytes, D, maxvis - c < 4 ? maxvis - c : 4,
+                     S + list[0] * T + c);
+        }
       } else for (int64_t c = 0; c < maxvis; c++) {
         if (low) DecodeLow(job, lt, 0, c, kd);
         else ConvertHigh(hk + c * row_bytes, hdt, D, kd);
@@ -175,8 +214,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
 #if HWY_TARGET == HWY_AVX2
         if (use_int8) {
-          for (int64_t l = 0; l < n; l++)
-            for (int64_t d = 0; d < D; d += 8) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+          for (int64_t d = 0; d < D; d += 8) {
+            nx.Prefetch(D / 8 + d / 8, D / 8 + d / 8 + 1, 2 * D / 8);
+            for (int64_t l = 0; l < n; l++) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+          }
         } else if (use_int) {
           for (int64_t d = 0; d < D; d++)
             for (int64_t l = 0; l < n; l++) acc[list[l] * D + d] += DotLowInt(job, lt, 1, d, pi[list[l]]);
