@@ -44,22 +44,31 @@ HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64
 struct NextTile {
   const uint8_t *a = nullptr, *b = nullptr;
   size_t n = 0;  // bytes at a and at b (b may be NULL)
-  // Lines [lines * lo / den, lines * hi / den).
+  // Lines [lines * lo / den, lines * hi / den); a quantized tile (~10 KiB a
+  // head) into L1, a high one (32 KiB) into L2.
   void Prefetch(int64_t lo, int64_t hi, int64_t den) const {
     const size_t lines = (n + 63) / 64, l0 = lines * lo / den, l1 = lines * hi / den;
     for (size_t l = l0; l < l1; l++) {
-      __builtin_prefetch(a + 64 * l, 0, 2);
-      if (b) __builtin_prefetch(b + 64 * l, 0, 2);
+      if (b) {
+        __builtin_prefetch(a + 64 * l, 0, 2);
+        __builtin_prefetch(b + 64 * l, 0, 2);
+      } else {
+        __builtin_prefetch(a + 64 * l, 0, 3);
+      }
     }
   }
 };
 
 HWY_INLINE NextTile NextOf(const DecJob &job, const DecSeq &sq, int64_t h, int64_t j,
-                           const uint8_t *mode, int64_t nt) {
+                           const uint8_t *mode, int64_t nt, bool modes_known = true) {
   NextTile nx;
   if (j >= nt) return nx;
   const lp_kv_layout &L = sq.s.L;
-  if (mode[nt + j] == LP_MODE_LOW) {  // the first q head's last row (its tile is i1)
+  // Tiles before the last are low in FP8/NVFP4/MXFP4 pools; else the mode of
+  // the first q head's last row (its tile is i1) says.
+  const bool low = modes_known ? mode[nt + j] == LP_MODE_LOW
+                               : L.has_low && !job.thrift && j < nt - 1;
+  if (low) {
     nx.a = lp_kv_page_ptr(&sq.s, j) + (size_t)h * L.head_bytes, nx.n = L.head_bytes;
   } else {
     int64_t nk = 0;
@@ -85,6 +94,8 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   cpu_row *rows = w->rows.data();
   uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
   const int64_t nt = i1 + 1;
+  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
+  NextOf(job, sq, h, j0, mode, nt, false).Prefetch(0, 1, 1);  // the first tile, while Q is prepared
   for (int64_t g = 0; g < G; g++) {
     RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt);
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt);
@@ -99,7 +110,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     pos[r] = len - Sq + qr;
     LoadRow(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
 #if HWY_TARGET == HWY_AVX2
-    if (use_int) ToIntRow(job, q + r * D, D, &w->sc, &qi[r]);
+    if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);
 #endif
     if (job.low) {
       QuantizePRow(job.qfmt, pr.mx_round_up, q + r * D, D, &w->sc, kd);
@@ -109,7 +120,6 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     cpu_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
-  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
   const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
   const float ss = pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
@@ -201,7 +211,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
 #if HWY_TARGET == HWY_AVX2
         if (low && use_int) {
-          ToIntRow(job, p, T, &w->sc, &pi[r]);
+          ToIntRow(job, p, T, true, &w->sc, &pi[r]);
           continue;
         }
 #endif

@@ -90,12 +90,23 @@ struct IntRow {
   float outer;
   int8_t x8[256];     // x as int8 (the same int order)
   int32_t csum[32];   // per block of 64, per lane of 8 elements: 12 * their sum of x
+  // Lane constants of Scores8Int (a Q row, n = D) and PV8Int (a P row, n =
+  // 64): scale-code index, 12 * sum(x) to take off, this row's scale (x 256
+  // for E4M3, whose decode leaves the value / 256).
+  int32_t idx[8], corr[8];
+  float sc8[8];
 };
-static_assert(sizeof(IntRow) <= 1024, "DecScratch::ib holds 256 u32 per IntRow");
+static_assert(sizeof(IntRow) <= 1152, "DecScratch::ib holds 288 u32 per IntRow");
 
-// x8 and csum from x (int order: lane l of a block holds elements 8l..8l+7,
-// i.e. x[4l..4l+3] and x[32+4l..32+4l+3]).
-HWY_INLINE void FinishIntRow(int64_t n, IntRow *out) {
+// Lanes of _mm256_hadd_epi32(u, v) for two blocks' Block64U lanes u and v:
+// first element of the 16 each lane sums (u's block at 0, v's at 64).
+static constexpr int kHaddStart[8] = {0, 16, 64, 80, 32, 48, 96, 112};
+// PV8Int, channels d and d + 1: lanes (channel, first key of 16).
+static constexpr int kPvKey[8] = {0, 16, 0, 16, 32, 48, 32, 48}, kPvCh[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+
+// x8, csum and the lane constants from x (int order: lane l of a block holds
+// elements 8l..8l+7, i.e. x[4l..4l+3] and x[32+4l..32+4l+3]).
+HWY_INLINE void FinishIntRow(const DecJob &job, int64_t n, bool pv, IntRow *out) {
   for (int64_t i = 0; i < n; i++) out->x8[i] = (int8_t)out->x[i];
   for (int64_t b = 0; b < n; b += 64)
     for (int l = 0; l < 8; l++) {
@@ -103,13 +114,30 @@ HWY_INLINE void FinishIntRow(int64_t n, IntRow *out) {
       for (int i = 0; i < 4; i++) s += out->x[b + 4 * l + i] + out->x[b + 32 + 4 * l + i];
       out->csum[b / 8 + l] = 12 * s;
     }
+  const float f = job.qfmt == QP_MXFP4 ? 1.0f : 256.0f;
+  if (!pv) {  // a Q row: lanes of the second block are zero when D = 64
+    for (int l = 0; l < 8; l++) {
+      const int st = kHaddStart[l], live = st < n, b = st / 64, l8 = st % 64 / 8;
+      out->idx[l] = live ? st >> job.gshift : 0;
+      out->sc8[l] = out->sc[out->idx[l]] * f;
+      out->corr[l] = live ? out->csum[b * 8 + l8] + out->csum[b * 8 + l8 + 1] : 0;
+    }
+  } else if (n == 64) {  // a P row of a tile of 64 keys
+    const int gpc = 64 >> job.gshift;
+    for (int l = 0; l < 8; l++) {
+      const int g = kPvKey[l] >> job.gshift;
+      out->idx[l] = kPvCh[l] * gpc + g;
+      out->sc8[l] = out->sc[g] * f;
+      out->corr[l] = out->csum[kPvKey[l] / 8] + out->csum[kPvKey[l] / 8 + 1];
+    }
+  }
 }
 
 // A finite row: the shared outer and group-scale steps (gen/common.h), the
 // element step vectorized as QuantizePRow's (E2m1Value), so the same codes as
 // cpu_quantize_domain; 2 * E2M1 values go to int order. False if a value of
 // the row is not finite (the caller takes the scalar path).
-HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, IntRow *out) {
+HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, bool pv, IntRow *out) {
   const DQ d;
   if (!AllFinite(d, v, n)) return false;
   const int fmt = job.qfmt, N = (int)hq::Lanes(d);
@@ -126,18 +154,17 @@ HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, IntRo
     for (int64_t c = g; c < g + G; c += N)
       hq::Store(hq::Mul(E2m1Value(d, hq::Div(hq::LoadU(d, v + c), vd)), two), d, q2 + c);
   }
-  for (int64_t b = 0; b < n; b += 64)
-    for (int64_t i = 0; i < 16; i++) {
-      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 16 + i] = (int16_t)q2[b + 32 + 2 * i];
-      out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1], out->x[b + 48 + i] = (int16_t)q2[b + 33 + 2 * i];
-    }
+  for (int64_t b = 0; b < n; b += 64)  // int order: a block's even elements, then its odd ones
+    for (int64_t i = 0; i < 32; i++)
+      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1];
   out->outer = outer;
-  FinishIntRow(n, out);
+  FinishIntRow(job, n, pv, out);
   return true;
 }
 
-HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *sc, IntRow *out) {
-  if (ToIntRowSimd(job, v, n, out)) return;
+HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, bool pv, Scratch *sc,
+                         IntRow *out) {
+  if (ToIntRowSimd(job, v, n, pv, out)) return;
   float outer;
   cpu_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
                       sc->scales.data(), &outer);
@@ -145,7 +172,7 @@ HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *
   const float *tab = job.qfmt == QP_MXFP4 ? job.e8m0 : job.e4m3;
   for (int64_t g = 0; g < n >> job.gshift; g++) out->sc[g] = tab[sc->scales[g]];
   out->outer = job.qfmt == QP_MXFP4 ? 1.0f : outer;
-  FinishIntRow(n, out);
+  FinishIntRow(job, n, pv, out);
 }
 
 // x . (key or channel i of a quantized tile), both FP4: exact int sums.
@@ -230,10 +257,6 @@ HWY_INLINE __m256 DecodeScaleCodes(__m128i c, bool mx) {
   return _mm256_cvtph_ps(h);
 }
 
-// Lanes of _mm256_hadd_epi32(u, v) for two blocks' Block64U lanes u and v:
-// first element of the 16 each lane sums (u's block at 0, v's at 64).
-static constexpr int kHaddStart[8] = {0, 16, 64, 80, 32, 48, 96, 112};
-
 // Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D = 64
 // or 128: one or two blocks a key).
 HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x,
@@ -242,18 +265,9 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
   const lp_kv_layout &L = *t.L;
   const int64_t D = job.D, ng = D >> job.gshift, nb = D / 64;
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  alignas(32) int32_t idx[8], corr[8];
-  alignas(32) float xs[8];
-  for (int l = 0; l < 8; l++) {  // lanes of the second block are zero when D = 64
-    const int st = kHaddStart[l], live = st < D;
-    idx[l] = live ? st >> job.gshift : 0;
-    xs[l] = x.sc[idx[l]] * (mx ? 1.0f : 256.0f);
-    const int b = st / 64, l8 = st % 64 / 8;
-    corr[l] = live ? x.csum[b * 8 + l8] + x.csum[b * 8 + l8 + 1] : 0;
-  }
-  const __m256i vi = _mm256_load_si256(reinterpret_cast<const __m256i *>(idx));
-  const __m256i vc = _mm256_load_si256(reinterpret_cast<const __m256i *>(corr));
-  const __m256 vx = _mm256_load_ps(xs);
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.idx));
+  const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.corr));
+  const __m256 vx = _mm256_loadu_ps(x.sc8);
   VF acc[8];
   for (int k = 0; k < 8; k++) {
     const int64_t c = c0 + k;
@@ -277,18 +291,9 @@ HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const In
   const lp_kv_layout &L = *t.L;
   const int gpc = 64 >> job.gshift;  // groups per channel
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  static constexpr int kKey[8] = {0, 16, 0, 16, 32, 48, 32, 48}, kCh[8] = {0, 0, 1, 1, 0, 0, 1, 1};
-  alignas(32) int32_t idx[8], corr[8];
-  alignas(32) float ps[8];
-  for (int l = 0; l < 8; l++) {
-    const int g = kKey[l] >> job.gshift;
-    idx[l] = kCh[l] * gpc + g;
-    ps[l] = p.sc[g] * (mx ? 1.0f : 256.0f);
-    corr[l] = p.csum[kKey[l] / 8] + p.csum[kKey[l] / 8 + 1];
-  }
-  const __m256i vi = _mm256_load_si256(reinterpret_cast<const __m256i *>(idx));
-  const __m256i vc = _mm256_load_si256(reinterpret_cast<const __m256i *>(corr));
-  const __m256 vp = _mm256_load_ps(ps);
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.idx));
+  const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr));
+  const __m256 vp = _mm256_loadu_ps(p.sc8);
   __m256 w[4];
   for (int k = 0; k < 4; k++) {
     const int64_t d = d0 + 2 * k;
