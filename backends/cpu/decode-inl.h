@@ -20,12 +20,19 @@ namespace lpattn_cpu {
 namespace HWY_NAMESPACE {
 
 // Tile modes of the rows of q head g whose query tile is i (w = 0: the
-// first row's tile, 1: the last row's), for tiles 0..i.
+// first row's tile, 1: the last row's), for tiles 0..i; without THRIFT a
+// tile's mode is its own, so only the item's tiles [jlo, jhi] are filled.
 HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64_t g, int64_t i,
-                         DecScratch *w, uint8_t *mode) {
+                         DecScratch *w, uint8_t *mode, int64_t jlo, int64_t jhi) {
   const lpattn_attn_problem &pr = *job.pr;
   uint8_t *kind = w->kind.data();
   float *score = w->score.data();
+  if (!job.thrift) {
+    const int64_t hi = i < jhi ? i : jhi;
+    for (int64_t j = jlo; j <= hi; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
+    if (hi >= jlo) lp_tile_modes(pr.precision, 0, sq.k, hi - jlo + 1, kind + jlo, nullptr, mode + jlo);
+    return;
+  }
   for (int64_t j = 0; j <= i; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG, score[j] = 0.0f;
   if (job.thrift) {
     const int64_t qt = pr.selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
@@ -95,10 +102,11 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
   const int64_t nt = i1 + 1;
   const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
+  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
   NextOf(job, sq, h, j0, mode, nt, false).Prefetch(0, 1, 1);  // the first tile, while Q is prepared
   for (int64_t g = 0; g < G; g++) {
-    RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt);
-    if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt);
+    RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt, j0, j1);
+    if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
   }
 #if HWY_TARGET == HWY_AVX2
   const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
@@ -120,7 +128,6 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     cpu_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
-  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
   const float ss = pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
     const NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
