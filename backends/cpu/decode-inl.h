@@ -51,16 +51,19 @@ HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64
 struct NextTile {
   const uint8_t *a = nullptr, *b = nullptr;
   size_t n = 0;  // bytes at a and at b (b may be NULL)
-  // Lines [lines * lo / den, lines * hi / den); a quantized tile (~10 KiB a
-  // head) into L1, a high one (32 KiB) into L2.
-  void Prefetch(int64_t lo, int64_t hi, int64_t den) const {
-    const size_t lines = (n + 63) / 64, l0 = lines * lo / den, l1 = lines * hi / den;
-    for (size_t l = l0; l < l1; l++) {
+  size_t cur = 0, per = 0;  // next line; lines a step
+  // Spread the lines over `steps` calls of Step (one division a tile).
+  void Plan(int64_t steps) { per = ((n + 63) / 64 + (size_t)steps - 1) / (size_t)steps; }
+  // The next `per` lines: a quantized tile (~10 KiB a head) into L1, a high
+  // one (32 KiB) into L2.
+  void Step() {
+    const size_t end = cur + per < (n + 63) / 64 ? cur + per : (n + 63) / 64;
+    for (; cur < end; cur++) {
       if (b) {
-        __builtin_prefetch(a + 64 * l, 0, 2);
-        __builtin_prefetch(b + 64 * l, 0, 2);
+        __builtin_prefetch(a + 64 * cur, 0, 2);
+        __builtin_prefetch(b + 64 * cur, 0, 2);
       } else {
-        __builtin_prefetch(a + 64 * l, 0, 3);
+        __builtin_prefetch(a + 64 * cur, 0, 3);
       }
     }
   }
@@ -103,7 +106,11 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const int64_t nt = i1 + 1;
   const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
   const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
-  NextOf(job, sq, h, j0, mode, nt, false).Prefetch(0, 1, 1);  // the first tile, while Q is prepared
+  {  // the first tile, while Q is prepared
+    NextTile first = NextOf(job, sq, h, j0, mode, nt, false);
+    first.Plan(1);
+    first.Step();
+  }
   for (int64_t g = 0; g < G; g++) {
     RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt, j0, j1);
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
@@ -130,7 +137,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   }
   const float ss = pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
-    const NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
+    NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
     for (int md = LP_MODE_HIGH; md <= LP_MODE_LOW; md++) {
       int64_t n = 0, maxvis = 0;
       for (int64_t r = 0; r < R; r++) {
@@ -174,8 +181,9 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       } else
 #if HWY_TARGET == HWY_AVX2
       if (low && use_int8) {
+        nx.Plan(T / 8 + D / 8);  // a step a call, scores then P.V
         for (int64_t c = 0; c < T; c += 8) {
-          nx.Prefetch(c / 8, c / 8 + 1, 2 * T / 8);  // first half while the scores run
+          nx.Step();
           for (int64_t l = 0; l < n; l++) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
         }
       } else if (low && use_int) {
@@ -187,8 +195,9 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         const int64_t r = list[0];
         for (int64_t c = 0; c < maxvis; c++) S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
       } else if (n == 1) {
+        nx.Plan((maxvis + 3) / 4);
         for (int64_t c = 0; c < maxvis; c += 4) {
-          nx.Prefetch(c / 4, c / 4 + 1, (maxvis + 3) / 4);
+          nx.Step();
           ScoresHigh(hdt, q + list[0] * D, hk + c * row_bytes, D, maxvis - c < 4 ? maxvis - c : 4,
                      S + list[0] * T + c);
         }
@@ -232,7 +241,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #if HWY_TARGET == HWY_AVX2
         if (use_int8) {
           for (int64_t d = 0; d < D; d += 8) {
-            nx.Prefetch(D / 8 + d / 8, D / 8 + d / 8 + 1, 2 * D / 8);
+            nx.Step();
             for (int64_t l = 0; l < n; l++) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
           }
         } else if (use_int) {
