@@ -1,7 +1,11 @@
 /* Host paged KV pool (kvpool.h): storage, append and the decode readers. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "formats.h"
 #include "kvpool.h"
@@ -116,8 +120,14 @@ lpattn_status lp_host_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   (void)ctx;
   if (pool->mem) return LPATTN_OK;
   const size_t n = pool->bytes ? pool->bytes : LP_KV_ALIGN;
-  void *m = aligned_alloc(LP_KV_ALIGN, (n + LP_KV_ALIGN - 1) / LP_KV_ALIGN * LP_KV_ALIGN);
+  /* A large pool in 2 MiB pages where the kernel allows them (Linux THP on
+   * madvise): decode streams it with fewer TLB misses and page-boundary stalls. */
+  const size_t huge = (size_t)2 << 20, align = n >= 2 * huge ? huge : LP_KV_ALIGN;
+  void *m = aligned_alloc(align, (n + align - 1) / align * align);
   if (!m) return LPATTN_ERR_OUT_OF_MEMORY;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == huge) (void)madvise(m, (n + align - 1) / align * align, MADV_HUGEPAGE);
+#endif
   memset(m, 0, n);
   pool->mem = m;
   pool->owned = 1;

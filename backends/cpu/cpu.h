@@ -88,6 +88,7 @@ struct DecJob {
   std::vector<DecItem> items;
   float *part;             // [items][R][D + 2]: O, LSE, H of each row
 };
+struct SmallJob;
 struct DecScratch {
   std::vector<float> q, ql, s, p, pp, acc, kd, vd, qbar, score, alpha, sh;
   std::vector<int64_t> nvis, pos;
@@ -97,9 +98,21 @@ struct DecScratch {
   std::vector<cpu_row> rows;
   Scratch sc;                       // QuantizePRow's non-finite path
   void Size(const DecJob &job, int64_t ntile);
+  void Size(const SmallJob &job);
 };
 typedef void (*DecodeKernel)(const DecJob &job, int64_t item, DecScratch *w);
 DecodeKernel FindDecodeKernel();
+
+// lpattn_attention with few query rows (smallq.cc, smallq-inl.h): HIGH,
+// Sq <= Bq, K/V rows read in place. One work item is one (batch, kv head):
+// all G * Sq rows of its q heads, every KV tile in order (the prefill's
+// single online-softmax pass), written straight to the outputs.
+struct SmallJob {
+  const lpattn_attn_problem *pr;
+  int64_t D, Bk, G, Sq, R, off;  // R = G * Sq rows per item; off = Skv - Sq
+};
+typedef void (*SmallQKernel)(const SmallJob &job, int64_t item, DecScratch *w);
+SmallQKernel FindSmallQKernel();
 
 struct Pool;
 // Backend state of a context: the pool and one scratch per pool thread.
@@ -122,6 +135,10 @@ inline int QpFormat(lpattn_format f) {
 
 // Kernel lookup in the generated registry (gen/registry.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
+
+// The small-Sq path (smallq.cc): whether it takes this call, and the call.
+bool SmallQTakes(const lpattn_attn_problem &pr);
+lpattn_status SmallQAttention(Ctx *c, const lpattn_attn_problem *pr);
 
 // Batched decode through a paged pool (decode.cc).
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
@@ -146,6 +163,9 @@ extern "C" {
 int lpattn_cpu_targets(int64_t *targets, int max);
 const char *lpattn_cpu_target_name(int64_t target);
 void lpattn_cpu_force_target(int64_t target);
+// 0: every lpattn_attention call takes the general path (tests compare the
+// small-Sq path with it); 1 (the default): calls that fit take the small-Sq path.
+void lpattn_cpu_set_small_q(int on);
 double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak (CPU-time based)
 // The kernels' SIMD domain quantizer (fmt QP_*): dequantized values.
 void lpattn_cpu_quantize_p_row(int fmt, int mx_up, const float *p, int64_t n, float *out);

@@ -134,6 +134,7 @@ void Scratch::Size(const AttnJob &job) {
 }
 
 lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  if (SmallQTakes(*pr)) return SmallQAttention(CtxOf(ctx), pr);  // decode shapes, K/V in place
   Run run;
   run.c = CtxOf(ctx);
   AttnJob &job = run.job;

@@ -22,7 +22,7 @@ void DecScratch::Size(const DecJob &job, int64_t ntile) {
   acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
   alpha.resize(R), sh.resize(R * D), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
   kind.resize(ntile), mode.resize(job.G * 2 * ntile);
-  ib.resize(R * 2 * 160);  // 2R rows of IntRow (580 bytes)
+  ib.resize(R * 2 * 288);  // 2R rows of IntRow (1060 bytes)
   sc.codes.resize(w), sc.scales.resize(w), sc.tmp.resize(w), sc.tmp2.resize(w);
 }
 

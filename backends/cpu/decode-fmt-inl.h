@@ -109,6 +109,26 @@ HWY_INLINE void DecodeFp8(const uint8_t *codes, float scale, int64_t n, float *o
   }
 }
 
+// f16 lanes as f32, exactly. Highway emulates the conversion where there is
+// no F16C (x86 below AVX2, scalar, emu128) and its emulation turns infinities
+// and NaNs into finite values; those lanes are rebuilt from the bits here.
+template <class VH>
+HWY_INLINE hn::Vec<DF> PromoteF16(VH h) {
+  const DF df;
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || (HWY_ARCH_X86 && HWY_TARGET >= HWY_SSE4)
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> d16;
+  const auto bits = hn::PromoteTo(du, hn::BitCast(d16, h));
+  const auto special = hn::Eq(hn::And(bits, hn::Set(du, 0x7C00u)), hn::Set(du, 0x7C00u));
+  const auto inf_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))),
+                                     hn::Set(du, 0x7F800000u)),
+                              hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
+  return hn::IfThenElse(hn::RebindMask(df, special), hn::BitCast(df, inf_nan), hn::PromoteTo(df, h));
+#else
+  return hn::PromoteTo(df, h);
+#endif
+}
+
 // One row of n high elements (f32/f16/bf16) as f32.
 HWY_INLINE void ConvertHigh(const uint8_t *src, lpattn_dtype dt, int64_t n, float *out) {
   const DF df;
@@ -118,7 +138,7 @@ HWY_INLINE void ConvertHigh(const uint8_t *src, lpattn_dtype dt, int64_t n, floa
   } else if (dt == LPATTN_F16) {
     const hn::Rebind<hwy::float16_t, DF> dh;
     const hwy::float16_t *p = reinterpret_cast<const hwy::float16_t *>(src);
-    for (int64_t i = 0; i < n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, p + i)), df, out + i);
+    for (int64_t i = 0; i < n; i += N) hn::StoreU(PromoteF16(hn::LoadU(dh, p + i)), df, out + i);
   } else {
     const hn::Rebind<hwy::bfloat16_t, DF> db;
     const hwy::bfloat16_t *p = reinterpret_cast<const hwy::bfloat16_t *>(src);
@@ -146,17 +166,19 @@ HWY_INLINE hn::Vec<DF> LoadHigh(const uint8_t *src, int64_t i) {
   if (kDt == 0) return hn::LoadU(df, reinterpret_cast<const float *>(src) + i);
   if (kDt == 1) {
     const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t *>(src) + i));
+    return PromoteF16(hn::LoadU(dh, reinterpret_cast<const hwy::float16_t *>(src) + i));
   }
   const hn::Rebind<hwy::bfloat16_t, DF> db;
   return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t *>(src) + i));
 }
 
-// One row: S[c] = x . k_c for the keys c < nk of a high tile ([nk][D] rows).
+// One row: S[c] = x . k_c for the keys c < nk of a high tile (rows rb bytes
+// apart).
 template <int kDt>
-HWY_INLINE void ScoresHigh1(const float *x, const uint8_t *k, int64_t D, int64_t nk, float *S) {
+HWY_INLINE void ScoresHigh1(const float *x, const uint8_t *k, int64_t D, int64_t nk, float *S,
+                            int64_t rb) {
   const DF df;
-  const int64_t N = hn::Lanes(df), rb = D * (kDt ? 2 : 4);
+  const int64_t N = hn::Lanes(df);
   for (int64_t c = 0; c < nk; c++) {
     const uint8_t *row = k + c * rb;
     auto s0 = hn::Zero(df), s1 = s0;
@@ -170,13 +192,39 @@ HWY_INLINE void ScoresHigh1(const float *x, const uint8_t *k, int64_t D, int64_t
   }
 }
 
-// One row: acc += sum_{c < nv} p[c] v_c over a high tile, acc held in
-// registers 4 vectors at a time (zero weights skipped).
+// One row: acc += sum_{c < nv} p[c] v_c over a high tile (rows rb bytes
+// apart), acc held in registers 4 vectors at a time (zero weights skipped).
 template <int kDt>
-HWY_INLINE void AccumHigh1(const float *p, const uint8_t *v, int64_t D, int64_t nv, float *acc) {
+HWY_INLINE void AccumHigh1(const float *p, const uint8_t *v, int64_t D, int64_t nv, float *acc,
+                           int64_t rb) {
   const DF df;
-  const int64_t N = hn::Lanes(df), rb = D * (kDt ? 2 : 4);
+  const int64_t N = hn::Lanes(df);
   int64_t d = 0;
+  // 8 vectors at a time where they fill two f16 lines (AVX2; fewer passes over
+  // the tile), else 4: per lane the same FMA sequence either way.
+  for (; N == 8 && d + 8 * N <= D; d += 8 * N) {
+    auto a0 = hn::LoadU(df, acc + d), a1 = hn::LoadU(df, acc + d + N);
+    auto a2 = hn::LoadU(df, acc + d + 2 * N), a3 = hn::LoadU(df, acc + d + 3 * N);
+    auto a4 = hn::LoadU(df, acc + d + 4 * N), a5 = hn::LoadU(df, acc + d + 5 * N);
+    auto a6 = hn::LoadU(df, acc + d + 6 * N), a7 = hn::LoadU(df, acc + d + 7 * N);
+    for (int64_t c = 0; c < nv; c++) {
+      if (p[c] == 0.0f) continue;
+      const auto w = hn::Set(df, p[c]);
+      const uint8_t *row = v + c * rb;
+      a0 = hn::MulAdd(w, LoadHigh<kDt>(row, d), a0);
+      a1 = hn::MulAdd(w, LoadHigh<kDt>(row, d + N), a1);
+      a2 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 2 * N), a2);
+      a3 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 3 * N), a3);
+      a4 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 4 * N), a4);
+      a5 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 5 * N), a5);
+      a6 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 6 * N), a6);
+      a7 = hn::MulAdd(w, LoadHigh<kDt>(row, d + 7 * N), a7);
+    }
+    hn::StoreU(a0, df, acc + d), hn::StoreU(a1, df, acc + d + N);
+    hn::StoreU(a2, df, acc + d + 2 * N), hn::StoreU(a3, df, acc + d + 3 * N);
+    hn::StoreU(a4, df, acc + d + 4 * N), hn::StoreU(a5, df, acc + d + 5 * N);
+    hn::StoreU(a6, df, acc + d + 6 * N), hn::StoreU(a7, df, acc + d + 7 * N);
+  }
   for (; d + 4 * N <= D; d += 4 * N) {
     auto a0 = hn::LoadU(df, acc + d), a1 = hn::LoadU(df, acc + d + N);
     auto a2 = hn::LoadU(df, acc + d + 2 * N), a3 = hn::LoadU(df, acc + d + 3 * N);
@@ -241,18 +289,21 @@ HWY_INLINE void ScoresPasa(lpattn_dtype dt, const float *x, const uint8_t *k, co
   else ScoresPasa1<0>(x, k, shift, ss, D, nk, S);
 }
 
+// rb: bytes from one key's row to the next (0: packed rows of D elements).
 HWY_INLINE void ScoresHigh(lpattn_dtype dt, const float *x, const uint8_t *k, int64_t D, int64_t nk,
-                           float *S) {
-  if (dt == LPATTN_F16) ScoresHigh1<1>(x, k, D, nk, S);
-  else if (dt == LPATTN_BF16) ScoresHigh1<2>(x, k, D, nk, S);
-  else ScoresHigh1<0>(x, k, D, nk, S);
+                           float *S, int64_t rb = 0) {
+  if (!rb) rb = D * (dt == LPATTN_F32 ? 4 : 2);
+  if (dt == LPATTN_F16) ScoresHigh1<1>(x, k, D, nk, S, rb);
+  else if (dt == LPATTN_BF16) ScoresHigh1<2>(x, k, D, nk, S, rb);
+  else ScoresHigh1<0>(x, k, D, nk, S, rb);
 }
 
 HWY_INLINE void AccumHigh(lpattn_dtype dt, const float *p, const uint8_t *v, int64_t D, int64_t nv,
-                          float *acc) {
-  if (dt == LPATTN_F16) AccumHigh1<1>(p, v, D, nv, acc);
-  else if (dt == LPATTN_BF16) AccumHigh1<2>(p, v, D, nv, acc);
-  else AccumHigh1<0>(p, v, D, nv, acc);
+                          float *acc, int64_t rb = 0) {
+  if (!rb) rb = D * (dt == LPATTN_F32 ? 4 : 2);
+  if (dt == LPATTN_F16) AccumHigh1<1>(p, v, D, nv, acc, rb);
+  else if (dt == LPATTN_BF16) AccumHigh1<2>(p, v, D, nv, acc, rb);
+  else AccumHigh1<0>(p, v, D, nv, acc, rb);
 }
 
 // acc[0, n) *= alpha.

@@ -20,12 +20,19 @@ namespace lpattn_cpu {
 namespace HWY_NAMESPACE {
 
 // Tile modes of the rows of q head g whose query tile is i (w = 0: the
-// first row's tile, 1: the last row's), for tiles 0..i.
+// first row's tile, 1: the last row's), for tiles 0..i; without THRIFT a
+// tile's mode is its own, so only the item's tiles [jlo, jhi] are filled.
 HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64_t g, int64_t i,
-                         DecScratch *w, uint8_t *mode) {
+                         DecScratch *w, uint8_t *mode, int64_t jlo, int64_t jhi) {
   const lpattn_attn_problem &pr = *job.pr;
   uint8_t *kind = w->kind.data();
   float *score = w->score.data();
+  if (!job.thrift) {
+    const int64_t hi = i < jhi ? i : jhi;
+    for (int64_t j = jlo; j <= hi; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
+    if (hi >= jlo) lp_tile_modes(pr.precision, 0, sq.k, hi - jlo + 1, kind + jlo, nullptr, mode + jlo);
+    return;
+  }
   for (int64_t j = 0; j <= i; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG, score[j] = 0.0f;
   if (job.thrift) {
     const int64_t qt = pr.selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
@@ -36,6 +43,50 @@ HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64
     }
   }
   lp_tile_modes(pr.precision, 0, sq.k, i + 1, kind, score, mode);
+}
+
+// The bytes the next tile of an item will read (its low part of this kv head,
+// or its high K and V rows), fetched into L2 a part at a time while the
+// current tile is computed, so the stream never waits on a page boundary.
+struct NextTile {
+  const uint8_t *a = nullptr, *b = nullptr;
+  size_t n = 0;  // bytes at a and at b (b may be NULL)
+  size_t cur = 0, per = 0;  // next line; lines a step
+  // Spread the lines over `steps` calls of Step (one division a tile).
+  void Plan(int64_t steps) { per = ((n + 63) / 64 + (size_t)steps - 1) / (size_t)steps; }
+  // The next `per` lines: a quantized tile (~10 KiB a head) into L1, a high
+  // one (32 KiB) into L2.
+  void Step() {
+    const size_t end = cur + per < (n + 63) / 64 ? cur + per : (n + 63) / 64;
+    for (; cur < end; cur++) {
+      if (b) {
+        __builtin_prefetch(a + 64 * cur, 0, 2);
+        __builtin_prefetch(b + 64 * cur, 0, 2);
+      } else {
+        __builtin_prefetch(a + 64 * cur, 0, 3);
+      }
+    }
+  }
+};
+
+HWY_INLINE NextTile NextOf(const DecJob &job, const DecSeq &sq, int64_t h, int64_t j,
+                           const uint8_t *mode, int64_t nt, bool modes_known = true) {
+  NextTile nx;
+  if (j >= nt) return nx;
+  const lp_kv_layout &L = sq.s.L;
+  // Tiles before the last are low in FP8/NVFP4/MXFP4 pools; else the mode of
+  // the first q head's last row (its tile is i1) says.
+  const bool low = modes_known ? mode[nt + j] == LP_MODE_LOW
+                               : L.has_low && !job.thrift && j < nt - 1;
+  if (low) {
+    nx.a = lp_kv_page_ptr(&sq.s, j) + (size_t)h * L.head_bytes, nx.n = L.head_bytes;
+  } else {
+    int64_t nk = 0;
+    nx.a = lp_kv_high_ptr(&sq.s, 0, (int)h, j, &nk);
+    nx.b = lp_kv_high_ptr(&sq.s, 1, (int)h, j, &nk);
+    nx.n = nx.a && nx.b ? (size_t)(nk * job.D * L.esz) : 0;
+  }
+  return nx;
 }
 
 HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
@@ -53,9 +104,16 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   cpu_row *rows = w->rows.data();
   uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
   const int64_t nt = i1 + 1;
+  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
+  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
+  {  // the first tile, while Q is prepared
+    NextTile first = NextOf(job, sq, h, j0, mode, nt, false);
+    first.Plan(1);
+    first.Step();
+  }
   for (int64_t g = 0; g < G; g++) {
-    RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt);
-    if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt);
+    RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt, j0, j1);
+    if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
   }
 #if HWY_TARGET == HWY_AVX2
   const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
@@ -67,7 +125,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     pos[r] = len - Sq + qr;
     LoadRow(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
 #if HWY_TARGET == HWY_AVX2
-    if (use_int) ToIntRow(job, q + r * D, D, &w->sc, &qi[r]);
+    if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);
 #endif
     if (job.low) {
       QuantizePRow(job.qfmt, pr.mx_round_up, q + r * D, D, &w->sc, kd);
@@ -77,10 +135,9 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     cpu_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
-  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
-  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
   const float ss = pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
+    NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
     for (int md = LP_MODE_HIGH; md <= LP_MODE_LOW; md++) {
       int64_t n = 0, maxvis = 0;
       for (int64_t r = 0; r < R; r++) {
@@ -124,8 +181,11 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       } else
 #if HWY_TARGET == HWY_AVX2
       if (low && use_int8) {
-        for (int64_t l = 0; l < n; l++)
-          for (int64_t c = 0; c < T; c += 8) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+        nx.Plan(T / 8 + D / 8);  // a step a call, scores then P.V
+        for (int64_t c = 0; c < T; c += 8) {
+          nx.Step();
+          for (int64_t l = 0; l < n; l++) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+        }
       } else if (low && use_int) {
         for (int64_t c = 0; c < maxvis; c++)
           for (int64_t l = 0; l < n; l++) S[list[l] * T + c] = DotLowInt(job, lt, 0, c, qi[list[l]]);
@@ -135,7 +195,12 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         const int64_t r = list[0];
         for (int64_t c = 0; c < maxvis; c++) S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
       } else if (n == 1) {
-        ScoresHigh(hdt, q + list[0] * D, hk, D, maxvis, S + list[0] * T);
+        nx.Plan((maxvis + 3) / 4);
+        for (int64_t c = 0; c < maxvis; c += 4) {
+          nx.Step();
+          ScoresHigh(hdt, q + list[0] * D, hk + c * row_bytes, D, maxvis - c < 4 ? maxvis - c : 4,
+                     S + list[0] * T + c);
+        }
       } else for (int64_t c = 0; c < maxvis; c++) {
         if (low) DecodeLow(job, lt, 0, c, kd);
         else ConvertHigh(hk + c * row_bytes, hdt, D, kd);
@@ -162,7 +227,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
 #if HWY_TARGET == HWY_AVX2
         if (low && use_int) {
-          ToIntRow(job, p, T, &w->sc, &pi[r]);
+          ToIntRow(job, p, T, true, &w->sc, &pi[r]);
           continue;
         }
 #endif
@@ -175,8 +240,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
 #if HWY_TARGET == HWY_AVX2
         if (use_int8) {
-          for (int64_t l = 0; l < n; l++)
-            for (int64_t d = 0; d < D; d += 8) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+          for (int64_t d = 0; d < D; d += 8) {
+            nx.Step();
+            for (int64_t l = 0; l < n; l++) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+          }
         } else if (use_int) {
           for (int64_t d = 0; d < D; d++)
             for (int64_t l = 0; l < n; l++) acc[list[l] * D + d] += DotLowInt(job, lt, 1, d, pi[list[l]]);

@@ -88,13 +88,56 @@ struct IntRow {
   int16_t x[256];
   float sc[16];  // decoded group scales (no outer)
   float outer;
+  int8_t x8[256];     // x as int8 (the same int order)
+  int32_t csum[32];   // per block of 64, per lane of 8 elements: 12 * their sum of x
+  // Lane constants of Scores8Int (a Q row, n = D) and PV8Int (a P row, n =
+  // 64): scale-code index, 12 * sum(x) to take off, this row's scale (x 256
+  // for E4M3, whose decode leaves the value / 256).
+  int32_t idx[8], corr[8];
+  float sc8[8];
 };
+static_assert(sizeof(IntRow) <= 1152, "DecScratch::ib holds 288 u32 per IntRow");
+
+// Lanes of _mm256_hadd_epi32(u, v) for two blocks' Block64U lanes u and v:
+// first element of the 16 each lane sums (u's block at 0, v's at 64).
+static constexpr int kHaddStart[8] = {0, 16, 64, 80, 32, 48, 96, 112};
+// PV8Int, channels d and d + 1: lanes (channel, first key of 16).
+static constexpr int kPvKey[8] = {0, 16, 0, 16, 32, 48, 32, 48}, kPvCh[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+
+// x8, csum and the lane constants from x (int order: lane l of a block holds
+// elements 8l..8l+7, i.e. x[4l..4l+3] and x[32+4l..32+4l+3]).
+HWY_INLINE void FinishIntRow(const DecJob &job, int64_t n, bool pv, IntRow *out) {
+  for (int64_t i = 0; i < n; i++) out->x8[i] = (int8_t)out->x[i];
+  for (int64_t b = 0; b < n; b += 64)
+    for (int l = 0; l < 8; l++) {
+      int32_t s = 0;
+      for (int i = 0; i < 4; i++) s += out->x[b + 4 * l + i] + out->x[b + 32 + 4 * l + i];
+      out->csum[b / 8 + l] = 12 * s;
+    }
+  const float f = job.qfmt == QP_MXFP4 ? 1.0f : 256.0f;
+  if (!pv) {  // a Q row: lanes of the second block are zero when D = 64
+    for (int l = 0; l < 8; l++) {
+      const int st = kHaddStart[l], live = st < n, b = st / 64, l8 = st % 64 / 8;
+      out->idx[l] = live ? st >> job.gshift : 0;
+      out->sc8[l] = out->sc[out->idx[l]] * f;
+      out->corr[l] = live ? out->csum[b * 8 + l8] + out->csum[b * 8 + l8 + 1] : 0;
+    }
+  } else if (n == 64) {  // a P row of a tile of 64 keys
+    const int gpc = 64 >> job.gshift;
+    for (int l = 0; l < 8; l++) {
+      const int g = kPvKey[l] >> job.gshift;
+      out->idx[l] = kPvCh[l] * gpc + g;
+      out->sc8[l] = out->sc[g] * f;
+      out->corr[l] = out->csum[kPvKey[l] / 8] + out->csum[kPvKey[l] / 8 + 1];
+    }
+  }
+}
 
 // A finite row: the shared outer and group-scale steps (gen/common.h), the
 // element step vectorized as QuantizePRow's (E2m1Value), so the same codes as
 // cpu_quantize_domain; 2 * E2M1 values go to int order. False if a value of
 // the row is not finite (the caller takes the scalar path).
-HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, IntRow *out) {
+HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, bool pv, IntRow *out) {
   const DQ d;
   if (!AllFinite(d, v, n)) return false;
   const int fmt = job.qfmt, N = (int)hq::Lanes(d);
@@ -111,17 +154,17 @@ HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, IntRo
     for (int64_t c = g; c < g + G; c += N)
       hq::Store(hq::Mul(E2m1Value(d, hq::Div(hq::LoadU(d, v + c), vd)), two), d, q2 + c);
   }
-  for (int64_t b = 0; b < n; b += 64)
-    for (int64_t i = 0; i < 16; i++) {
-      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 16 + i] = (int16_t)q2[b + 32 + 2 * i];
-      out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1], out->x[b + 48 + i] = (int16_t)q2[b + 33 + 2 * i];
-    }
+  for (int64_t b = 0; b < n; b += 64)  // int order: a block's even elements, then its odd ones
+    for (int64_t i = 0; i < 32; i++)
+      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1];
   out->outer = outer;
+  FinishIntRow(job, n, pv, out);
   return true;
 }
 
-HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *sc, IntRow *out) {
-  if (ToIntRowSimd(job, v, n, out)) return;
+HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, bool pv, Scratch *sc,
+                         IntRow *out) {
+  if (ToIntRowSimd(job, v, n, pv, out)) return;
   float outer;
   cpu_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
                       sc->scales.data(), &outer);
@@ -129,6 +172,7 @@ HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, Scratch *
   const float *tab = job.qfmt == QP_MXFP4 ? job.e8m0 : job.e4m3;
   for (int64_t g = 0; g < n >> job.gshift; g++) out->sc[g] = tab[sc->scales[g]];
   out->outer = job.qfmt == QP_MXFP4 ? 1.0f : outer;
+  FinishIntRow(job, n, pv, out);
 }
 
 // x . (key or channel i of a quantized tile), both FP4: exact int sums.
@@ -144,9 +188,14 @@ HWY_INLINE float DotLowInt(const DecJob &job, const LowTile &t, int v, int64_t i
   return DotInt16(codes, x.x, sc, job.gshift, n) * (0.25f * x.outer * outer);
 }
 
-// Eight keys or channels at once (AVX2): group scales gathered from the
-// decode tables, spread over lanes by permutes; eight dot products reduced
-// together by horizontal adds.
+// Eight keys or channels at once (AVX2). A block of 64 FP4 codes against an
+// int row: the codes become 2 * E2M1 + 12 (0..24, unsigned bytes) by a byte
+// shuffle, _mm256_maddubs_epi16 / _mm256_madd_epi16 sum them times the row's
+// int8 values exactly into 8 lanes of 8 elements, and 12 * sum(x) (IntRow
+// csum) is taken off after a horizontal add that leaves one lane per 16
+// elements. Group scales are decoded from their codes in registers (no table,
+// no gather), multiplied by the row's, and one f32 multiply per lane applies
+// them; eight dot products are then reduced together by horizontal adds.
 using VF = hn::Vec<DF>;
 
 HWY_INLINE VF Reduce8(const VF *v) {
@@ -156,98 +205,109 @@ HWY_INLINE VF Reduce8(const VF *v) {
   return VF{_mm256_add_ps(_mm256_permute2f128_ps(a, c, 0x20), _mm256_permute2f128_ps(a, c, 0x31))};
 }
 
-// Decoded scale codes p[0..8) (E4M3 or E8M0 table) times m.
-HWY_INLINE VF Scales8(const float *tab, const uint8_t *p, VF m) {
-  const DF df;
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint8_t, DF> d8;
-  return hn::Mul(hn::GatherIndex(df, tab, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), hn::LoadU(d8, p)))), m);
+// Lane l of int(codes . x) + 12 * sum(x) over elements 8l..8l+7 of a block
+// of 64 (x: 32 int8 of the even elements, then 32 of the odd ones).
+HWY_INLINE __m256i Block64U(const uint8_t *codes, const int8_t *x) {
+  const __m256i tab = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                       12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+  const __m256i m = _mm256_set1_epi8(15);
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(codes));
+  const __m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(b, m));
+  const __m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(b, 4), m));
+  const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x)));
+  const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + 32)));
+  return _mm256_madd_epi16(_mm256_add_epi16(pl, ph), _mm256_set1_epi16(1));
 }
 
-// int(a . x) over one block of 64 elements: lanes of the first half (A,
-// elements 0..31) and of the second (B, 32..63).
-HWY_INLINE void Block64(const uint8_t *codes, const int16_t *x, hn::Vec<hn::Full256<int32_t>> *a,
-                        hn::Vec<hn::Full256<int32_t>> *b) {
-  const hn::Full256<int32_t> d32;
-  const D16 d16;
-  V16 v[4];
-  Fp4Int16(codes, v);
-  auto s1 = hn::Zero(d32);
-  *a = hn::ReorderWidenMulAccumulate(d32, v[0], hn::LoadU(d16, x), hn::Zero(d32), s1);
-  *a = hn::ReorderWidenMulAccumulate(d32, v[2], hn::LoadU(d16, x + 32), *a, s1);
-  *b = hn::ReorderWidenMulAccumulate(d32, v[1], hn::LoadU(d16, x + 16), hn::Zero(d32), s1);
-  *b = hn::ReorderWidenMulAccumulate(d32, v[3], hn::LoadU(d16, x + 48), *b, s1);
-}
-
-// Lane permutes giving each lane of half A / B of a block its group's scale,
-// for groups starting at lane `base` of a scale vector.
-HWY_INLINE void HalfIndices(int gshift, int base, hn::Indices256<float> *ia, hn::Indices256<float> *ib) {
-  const hn::Full256<int32_t> di;
-  const auto up = hn::IfThenElseZero(hn::Gt(hn::Iota(di, 0), hn::Set(di, 3)), hn::Set(di, 1));
-  const DF df;
-  if (gshift == 4) {
-    *ia = hn::IndicesFromVec(df, hn::Add(hn::Set(di, base), up));
-    *ib = hn::IndicesFromVec(df, hn::Add(hn::Set(di, base + 2), up));
+// n (2, 4 or 8) scale codes as the low bytes of a vector (nothing read past them).
+HWY_INLINE __m128i LoadCodes(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  if (n >= 8) {
+    memcpy(&v, p, 8);
+  } else if (n == 4) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    v = w;
   } else {
-    *ia = hn::IndicesFromVec(df, hn::Set(di, base));
-    *ib = hn::IndicesFromVec(df, hn::Set(di, base + 1));
+    uint16_t w;
+    memcpy(&w, p, 2);
+    v = w;
   }
+  return _mm_cvtsi64_si128((long long)v);
 }
 
-// Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D <= 128,
-// D / G <= 8 groups in one scale vector).
+// Scale codes (bytes 0..7 of c) decoded exactly in f32 lanes: E8M0 (mx) as
+// 2^(c-127), E4M3 as its value / 256 (through f16 bits; the caller folds the
+// 256 into the other operand's scale). NaN codes give NaN, as the tables.
+HWY_INLINE __m256 DecodeScaleCodes(__m128i c, bool mx) {
+  if (mx) {
+    const __m256i e = _mm256_cvtepu8_epi32(c);
+    __m256i bits = _mm256_slli_epi32(e, 23);
+    bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000),
+                              _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+    bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7FC00000),
+                              _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255)));
+    return _mm256_castsi256_ps(bits);
+  }
+  const __m128i w = _mm_cvtepu8_epi16(c);
+  const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7F));
+  __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8),
+                           _mm_slli_epi16(mag, 7));
+  h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7E00), _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F)));
+  return _mm256_cvtph_ps(h);
+}
+
+// Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D = 64
+// or 128: one or two blocks a key).
 HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x,
                            float *S) {
   const DF df;
   const lp_kv_layout &L = *t.L;
   const int64_t D = job.D, ng = D >> job.gshift, nb = D / 64;
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const float *tab = mx ? job.e8m0 : job.e4m3;
-  const VF xs = hn::LoadU(df, x.sc);
-  hn::Indices256<float> ia[2], ib[2];
-  for (int64_t b = 0; b < nb; b++) HalfIndices(job.gshift, (int)(b * 64 >> job.gshift), &ia[b], &ib[b]);
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.idx));
+  const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.corr));
+  const __m256 vx = _mm256_loadu_ps(x.sc8);
   VF acc[8];
   for (int k = 0; k < 8; k++) {
     const int64_t c = c0 + k;
-    const VF sv = Scales8(tab, t.p + L.ks + c * ng, xs);
-    auto a = hn::Zero(df);
-    for (int64_t b = 0; b < nb; b++) {
-      hn::Vec<hn::Full256<int32_t>> ia32, ib32;
-      Block64(t.p + L.kc + c * (D / 2) + b * 32, x.x + b * 64, &ia32, &ib32);
-      a = hn::MulAdd(hn::ConvertTo(df, ia32), hn::TableLookupLanes(sv, ia[b]), a);
-      a = hn::MulAdd(hn::ConvertTo(df, ib32), hn::TableLookupLanes(sv, ib[b]), a);
-    }
-    acc[k] = a;
+    const uint8_t *codes = t.p + L.kc + c * (D / 2);
+    const __m256i u = Block64U(codes, x.x8);
+    const __m256i v = nb > 1 ? Block64U(codes + 32, x.x8 + 64) : _mm256_setzero_si256();
+    const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(u, v), vc);
+    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.ks + c * ng, (int)ng), mx), vi);
+    acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vx))};
   }
   const VF f = hn::Set(df, 0.25f * x.outer);
   const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c0), f);
   hn::StoreU(hn::Mul(Reduce8(acc), o), df, S + c0);
 }
 
-// acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys.
+// acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys,
+// channels two at a time: _mm256_hadd_epi32 of their lanes gives lanes
+// (channel, 16 keys) = (0, 0) (0, 16) (1, 0) (1, 16) (0, 32) (0, 48) (1, 32) (1, 48).
 HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, float *acc) {
   const DF df;
   const lp_kv_layout &L = *t.L;
-  const int gpc = 64 >> job.gshift, per = 8 / gpc;  // groups per channel, channels per scale vector
+  const int gpc = 64 >> job.gshift;  // groups per channel
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const float *tab = mx ? job.e8m0 : job.e4m3;
-  const hn::Full256<int32_t> di;
-  const VF ps = hn::TableLookupLanes(hn::LoadU(df, p.sc),
-                                     hn::IndicesFromVec(df, hn::And(hn::Iota(di, 0), hn::Set(di, gpc - 1))));
-  VF out[8], sv = hn::Zero(df);
-  for (int k = 0; k < 8; k++) {
-    const int64_t d = d0 + k;
-    if (k % per == 0) sv = Scales8(tab, t.p + L.vs + d * gpc, ps);
-    hn::Indices256<float> ia, ib;
-    HalfIndices(job.gshift, (k % per) * gpc, &ia, &ib);
-    hn::Vec<hn::Full256<int32_t>> a32, b32;
-    Block64(t.p + L.vc + d * 32, p.x, &a32, &b32);
-    out[k] = hn::MulAdd(hn::ConvertTo(df, a32), hn::TableLookupLanes(sv, ia),
-                        hn::Mul(hn::ConvertTo(df, b32), hn::TableLookupLanes(sv, ib)));
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.idx));
+  const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr));
+  const __m256 vp = _mm256_loadu_ps(p.sc8);
+  __m256 w[4];
+  for (int k = 0; k < 4; k++) {
+    const int64_t d = d0 + 2 * k;
+    const uint8_t *codes = t.p + L.vc + d * 32;
+    const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(Block64U(codes, p.x8), Block64U(codes + 32, p.x8)), vc);
+    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.vs + d * gpc, 2 * gpc), mx), vi);
+    w[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vp));
   }
+  // hadd(w0, w1): channels d0..d0+3 in both halves; hadd(w2, w3): d0+4..d0+7.
+  const __m256 a = _mm256_hadd_ps(w[0], w[1]), b = _mm256_hadd_ps(w[2], w[3]);
+  const VF sum{_mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31))};
   const VF f = hn::Set(df, 0.25f * p.outer);
   const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.vo) + d0), f);
-  hn::StoreU(hn::MulAdd(Reduce8(out), o, hn::LoadU(df, acc + d0)), df, acc + d0);
+  hn::StoreU(hn::MulAdd(sum, o, hn::LoadU(df, acc + d0)), df, acc + d0);
 }
 #endif
 

@@ -5,8 +5,11 @@
  * several decode calls (and of the process CPU time of a call, all threads:
  * a check on a loaded machine), the bytes the call streams (pages of the
  * context and the slot) per second, NVFP4 / f16 time and f16 bandwidth /
- * memcpy.
- * Usage: decode_speed [--quick] [--threads N] [--reps N] [--only f16|nvfp4|mxfp4|fp8]
+ * memcpy. Then lpattn_attention with Sq = 1 on the same shapes (f16 K/V
+ * tensors, HIGH, causal: the row at the end), through the small-Sq path and
+ * through the general path (issue 12 item 4), and the bytes of K and V read.
+ * Usage: decode_speed [--quick] [--threads N] [--reps N]
+ *                     [--only f16|nvfp4|mxfp4|fp8|attn]
  *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only) */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
@@ -16,6 +19,9 @@
 #include <time.h>
 
 #include "lpattn.h"
+
+/* backends/cpu/cpu.h (internal): 0 sends lpattn_attention to the general path. */
+void lpattn_cpu_set_small_q(int on);
 
 enum { H = 8, D = 128, PAGE = 64, CHUNK = 1024 };
 
@@ -113,6 +119,39 @@ static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps,
   return 0;
 }
 
+/* lpattn_attention, Sq = 1 against ctxlen f16 keys and values ([1][H][ctxlen][D]). */
+static int run_attn(lpattn_ctx *ctx, int64_t ctxlen, int reps, int small, result *res) {
+  const size_t n = (size_t)(H * ctxlen * D);
+  uint16_t *k = malloc(2 * n), *v = malloc(2 * n), q[H * D];
+  float o[H * D];
+  if (!k || !v) return 1;
+  for (size_t i = 0; i < n; i++) k[i] = lpattn_f32_to_f16(2 * u01() - 1), v[i] = lpattn_f32_to_f16(2 * u01() - 1);
+  for (int i = 0; i < H * D; i++) q[i] = lpattn_f32_to_f16(2 * u01() - 1);
+  lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, 1, H, 1, D);
+  lpattn_tensor tk = lpattn_tensor_4d(k, LPATTN_F16, 1, H, ctxlen, D);
+  lpattn_tensor tv = lpattn_tensor_4d(v, LPATTN_F16, 1, H, ctxlen, D);
+  lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, 1, H, 1, D);
+  lpattn_attn_params p;
+  lpattn_attn_params_init(&p);
+  p.precision = LPATTN_PREC_HIGH, p.causal = 1;
+  lpattn_cpu_set_small_q(small);
+  double t[64], tc[64];
+  int rc = 0;
+  for (int r = -1; r < reps && !rc; r++) {
+    const double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    rc = lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL) != LPATTN_OK;
+    if (r >= 0) t[r] = now() - t0, tc[r] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  }
+  lpattn_cpu_set_small_q(1);
+  free(k), free(v);
+  if (rc) return 1;
+  res->ms = 1e3 * median(t, reps);
+  res->cpu_ms = 1e3 * median(tc, reps);
+  res->bytes = 4 * n;
+  res->gbs = res->bytes / (res->ms * 1e-3) / 1e9;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int quick = 0, threads = 0, reps = 11;
   const char *only = NULL;
@@ -123,7 +162,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctxs[0] = atoll(argv[++i]), quick = 1;
-    else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P]\n"), 2;
+    else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P] [--ctx N]\n"), 2;
   }
   if (reps < 1 || reps > 64) reps = 11;
   (void)threads;
@@ -156,6 +195,19 @@ int main(int argc, char **argv) {
     if (!only)
       printf("| %lld | nvfp4 / f16 time | %.2f | %.2f | | | |\n", (long long)ctxs[c], r[1].ms / r[0].ms,
              r[1].cpu_ms / r[0].cpu_ms);
+    if (only && strcmp(only, "attn")) continue;
+    result a[2];
+    for (int small = 1; small >= 0; small--) {
+      /* the general path copies the whole context per call: fewer repetitions */
+      if (run_attn(ctx, ctxs[c], small ? reps : (reps < 3 ? reps : 3), small, &a[small]))
+        return fprintf(stderr, "attention failed\n"), 1;
+      printf("| %lld | attention Sq=1 f16, %s | %.3f | %.3f | %zu | %.1f | %.0f%% |\n", (long long)ctxs[c],
+             small ? "small-Sq path" : "general path", a[small].ms, a[small].cpu_ms, a[small].bytes,
+             a[small].gbs, 100.0 * a[small].gbs / mc);
+      fflush(stdout);
+    }
+    printf("| %lld | attention general / small-Sq time | %.1f | %.1f | | | |\n", (long long)ctxs[c],
+           a[0].ms / a[1].ms, a[0].cpu_ms / a[1].cpu_ms);
   }
   lpattn_free(ctx);
   return 0;
