@@ -30,7 +30,7 @@ def _views(*named, stream_of=None):
 
 def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=None,
                 thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None, block_q=None,
-                block_k=None, check_finite=False):
+                block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False):
     p = _lib.init(_lib.AttnParams, "lpattn_attn_params_init")
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.causal = int(bool(causal))
@@ -49,6 +49,8 @@ def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=No
     if block_k is not None:
         p.block_k = int(block_k)
     p.check_finite = int(bool(check_finite))
+    p.leaky = int(bool(leaky))
+    p.mx_scale_round_up = int(bool(mx_scale_round_up))
     return p
 
 
@@ -69,7 +71,8 @@ def _row_outputs(like, B, H, S, return_lse, return_entropy):
 def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
-              block_q=None, block_k=None, check_finite=False, out=None):
+              block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
+              mx_scale_round_up=False):
     """softmax(sm_scale q k^T [causal mask]) v in lpattn's low precision.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
@@ -77,7 +80,10 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     on the CPU), float32/float16/bfloat16 (GPU backends: float16/bfloat16).
     The causal mask is bottom-right aligned. precision: "high", "fp8",
     "nvfp4", "mxfp4" or "thrift" (thrift_budget / thrift_k, tiles outside
-    the selection in thrift_low). Returns out (q's kind, dtype and layout), or
+    the selection in thrift_low). leaky (research only): every tile low with
+    scales spanning the tile (the future-leakage paper's "leaky" baseline).
+    mx_scale_round_up: MXFP4's scale rule that never clips (use it for
+    training). Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv = _views(("q", q), ("k", k), ("v", v))
@@ -89,7 +95,7 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
         out = _dlpack.empty(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "float32"))
     ov = _dlpack.View(out, "out")
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                    pasa_beta, block_q, block_k, check_finite)
+                    pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up)
     aux, rows = _row_outputs(q, B, H, S, return_lse, return_entropy)
     to = ov.tensor(perm)
     call("attention", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
@@ -103,7 +109,8 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
 def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp4",
                        layout="bhsd", sm_scale=None, thrift_budget=None, thrift_k=None,
                        thrift_low="nvfp4", pasa=False, pasa_beta=None, backend="auto",
-                       block_q=None, block_k=None, seed=0):
+                       block_q=None, block_k=None, seed=0, leaky=False,
+                       mx_scale_round_up=False):
     """Gradients (dq, dk, dv) of attention(q, k, v, ...) (SPEC 10) from the
     forward's out and lse ([B, Hq, Sq] float32, return_lse=True) and dout.
     Pass the forward's keywords. Tiles the forward computed high are
@@ -128,7 +135,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp
     g.dq, g.dk, g.dv = (_dlpack.View(a, n).tensor(perm) for a, n in zip(grads, ("dq", "dk", "dv")))
     g.seed = int(seed) & (2 ** 64 - 1)
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                    pasa_beta, block_q, block_k)
+                    pasa_beta, block_q, block_k, leaky=leaky, mx_scale_round_up=mx_scale_round_up)
     call("attention_backward", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
          ctypes.byref(to), ctypes.byref(tl), ctypes.byref(tg), ctypes.byref(p), ctypes.byref(g))
     return tuple(_dlpack.finish(q, a) for a in grads)

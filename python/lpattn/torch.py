@@ -34,12 +34,14 @@ def _opt(x):
 def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, layout: str,
                sm_scale: float, thrift_budget: float, thrift_k: int, thrift_low: str,
                pasa: bool, return_lse: bool, return_entropy: bool,
-               backend: str) -> tuple[Tensor, Tensor, Tensor]:
+               backend: str, leaky: bool = False,
+               mx_scale_round_up: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     res = _api.attention(q.detach(), k.detach(), v.detach(), causal=causal, precision=precision,
                          layout=layout, sm_scale=_opt(sm_scale),
                          thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
                          thrift_low=thrift_low, pasa=pasa, return_lse=return_lse,
-                         return_entropy=return_entropy, backend=backend)
+                         return_entropy=return_entropy, backend=backend, leaky=leaky,
+                         mx_scale_round_up=mx_scale_round_up)
     res = list(res) if isinstance(res, tuple) else [res]
     empty = q.new_empty((0,), dtype=torch.float32)
     lse = res[1] if return_lse else empty
@@ -57,7 +59,7 @@ def _rows(q, layout, want):
 
 @_attention.register_fake
 def _(q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-      return_lse, return_entropy, backend):
+      return_lse, return_entropy, backend, leaky=False, mx_scale_round_up=False):
     return torch.empty_like(q), _rows(q, layout, return_lse), _rows(q, layout, return_entropy)
 
 
@@ -65,17 +67,19 @@ def _(q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thr
 def _attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor,
                         causal: bool, precision: str, layout: str, sm_scale: float,
                         thrift_budget: float, thrift_k: int, thrift_low: str, pasa: bool,
-                        backend: str, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+                        backend: str, leaky: bool, mx_scale_round_up: bool,
+                        seed: int) -> tuple[Tensor, Tensor, Tensor]:
     return _api.attention_backward(q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
                                    dout.detach().contiguous(), causal=causal, precision=precision,
                                    layout=layout, sm_scale=_opt(sm_scale),
                                    thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
-                                   thrift_low=thrift_low, pasa=pasa, backend=backend, seed=seed)
+                                   thrift_low=thrift_low, pasa=pasa, backend=backend, seed=seed,
+                                   leaky=leaky, mx_scale_round_up=mx_scale_round_up)
 
 
 @_attention_backward.register_fake
 def _(q, k, v, out, lse, dout, causal, precision, layout, sm_scale, thrift_budget, thrift_k,
-      thrift_low, pasa, backend, seed):
+      thrift_low, pasa, backend, leaky, mx_scale_round_up, seed):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -88,15 +92,17 @@ def _backward(ctx, dout, dlse, dent):
     # makes training runs reproducible).
     seed = int(torch.randint(0, 2 ** 62, (1,)).item())
     dq, dk, dv = torch.ops.lpattn.attention_backward(q, k, v, out, lse, dout, *ctx.args, seed)
-    return (dq, dk, dv) + (None,) * 11
+    return (dq, dk, dv) + (None,) * ctx.n_rest
 
 
 def _setup(ctx, inputs, output):
     q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa, \
-        return_lse, return_entropy, backend = inputs
+        return_lse, return_entropy, backend = inputs[:14]
+    leaky, mx_up = (tuple(inputs[14:]) + (False, False))[:2]
     ctx.save_for_backward(q, k, v, output[0], output[1])
     ctx.args = (causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                backend)
+                backend, leaky, mx_up)
+    ctx.n_rest = len(inputs) - 3
 
 
 torch.library.register_autograd("lpattn::attention", _backward, setup_context=_setup)
@@ -104,7 +110,8 @@ torch.library.register_autograd("lpattn::attention", _backward, setup_context=_s
 
 def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
-              return_lse=False, return_entropy=False, backend="auto"):
+              return_lse=False, return_entropy=False, backend="auto", leaky=False,
+              mx_scale_round_up=False):
     """lpattn.attention as the op torch.ops.lpattn.attention (see there).
     Differentiable: with grad enabled and an input that requires grad, the
     forward keeps its LSE and backward runs lpattn_attention_backward
@@ -114,7 +121,8 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
                               any(t.requires_grad for t in (q, k, v)))
     out, lse, ent = torch.ops.lpattn.attention(
         q, k, v, causal, precision, layout, float(sm_scale or 0.0), float(thrift_budget or 0.0),
-        int(thrift_k or 0), thrift_low, pasa, need_lse, return_entropy, backend)
+        int(thrift_k or 0), thrift_low, pasa, need_lse, return_entropy, backend, bool(leaky),
+        bool(mx_scale_round_up))
     rest = ([lse] if return_lse else []) + ([ent] if return_entropy else [])
     return (out, *rest) if rest else out
 
