@@ -55,7 +55,7 @@ def corpus(limit_bytes):
             data += f.read()
         if len(data) >= limit_bytes:
             break
-    t = torch.frombuffer(bytes(data[:limit_bytes]), dtype=torch.uint8).long()
+    t = torch.frombuffer(bytearray(data[:limit_bytes]), dtype=torch.uint8).long()
     cut = int(len(t) * 0.95)
     return t[:cut], t[cut:]
 
