@@ -84,6 +84,10 @@ def _(q, k, v, out, lse, dout, causal, precision, layout, sm_scale, thrift_budge
 
 
 def _backward(ctx, dout, dlse, dent):
+    for g, name in ((dlse, "lse"), (dent, "entropy")):
+        if g is not None and g.numel() and bool(g.any()):
+            raise NotImplementedError(f"lpattn's backward takes the gradient of out only, not of {name} "
+                                      f"(detach the {name} output, or use torch's attention)")
     q, k, v, out, lse = ctx.saved_tensors
     if lse.numel() == 0:
         raise RuntimeError(BACKWARD_MESSAGE)
@@ -263,7 +267,7 @@ def sdpa_unsupported_reason(query, key, value, attn_mask=None, dropout_p=0.0, is
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return "tensors that are not 4-D [B, H, S, D]"
     if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
-        return "inputs that require grad (no backward pass yet)"
+        return "inputs that require grad (the drop-in leaves training to torch; lpattn.torch.attention has lpattn's backward)"
     if value.shape[-1] != query.shape[-1] or key.shape[-1] != query.shape[-1]:
         return "a value head dim other than the query's"
     D = query.shape[-1]

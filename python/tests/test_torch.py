@@ -91,6 +91,12 @@ class TorchCPU(unittest.TestCase):
             lambda a, b, c: lt.attention(a, b, c, causal=True, precision="high"), small,
             eps=1e-2, atol=2e-2, rtol=2e-2, fast_mode=True))
 
+    def test_backward_refuses_lse_gradient(self):
+        q = rnd(1, 2, 64, 64, seed=26).requires_grad_()
+        out, lse = lt.attention(q, q.detach(), q.detach(), causal=True, precision="high", return_lse=True)
+        with self.assertRaisesRegex(NotImplementedError, "not of lse"):
+            (out.sum() + lse.sum()).backward()
+
     def test_backward_low_precision(self):
         # NVFP4: stochastic rounding from torch's generator: reproducible under
         # torch.manual_seed, different across seeds, close to the HIGH gradient

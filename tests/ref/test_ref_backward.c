@@ -317,6 +317,10 @@ static void test_args(lpattn_ctx *ctx) {
   CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &g),
                LPATTN_ERR_BAD_STRIDE);
   lpattn_tensor lse2 = w.lse;
+  lse2.data = NULL;
+  CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &lse2, &w.dout, &ap, &w.g),
+               LPATTN_ERR_NULL_POINTER);
+  lse2 = w.lse;
   lse2.dtype = LPATTN_F16;
   CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &lse2, &w.dout, &ap, &w.g),
                LPATTN_ERR_BAD_DTYPE);
