@@ -23,6 +23,7 @@
 #include "testutil.h"
 #define TV_BACKEND_CPU 1
 #include "variants.h"
+#include "cpu_compare.h"
 
 namespace {
 
@@ -127,26 +128,6 @@ Result Run(lpattn_ctx *ctx, const Case &c, const Data &d, lpattn_precision prec)
   return r;
 }
 
-double RelRmse(const std::vector<float> &a, const std::vector<float> &b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); i++) {
-    const double e = (double)a[i] - b[i];
-    num += e * e, den += (double)b[i] * b[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-// Largest difference relative to max(1, |b|): LSE grows with the scores.
-double MaxAbs(const std::vector<float> &a, const std::vector<float> &b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); i++) {
-    if (a[i] == b[i]) continue;  // also equal infinities
-    const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-    m = e > m || e != e ? e : m;
-  }
-  return m;
-}
-
 lpattn_ctx *cpu, *ref;
 
 // ref's answer for a case and its precision's own error (against ref HIGH),
@@ -180,7 +161,7 @@ void Compare(const Case &c, const char *target) {
         rr.st);
   if (rc.st || rr.st) return;
   const double own = ra.own, tol = own > 0 ? 0.01 * own + 1e-5 : 1e-5;
-  const double e = RelRmse(rc.o, rr.o), el = MaxAbs(rc.lse, rr.lse), eh = MaxAbs(rc.ent, rr.ent);
+  const double e = RelRmse(rc.o, rr.o), el = MaxRel(rc.lse, rr.lse), eh = MaxRel(rc.ent, rr.ent);
   const double lt = c.prec == LPATTN_PREC_HIGH && !c.pasa ? 1e-4 : 2e-3;
   CHECK(e < tol, "%s/%s: O rel-RMSE %.3g >= %.3g (precision's own error %.3g)", target, c.name, e,
         tol, own);
@@ -282,7 +263,7 @@ void Decode(const DecodeCase &dc, const char *target, int T = 32, int Hq = 4) {
       CHECK_STATUS(lpattn_decode(ctxs[i], cache[i], &qt, &ot, &p, &aux), LPATTN_OK);
     }
     const double own = dc.prec == LPATTN_PREC_HIGH && !dc.pasa ? 0 : RelRmse(o[1], o[2]);
-    const double e = RelRmse(o[0], o[1]), tol = 0.01 * own + 1e-5, el = MaxAbs(lse[0], lse[1]);
+    const double e = RelRmse(o[0], o[1]), tol = 0.01 * own + 1e-5, el = MaxRel(lse[0], lse[1]);
     CHECK(e < tol && el < 2e-3, "%s/decode %s %s: O %.3g (tol %.3g) LSE %.3g", target, dc.name,
           what, e, tol, el);
     if (getenv("LPATTN_TEST_VERBOSE"))
@@ -373,7 +354,7 @@ void Merge() {
     CHECK_STATUS(lpattn_merge_states(i ? ref : cpu, &ta, &tla, &tha, &tb, &tlb, &thb, &ta, &tl, &th),
                  LPATTN_OK);
   }
-  const double eo = RelRmse(o[0], o[1]), el = MaxAbs(l[0], l[1]), eh = MaxAbs(h[0], h[1]);
+  const double eo = RelRmse(o[0], o[1]), el = MaxRel(l[0], l[1]), eh = MaxRel(h[0], h[1]);
   CHECK(eo < 1e-6 && el < 1e-6 && eh < 1e-5, "merge: O %.3g LSE %.3g H %.3g", eo, el, eh);
 }
 

@@ -14,6 +14,7 @@
 #include "cpu.h"
 #include "lpattn.h"
 #include "testutil.h"
+#include "cpu_compare.h"
 
 namespace {
 
@@ -92,25 +93,6 @@ Out Run(lpattn_ctx *ctx, const Case &c, const In &in) {
   aux.entropy = lpattn_tensor_4d(r.ent.data(), LPATTN_F32, c.B, c.Hq, c.Sq, 1);
   r.st = lpattn_attention(ctx, &q, &k, &v, &o, &p, &aux);
   return r;
-}
-
-double RelRmse(const std::vector<float> &a, const std::vector<float> &b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); i++) {
-    const double e = (double)a[i] - b[i];
-    num += e * e, den += (double)b[i] * b[i];
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-double MaxRel(const std::vector<float> &a, const std::vector<float> &b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); i++) {
-    if (a[i] == b[i]) continue;  // equal infinities too
-    const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-    m = e > m || e != e ? e : m;
-  }
-  return m;
 }
 
 lpattn_ctx *cpu, *ref;
