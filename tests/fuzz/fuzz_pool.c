@@ -316,7 +316,9 @@ static void pool_params(fz_in *r, lpattn_kv_pool_params *p) {
   static const int np[] = {0, -1, 64, 65};
   lpattn_kv_pool_params_init(p);
   p->num_kv_heads = fz_rare(r, 64) ? 1 << (8 + fz_pick(r, 23)) : 1 + fz_pick(r, 2);
-  p->num_q_heads = fz_rare(r, 32) ? 3 : p->num_kv_heads * (1 + fz_pick(r, 2));
+  /* Huge head counts stay huge without overflowing int: the group is 1 there. */
+  const int group = p->num_kv_heads > (1 << 29) ? 1 : 1 + fz_pick(r, 2);
+  p->num_q_heads = fz_rare(r, 32) ? 3 : p->num_kv_heads * group;
   p->head_dim = (int)head_dim(r);
   p->page_size = ps[fz_rare(r, 8) ? 5 + fz_pick(r, 4) : fz_pick(r, 5)];
   p->high_dtype = fz_rare(r, 16) ? LPATTN_E4M3 : (lpattn_dtype)fz_pick(r, 3);
