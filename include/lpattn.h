@@ -163,8 +163,9 @@ LPATTN_API const char *lpattn_backend_name(lpattn_backend b);
 /* 1 when the backend was compiled in and can run here. */
 LPATTN_API int lpattn_backend_available(lpattn_backend b);
 /* Run the context's later calls on `stream` (cudaStream_t / hipStream_t; NULL =
- * the default stream), e.g. a framework's current stream. Work queued on the
- * previous stream is waited for first. Host backends keep it and ignore it. */
+ * the default stream), e.g. a framework's current stream. Later work on it
+ * waits, on the device, for the work queued on the previous stream (no host
+ * synchronization). Host backends keep it and ignore it. */
 LPATTN_API lpattn_status lpattn_set_stream(lpattn_ctx *ctx, void *stream);
 /* The stream set at creation or by lpattn_set_stream (NULL when ctx is). */
 LPATTN_API void *lpattn_context_stream(const lpattn_ctx *ctx);
@@ -193,7 +194,8 @@ typedef struct {
   lpattn_axis axis;         /* default AXIS_D */
   int tile;                 /* AXIS_S outer-scale domain, default 64, multiple of 32 */
   int mx_scale_round_up;    /* MXFP4: 2^ceil(log2(amax/6)) instead of OCP floor rule */
-  int check_finite;         /* return LPATTN_ERR_NONFINITE instead of NaN scales */
+  int check_finite;         /* return LPATTN_ERR_NONFINITE instead of NaN scales (GPU:
+                               the one call that waits for its stream, to read the flag) */
 } lpattn_quant_params;
 
 LPATTN_API void lpattn_quant_params_init(lpattn_quant_params *p);

@@ -43,8 +43,8 @@ static void gpu_fini(lpattn_ctx *ctx) {
   gpu_impl *im = impl_of(ctx);
   if (!im) return;
   (void)cudaSetDevice(im->device);
+  if (im->ws) (void)cudaFreeAsync(im->ws, im->stream);
   (void)cudaStreamSynchronize(im->stream);
-  (void)cudaFree(im->ws);
   (void)cudaFree(im->flag);
   free(im);
   ctx->impl = NULL;
@@ -56,14 +56,16 @@ static lpattn_status gpu_sync(lpattn_ctx *ctx) {
   return LPATTN_OK;
 }
 
+/* Grows only, stream-ordered (no host synchronization): the old buffer is
+ * released after the work already queued on the stream that uses it. Not
+ * inside a graph capture: warm a shape up before capturing it. */
 lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
   if (bytes <= im->ws_size) return LPATTN_OK;
-  CK(cudaStreamSynchronize(im->stream));
-  (void)cudaFree(im->ws);
+  if (im->ws) CK(cudaFreeAsync(im->ws, im->stream));
   im->ws = NULL;
   im->ws_size = 0;
   size_t want = bytes + bytes / 4;
-  if (cudaMalloc(&im->ws, want) != cudaSuccess) {
+  if (cudaMallocAsync((void **)&im->ws, want, im->stream) != cudaSuccess) {
     (void)cudaGetLastError();
     return LPATTN_ERR_OUT_OF_MEMORY;
   }
@@ -73,13 +75,19 @@ lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
 
 static int gpu_host_memory(void) { return 0; }
 
-/* lpattn_set_stream: work queued on the old stream finishes first (the
- * workspace may still be in use there). */
+/* lpattn_set_stream: later work on the new stream waits (on the device, not
+ * the host) for the work queued on the old one, which may still use the
+ * workspace and the pools. */
 static lpattn_status gpu_set_stream(lpattn_ctx *ctx, void *stream) {
   gpu_impl *im = impl_of(ctx);
   if ((cudaStream_t)stream == im->stream) return LPATTN_OK;
   CK(cudaSetDevice(im->device));
-  CK(cudaStreamSynchronize(im->stream));
+  cudaEvent_t ev;
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  const int ok = cudaEventRecord(ev, im->stream) == cudaSuccess &&
+                 cudaStreamWaitEvent((cudaStream_t)stream, ev, 0) == cudaSuccess;
+  (void)cudaEventDestroy(ev); /* released once it has completed */
+  if (!ok) return LPATTN_ERR_BACKEND;
   im->stream = (cudaStream_t)stream;
   return LPATTN_OK;
 }

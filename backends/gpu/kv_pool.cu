@@ -5,7 +5,7 @@
  * Append and decode only enqueue kernels on the context's stream: lengths,
  * slots and page tables are read on the device (THRIFT's k and selection
  * too), so a decode step can be captured in a graph. The one exception is the decode's partial-state
- * buffer, owned by the pool and grown (with a stream synchronization) when
+ * buffer, owned by the pool and grown (stream-ordered, no synchronization) when
  * a call needs more than any call before it. */
 #include "kv_pool.h"
 
@@ -80,6 +80,14 @@ typedef struct {
 
 static gpu_pool_state *pool_of(lpattn_kv_pool *p) { return (gpu_pool_state *)p->impl; }
 
+/* A pool's work goes on the calling context's current stream (lpattn_set_stream
+ * orders it after the previous one); the last one used is kept for teardown. */
+static gpu_pool_state *on_stream(lpattn_ctx *ctx, lpattn_kv_pool *p) {
+  gpu_pool_state *k = pool_of(p);
+  k->stream = (cudaStream_t)ctx->params.stream;
+  return k;
+}
+
 lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   const lpattn_kv_pool_params *p = &pool->p;
   if (p->page_size != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
@@ -127,9 +135,9 @@ void gpu_pool_fini(lpattn_kv_pool *pool) {
   gpu_pool_state *k = pool_of(pool);
   if (!k) return;
   (void)cudaSetDevice(k->device);
+  if (k->part) (void)cudaFreeAsync(k->part, k->stream);
   (void)cudaStreamSynchronize(k->stream);
   if (pool->owned) (void)cudaFree(pool->mem), pool->mem = NULL, pool->owned = 0;
-  (void)cudaFree(k->part);
   free(k);
   pool->impl = NULL;
 }
@@ -168,8 +176,7 @@ static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
 }
 
 lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call) {
-  (void)ctx;
-  gpu_pool_state *k = pool_of(pool);
+  gpu_pool_state *k = on_stream(ctx, pool);
   if (call->n > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
   if (!unit_strides(call->batch)) return LPATTN_ERR_UNSUPPORTED;
   CK(cudaSetDevice(k->device));
@@ -188,8 +195,7 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
 }
 
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst) {
-  (void)ctx;
-  gpu_pool_state *k = pool_of(pool);
+  gpu_pool_state *k = on_stream(ctx, pool);
   if (src == dst) return LPATTN_OK;
   CK(cudaSetDevice(k->device));
   const size_t sb = k->L.slot_bytes;
@@ -229,8 +235,7 @@ lpattn_status gpu_ids_add(lpattn_ctx *ctx, int32_t *p, int32_t n) {
 
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr) {
-  (void)ctx;
-  gpu_pool_state *k = pool_of(pool);
+  gpu_pool_state *k = on_stream(ctx, pool);
   const lp_kv_layout *L = &k->L;
   if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
   if (!unit_strides(batch) || pr->score_f16) return LPATTN_ERR_UNSUPPORTED;
@@ -249,11 +254,10 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   const int words = L->has_qmean ? (int)((maxtiles + 31) / 32 > 0 ? (maxtiles + 31) / 32 : 1) : 0;
   const size_t sbytes = ((size_t)ns * Hq * 2 * words * 4 + 255) / 256 * 256;
   const size_t need = rows * ((size_t)D + 2) * 4 + qbytes + sbytes;
-  if (need > k->part_bytes) { /* grows only; warm it up before graph capture */
-    CK(cudaStreamSynchronize(k->stream));
-    (void)cudaFree(k->part);
+  if (need > k->part_bytes) { /* grows only, stream-ordered; warm it up before graph capture */
+    if (k->part) CK(cudaFreeAsync(k->part, k->stream));
     k->part = NULL, k->part_bytes = 0;
-    if (cudaMalloc(&k->part, need + need / 4) != cudaSuccess) {
+    if (cudaMallocAsync((void **)&k->part, need + need / 4, k->stream) != cudaSuccess) {
       (void)cudaGetLastError();
       return LPATTN_ERR_OUT_OF_MEMORY;
     }

@@ -31,6 +31,16 @@ static inline hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int d) {
 }
 template <typename T> static inline hipError_t hipMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
 static inline hipError_t hipFree(void *p) { return cudaFree(p); }
+static inline hipError_t hipMallocAsync(void **p, size_t n, hipStream_t st) { return cudaMallocAsync(p, n, st); }
+static inline hipError_t hipFreeAsync(void *p, hipStream_t st) { return cudaFreeAsync(p, st); }
+typedef cudaEvent_t hipEvent_t;
+static const unsigned hipEventDisableTiming = cudaEventDisableTiming;
+static inline hipError_t hipEventCreateWithFlags(hipEvent_t *e, unsigned f) { return cudaEventCreateWithFlags(e, f); }
+static inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t st) { return cudaEventRecord(e, st); }
+static inline hipError_t hipEventDestroy(hipEvent_t e) { return cudaEventDestroy(e); }
+static inline hipError_t hipStreamWaitEvent(hipStream_t st, hipEvent_t e, unsigned f) {
+  return cudaStreamWaitEvent(st, e, f);
+}
 static inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMemcpyKind k,
                                         hipStream_t st) {
   return cudaMemcpyAsync(d, s, n, k, st);
