@@ -33,10 +33,50 @@ static void byte_span(const lpattn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
   *hi = *lo + (uintptr_t)((last + 1) * es) - 1;
 }
 
+/* Whether delta (elements) = sum d[i] * st[i] with |d[i]| < n[i], for dims
+ * i >= at, strides sorted descending and nested (each larger than the reach
+ * of all smaller ones): then only floor and ceil of delta / st[at] can work. */
+static int reachable(int64_t delta, const int64_t *st, const int64_t *n, int at) {
+  if (at == 4) return delta == 0;
+  int64_t inner = 0;
+  for (int i = at + 1; i < 4; i++) inner += (n[i] - 1) * st[i];
+  if (st[at] == 0) return reachable(delta, st, n, at + 1);
+  const int64_t f = delta >= 0 ? delta / st[at] : -((-delta + st[at] - 1) / st[at]);
+  for (int64_t d = f; d <= f + 1; d++) {
+    const int64_t rest = delta - d * st[at];
+    if ((d < 0 ? -d : d) < n[at] && (rest < 0 ? -rest : rest) <= inner && reachable(rest, st, n, at + 1))
+      return 1;
+  }
+  return 0;
+}
+
+/* Whether two checked views share a byte. Views of one dtype with the same
+ * nested strides (dq/dk/dv interleaved in one packed buffer, say) are tested
+ * element by element; others by their byte spans (conservative). */
 static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
   uintptr_t a0, a1, b0, b1;
   byte_span(a, &a0, &a1), byte_span(b, &b0, &b1);
-  return a0 <= b1 && b0 <= a1;
+  if (!(a0 <= b1 && b0 <= a1)) return 0;
+  const int64_t es = a->dtype == LPATTN_F32 ? 4 : 2;
+  const int64_t gap = (int64_t)(b0 - a0); /* signed through two's complement */
+  if (a->dtype != b->dtype || gap % es) return 1;
+  int64_t st[4], n[4];
+  for (int i = 0; i < 4; i++) {
+    if (a->stride[i] != b->stride[i] || a->shape[i] != b->shape[i]) return 1;
+    st[i] = a->stride[i], n[i] = a->shape[i];
+  }
+  for (int i = 0; i < 4; i++) /* sort by stride, descending (4 elements) */
+    for (int j = i + 1; j < 4; j++)
+      if (st[j] > st[i]) {
+        const int64_t t = st[i], u = n[i];
+        st[i] = st[j], n[i] = n[j], st[j] = t, n[j] = u;
+      }
+  for (int i = 0; i < 4; i++) {
+    int64_t inner = 0;
+    for (int j = i + 1; j < 4; j++) inner += (n[j] - 1) * st[j];
+    if (n[i] > 1 && st[i] <= inner) return 1; /* not nested: stay conservative */
+  }
+  return reachable(gap / es, st, n, 0);
 }
 
 /* A gradient output: a float view of the given shape. */
@@ -72,6 +112,10 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
   LP_TRY_ARG("dout", lp_check_view(dout, 0));
   if (!float_io(dout->dtype)) return lp_dtype_fail("dout", dout->dtype, "F32, F16 or BF16");
   if (!same_shape(dout, q->shape)) return lp_shape_fail("dout", dout->shape, q->shape);
+  lpattn_attn_params fp; /* already taken once by the resolution: cannot fail */
+  lpattn_attn_params_init(&fp);
+  if (params) (void)lp_take_params(&fp, sizeof fp, params);
+  if (fp.check_finite) LP_TRY_ARG("dout", lp_scan_finite(dout)); /* q, k, v: by the resolution */
   TRY(check_grad("grads.dq", &g.dq, q->shape));
   TRY(check_grad("grads.dk", &g.dk, k->shape));
   TRY(check_grad("grads.dv", &g.dv, k->shape));

@@ -327,6 +327,47 @@ static void test_args(lpattn_ctx *ctx) {
   ap.pasa = 1;
   CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &w.g),
                LPATTN_ERR_UNSUPPORTED);
+  ap.pasa = 0, ap.check_finite = 1;
+  p.dout[77] = NAN;
+  CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &w.g),
+               LPATTN_ERR_NONFINITE);
+  CHECK(strstr(lpattn_last_error(), "dout") != NULL, "NaN in dout: detail '%s'", lpattn_last_error());
+  drop(&p);
+}
+
+/* dq, dk, dv interleaved in one packed [B, S, 3, H, D] buffer (a fused QKV
+ * projection's gradient): accepted, and the same bits as separate buffers;
+ * shifted by one element, dk meets dv and is refused. */
+static void test_packed_grads(lpattn_ctx *ctx) {
+  const shape_t sh = {2, 3, 3, 40, 40, 32};
+  prob p = make(sh, 5);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.causal = 1;
+  CHECK_STATUS(fwd_bwd(ctx, &p, &ap, 9, -1), LPATTN_OK);
+  const int64_t H = sh.Hq, S = sh.Sq, D = sh.D, n = sh.B * S * 3 * H * D;
+  float *buf = calloc((size_t)n + 1, sizeof(float));
+  views w = views_of(&p);
+  lpattn_attn_grads g = w.g;
+  lpattn_tensor *t[3] = {&g.dq, &g.dk, &g.dv};
+  for (int i = 0; i < 3; i++) {
+    t[i]->data = buf + i * H * D;
+    t[i]->stride[0] = S * 3 * H * D, t[i]->stride[1] = D, t[i]->stride[2] = 3 * H * D, t[i]->stride[3] = 1;
+  }
+  CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &g), LPATTN_OK);
+  const float *sep[3] = {p.dq, p.dk, p.dv};
+  int same = 1;
+  for (int64_t b = 0; b < sh.B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t s = 0; s < S; s++)
+        for (int i = 0; i < 3; i++)
+          same &= memcmp(buf + ((b * S + s) * 3 + i) * H * D + h * D, sep[i] + ((b * H + h) * S + s) * D,
+                         sizeof(float) * (size_t)D) == 0;
+  CHECK(same, "packed dq/dk/dv differ from separate buffers");
+  g.dv.data = buf + 2 * H * D - 1; /* its first element is dk's last of row 0 */
+  CHECK_STATUS(lpattn_attention_backward(ctx, &w.q, &w.k, &w.v, &w.o, &w.lse, &w.dout, &ap, &g),
+               LPATTN_ERR_BAD_STRIDE);
+  free(buf);
   drop(&p);
 }
 
@@ -347,6 +388,7 @@ int main(int argc, char **argv) {
   test_leak(ctx, LPATTN_PREC_NVFP4);
   test_leak(ctx, LPATTN_PREC_THRIFT);
   test_args(ctx);
+  test_packed_grads(ctx);
   if (cpu) {
     test_cpu_vs_ref(ctx, LPATTN_PREC_HIGH, 1e-5);
     test_cpu_vs_ref(ctx, LPATTN_PREC_NVFP4, 1e-3);
