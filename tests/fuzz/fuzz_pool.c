@@ -63,7 +63,7 @@ static void make_batch(pz *z, fz_in *r, pz_batch *c, int64_t n, int64_t Sq) {
   memset(c, 0, sizeof *c);
   c->S = 1 + fz_pick(r, ns < MAXB - 1 ? ns : MAXB - 1);
   if (fz_rare(r, 16)) c->S = MAXB;
-  int perm[MAXS];
+  int perm[MAXS] = {0};
   for (int i = 0; i < ns; i++) perm[i] = i;
   for (int i = ns - 1; i > 0; i--) {
     const int j = fz_pick(r, i + 1), t = perm[i];
