@@ -91,6 +91,21 @@ class TorchCPU(unittest.TestCase):
             lambda a, b, c: lt.attention(a, b, c, causal=True, precision="high"), small,
             eps=1e-2, atol=2e-2, rtol=2e-2, fast_mode=True))
 
+    def test_backward_bshd_bf16_and_lse(self):
+        # [B, S, H, D] bf16 tensors: the gradients are the bhsd ones, transposed;
+        # return_lse=True still differentiates through out
+        q, k, v = (rnd(1, 96, 2, 64, seed=s, dtype=torch.bfloat16) for s in (30, 31, 32))
+        dout = rnd(1, 96, 2, 64, seed=33, dtype=torch.bfloat16)
+        a = [t.clone().requires_grad_() for t in (q, k, v)]
+        out, lse = lt.attention(*a, causal=True, precision="high", layout="bshd", return_lse=True)
+        self.assertEqual(tuple(lse.shape), (1, 2, 96))  # [B, H, S] in both layouts, as FlashAttention
+        out.backward(dout)
+        b = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+        lt.attention(*b, causal=True, precision="high").backward(dout.transpose(1, 2))
+        for x, y in zip(a, b):
+            self.assertEqual(x.grad.dtype, torch.bfloat16)
+            torch.testing.assert_close(x.grad, y.grad.transpose(1, 2), rtol=0, atol=0)
+
     def test_backward_refuses_lse_gradient(self):
         q = rnd(1, 2, 64, 64, seed=26).requires_grad_()
         out, lse = lt.attention(q, q.detach(), q.detach(), causal=True, precision="high", return_lse=True)
