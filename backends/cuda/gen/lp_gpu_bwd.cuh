@@ -74,11 +74,13 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep
   }
 }
 
-/* P = exp(s * S - LSE) of a warp's 16 x 64 tile in place, 0 where masked:
- * row r (query) and key c of slot (hh, sl) come from the lane layout. */
+/* P = exp(s * S - LSE) of a warp's 16 x 64 tile in place, 0 where masked
+ * (edge: the tile pair holds a key past Skv or a masked causal pair; rows
+ * past Sq have LSE = +inf): query r and key c of slot (hh, sl) come from the
+ * lane layout. */
 template <bool KEYROWS>
 __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase,
-                                              const float *lse, const lp_gpu_bwd_args &a) {
+                                              const float *lse, bool edge, const lp_gpu_bwd_args &a) {
   const int off = a.Skv - a.Sq;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++)
@@ -88,7 +90,7 @@ __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<3
       const int r = KEYROWS ? rbase + lay.key(sl) : rbase + lay.row(hh);
       const int c = KEYROWS ? cbase + lay.row(hh) : cbase + lay.key(sl);
       const float l = KEYROWS ? lse[lay.key(sl)] : lse[hh];
-      const bool m = c >= a.Skv || (a.causal && c > r + off);
+      const bool m = edge && (c >= a.Skv || (a.causal && c > r + off));
       s[hh][sl] = m ? 0.0f : __expf(__fmul_rn(s[hh][sl], a.sm_scale) - l);
     }
 }
@@ -107,6 +109,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
   /* causal: the first query tile with a row r + off >= c0 */
   const int i0 = a.causal ? max(0, gpu_floordiv(c0 - off, 64)) : 0;
   const int nq = max(nqt - i0, 0), n = G * nq;
+  const bool edge_k = c0 + 64 > Skv;
 
   gpu_bwd_tile<D>(Ks, a.k, a.sk, b, hk, c0, Skv, a.vec16);
   gpu_bwd_tile<D>(Vs, a.v, a.sv, b, hk, c0, Skv, a.vec16);
@@ -149,7 +152,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
     gpu_mm_scores<HI, D>(s, Kw, Qs, lane); /* S^T = K Q^T */
-    gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, a);
+    gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, edge_k || (a.causal && c0 + 63 > r0 + off), a);
     gpu_mm_pv<HI, D>(dv, s, Os, lane);      /* dV += P^T dO */
     gpu_mm_scores<HI, D>(dp, Vw, Os, lane); /* dP^T = V dO^T */
 #pragma unroll
@@ -174,7 +177,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
   }
 }
 
-/* 3. dQ of query tile blockIdx.x of q head blockIdx.y, batch blockIdx.z. */
+/* 3. dQ of a query tile (blockIdx.x, reversed when causal) of q head
+ * blockIdx.y, batch blockIdx.z. */
 template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(const lp_gpu_bwd_args a) {
   typedef gpu_mma<T> HI;
   constexpr int LD = gpu_smem<D>::LD, T64 = gpu_bwd_smem<D>::T64, NO = D / 4;
@@ -183,7 +187,9 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv), Sq = a.Sq, Skv = a.Skv;
-  const int r0 = blockIdx.x * 64, r1 = min(r0 + 63, Sq - 1), off = Skv - Sq, nkt = (Skv + 63) / 64;
+  /* causal: the longest rows (most key tiles) first */
+  const int r0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 64;
+  const int r1 = min(r0 + 63, Sq - 1), off = Skv - Sq, nkt = (Skv + 63) / 64;
   const int nj = a.causal ? min(nkt, gpu_floordiv(r1 + off, 64) + 1) : nkt; /* tiles 0..nj-1 */
 
   float lse[2], del[2];
@@ -226,7 +232,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
     gpu_mm_scores<HI, D>(s, Qw, Ks, lane); /* S = Q K^T */
-    gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, a);
+    const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
+    gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
     gpu_mm_scores<HI, D>(dp, Ow, Vs, lane); /* dP = dO V^T */
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
