@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA attention objects must hold the machine code the backend claims:
 # sm_120a code issues the block-scaled FP4 tensor-core MMA (OMMA in SASS) for
-# NVFP4/MXFP4 tiles, sm_80/86/89/90a code the f16/bf16 mma.sync (HMMA) and no OMMA.
+# NVFP4/MXFP4 tiles, sm_80/86/89/90a code the f16/bf16 mma.sync (HMMA) and no OMMA;
+# the backward objects (lpattn_cuda_bwd_*) HMMA on every arch.
 # Usage: .ci/sass_check.sh [BUILD_DIR]   (exit 77 when cuobjdump is missing)
 set -uo pipefail
 build=${1:-build-cuda}
@@ -37,6 +38,16 @@ for o in "${objs[@]}"; do
     [ "$arch" = sm_120a ] && seen120=1
   done <<<"$counts"
 done
+# The backward kernels (f16/bf16 mma.sync on every arch, no FP4 path): HMMA.
+while read -r o; do
+  [ -n "$o" ] || continue
+  while read -r arch hmma; do
+    ok=$((hmma > 0))
+    printf '%s %-8s HMMA %5d %s\n' "$([ $ok = 1 ] && echo ok || echo FAIL)" "$arch" "$hmma" "$(basename "$o")"
+    [ $ok = 1 ] || fail=1
+  done < <(cuobjdump --dump-sass "$o" | awk '/arch = sm_/ { arch = $3; n[arch] += 0 } /HMMA/ { n[arch]++ }
+                                             END { for (a in n) print a, n[a] }')
+done < <(find "$build" -name '*lpattn_cuda_bwd_*.cu.o' | sort)
 if [ $seen120 = 0 ]; then
   echo "sass_check: no sm_120a code (configure with -Dnvidia_archs=90a,120a)"
   fail=1

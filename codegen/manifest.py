@@ -14,7 +14,7 @@ from collections import namedtuple
 Variant = namedtuple("Variant", "backend op head_dim dtype")
 Variant.__new__.__defaults__ = (None,) * 2  # head_dim, dtype default to run time
 
-OPS = ("attn", "quant", "dequant", "merge", "decode")  # decode: the paged decode kernels
+OPS = ("attn", "quant", "dequant", "merge", "decode", "bwd")  # decode: the paged decode kernels; bwd: backward
 DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
 
@@ -47,6 +47,10 @@ def _gpu(backend, which):
     out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
     # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
     out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
+    # Backward (templates/gpu/lp_gpu_bwd.cuh): mma.sync only, so CUDA only at
+    # D = 64 and 128 for now; HIP answers UNSUPPORTED.
+    if backend == "cuda":
+        out += [Variant(backend, "bwd", d, t) for d in (64, 128) for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 

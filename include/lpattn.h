@@ -338,7 +338,9 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * forward computed high are differentiated in high precision; the four
  * matmuls of a low tile quantize their operands in the tile's format along
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
- * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. */
+ * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. CUDA
+ * (HIGH, D = 64/128) is experimental until validated on a GPU: UNSUPPORTED
+ * unless the environment variable LPATTN_GPU_BACKWARD=1 is set (SEMANTICS). */
 LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
                                                    const lpattn_tensor *k, const lpattn_tensor *v,
                                                    const lpattn_tensor *out, const lpattn_tensor *lse,

@@ -8,7 +8,7 @@
 #define LPATTN_TESTS_VARIANTS_H
 #include "lpattn.h"
 
-enum { TV_ATTN, TV_QUANT, TV_DEQUANT, TV_MERGE, TV_DECODE };
+enum { TV_ATTN, TV_QUANT, TV_DEQUANT, TV_MERGE, TV_DECODE, TV_BWD };
 typedef struct {
   const char *name;
   int op;

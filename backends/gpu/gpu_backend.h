@@ -5,6 +5,7 @@
  *   gpu_registry.cu  the generated kernel registry (gen/registry.inc)
  *   gpu_ops.cu       quantize / dequantize / merge, workspace q-views
  *   gpu_prefill.cu   lpattn_attention
+ *   gpu_backward.cu  lpattn_attention_backward (CUDA, HIGH; gated, see there)
  *   kv_pool.cu       the paged KV pool (lpattn_kv_cache is core/kvcache.c on it)
  * Every call is asynchronous on the context's stream except lpattn_quantize
  * with check_finite (it reads a flag back) and workspace growth. */
@@ -20,6 +21,7 @@
 #include "formats.h"
 #include "internal.h"
 #include "lp_gpu_args.h"
+#include "lp_gpu_bwd_args.h"
 
 #if defined(LPATTN_HIP)
 #define GPU_NAME "hip"
@@ -43,6 +45,9 @@ namespace GPU_NS {
 typedef lpattn_status (*gpu_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
 /* the attention kernel for head dim D and input dtype dt, or NULL */
 gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt);
+typedef lpattn_status (*gpu_bwd_fn)(const lp_gpu_bwd_args *, cudaStream_t);
+/* the backward kernels for head dim D and input dtype dt, or NULL */
+gpu_bwd_fn find_bwd(int64_t D, lpattn_dtype dt);
 lpattn_status run_quant(const lp_gpu_quant_args *a, cudaStream_t s);
 lpattn_status run_dequant(const lp_gpu_dequant_args *a, cudaStream_t s);
 lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s);
@@ -101,6 +106,7 @@ lpattn_status gpu_merge(lpattn_ctx *ctx, const lpattn_tensor *o_a, const lpattn_
                         const lpattn_tensor *lse_b, const lpattn_tensor *h_b,
                         const lpattn_tensor *o, const lpattn_tensor *lse, const lpattn_tensor *h);
 lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr);
+lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *pr);
 
 } // namespace GPU_NS
 #endif

@@ -103,6 +103,7 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.quantize = gpu_quantize;
   gpu_vtable.dequantize = gpu_dequantize;
   gpu_vtable.attention = gpu_attention;
+  gpu_vtable.backward = gpu_backward;
   gpu_vtable.merge = gpu_merge;
   gpu_vtable.cache_create = lp_kv_create;
   gpu_vtable.cache_free = lp_kv_free;

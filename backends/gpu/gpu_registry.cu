@@ -1,6 +1,6 @@
 /* The kernel registry of the GPU backends: the rows of the generated
  * gen/registry.inc (codegen/manifest.py) of the backend being built, as an
- * attention table searched by head dim and dtype, and the one quantize,
+ * attention (and backward) table searched by head dim and dtype, and the one quantize,
  * dequantize and merge kernel. */
 #include "gpu_backend.h"
 
@@ -24,6 +24,7 @@ namespace GPU_NS {
   lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
   lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s) { return name(a, s); }
 #define GPU_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
+#define GPU_DECL_BWD(set, name) GPU_SET_##set(lpattn_status name(const lp_gpu_bwd_args *, cudaStream_t);)
 #define LPATTN_KERNEL(set, name, op, hd, dt) GPU_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -37,10 +38,33 @@ static const struct {
 #define GPU_ROW_DEQUANT(set, name, hd, dt)
 #define GPU_ROW_MERGE(set, name, hd, dt)
 #define GPU_ROW_DECODE(set, name, hd, dt)
+#define GPU_ROW_BWD(set, name, hd, dt)
 #define LPATTN_KERNEL(set, name, op, hd, dt) GPU_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL
     {0, 0, NULL}};
+
+/* the backward kernels (gen/lpattn_*_bwd_*), by head dim and dtype */
+static const struct {
+  int head_dim, dtype;
+  gpu_bwd_fn fn;
+} gpu_bwd_table[] = {
+#define GPU_BROW_BWD(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
+#define GPU_BROW_ATTN(set, name, hd, dt)
+#define GPU_BROW_QUANT(set, name, hd, dt)
+#define GPU_BROW_DEQUANT(set, name, hd, dt)
+#define GPU_BROW_MERGE(set, name, hd, dt)
+#define GPU_BROW_DECODE(set, name, hd, dt)
+#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_BROW_##op(set, name, hd, dt)
+#include "registry.inc"
+#undef LPATTN_KERNEL
+    {0, 0, NULL}};
+
+gpu_bwd_fn find_bwd(int64_t D, lpattn_dtype dt) {
+  for (size_t i = 0; gpu_bwd_table[i].fn; i++)
+    if (gpu_bwd_table[i].head_dim == D && gpu_bwd_table[i].dtype == (int)dt) return gpu_bwd_table[i].fn;
+  return NULL;
+}
 
 gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt) {
   for (size_t i = 0; gpu_attn_table[i].fn; i++)

@@ -33,6 +33,7 @@ typedef lpattn_status (*gpu_dec_fn)(const lp_gpu_pdecode_args *, cudaStream_t);
 #define GPU_POOL_DECL_DEQUANT(set, name)
 #define GPU_POOL_DECL_DECODE(set, name) GPU_POOL_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, cudaStream_t);)
 #define GPU_POOL_DECL_MERGE(set, name)
+#define GPU_POOL_DECL_BWD(set, name)
 #define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_DECL_##op(set, name)
 #include "registry.inc"
 #undef LPATTN_KERNEL
@@ -46,6 +47,7 @@ static const struct {
 #define GPU_POOL_ROW_QUANT(set, name, hd, dt)
 #define GPU_POOL_ROW_DEQUANT(set, name, hd, dt)
 #define GPU_POOL_ROW_MERGE(set, name, hd, dt)
+#define GPU_POOL_ROW_BWD(set, name, hd, dt)
 #define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_ROW_##op(set, name, hd, dt)
 #include "registry.inc"
 #undef LPATTN_KERNEL

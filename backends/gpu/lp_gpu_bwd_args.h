@@ -1,0 +1,38 @@
+/* Arguments of the GPU attention backward (SPEC 10, SEMANTICS "Backward"):
+ * shared by the host glue (backends/gpu/gpu_backward.cu) and the generated
+ * kernels (gen/lpattn_cuda_bwd_d<D>_<dtype>.cu). Plain C: passed by value. */
+#ifndef LP_GPU_BWD_ARGS_H
+#define LP_GPU_BWD_ARGS_H
+
+#include <stdint.h>
+#include "lpattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One backward call, every tile high: q, k, v and dout of the variant's
+ * 16-bit dtype; out and lse of the forward (out any float dtype, lse f32);
+ * dq, dk, dv any float dtype. rowlse and delta are workspace rows
+ * [B][Hq][Sq] that the preprocess kernel fills (rowlse: the LSE, +inf where
+ * it is -inf or the row is absent, so P = exp(s - rowlse) is 0 there). */
+typedef struct {
+  const void *q, *k, *v, *out, *dout;
+  int64_t sq[4], sk[4], sv[4], so[4], sdo[4];
+  int out_dtype;
+  const float *lse;
+  int64_t sl[4];
+  void *dq, *dk, *dv;
+  int64_t sdq[4], sdk[4], sdv[4];
+  int dq_dtype, dk_dtype, dv_dtype;
+  float *rowlse, *delta;
+  int B, Hq, Hkv, Sq, Skv, D;
+  int causal;
+  float sm_scale;
+  int vec16; /* q, k, v, dout rows are 16-byte aligned and contiguous in D */
+} lp_gpu_bwd_args;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
