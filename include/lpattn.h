@@ -354,7 +354,9 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * forward computed high are differentiated in high precision; the four
  * matmuls of a low tile quantize their operands in the tile's format along
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
- * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. */
+ * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED.
+ * Absolute positions as in the forward: given the whole rows' out and lse, a
+ * shard's dq (over its keys) and dk/dv (from its queries) are partial sums. */
 LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
                                                    const lpattn_tensor *k, const lpattn_tensor *v,
                                                    const lpattn_tensor *out, const lpattn_tensor *lse,
@@ -414,7 +416,9 @@ LPATTN_API lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache
  * positions (Sq <= tile; 1 for plain decode); their means are recorded as
  * by append. out like q. Params used: causal is implied; sm_scale,
  * thrift_budget/thrift_k, selection, check_finite (host backends: also
- * LPATTN_ERR_NONFINITE when a non-finite K/V/Q was appended). */
+ * LPATTN_ERR_NONFINITE when a non-finite K/V/Q was appended). positions:
+ * UNSUPPORTED (a cache holds its own positions; a shard of a sequence's keys
+ * is decoded with lpattn_attention and positions, then merged). */
 LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
                                        const lpattn_tensor *q, const lpattn_tensor *out,
                                        const lpattn_attn_params *params, const lpattn_attn_aux *aux);

@@ -58,7 +58,8 @@ def check_ring(rank, world, ld, lpattn):
         d, dl = odiff(prec, got, want), maxdiff(got_lse, want_lse)
         assert d <= BOUND[prec] and dl <= LSE_BOUND, (world, prec, d, dl)
         if rank == 0:
-            print(f"ring zigzag world {world} {prec}: O {d:.3g} (bound {BOUND[prec]}), "
+            print(f"ring zigzag world {world} {prec}: O {d:.3g} (bound {BOUND[prec]}), max |dO| "
+                  f"{maxdiff(got, want):.3g}, "
                   f"max |dLSE| {dl:.3g}")
     # contiguous layout, non-causal too
     for causal in (True, False):
@@ -111,6 +112,8 @@ def check_decode(rank, world, ld, lpattn):
                                          return_lse=True, backend=BACKEND)
             d, dl = odiff(prec, got, want), maxdiff(lse, want_lse)
             assert d <= BOUND[prec] and dl <= LSE_BOUND, ("decode", world, sq, prec, d, dl)
+            if rank == 0:
+                print(f"decode world {world} Sq {sq} {prec}: O {d:.3g}, max |dO| {maxdiff(got, want):.3g}")
 
 
 def check_backward(rank, world, ld, lpattn):
