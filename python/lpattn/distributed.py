@@ -104,6 +104,8 @@ def _merge(state, o, lse):
 
 def _start_ring(buf, rank, world, group):
     """Send buf to rank + 1 and receive the block of rank - 1 (async)."""
+    if world == 1:
+        return buf, []
     recv = torch.empty_like(buf)
     nxt, prv = (rank + 1) % world, (rank - 1) % world
     g = (lambda r: dist.get_global_rank(group, r)) if group is not None else (lambda r: r)
@@ -151,16 +153,19 @@ def _forward(q, k, v, causal, layout, group, kw):
 
 
 def _backward(q, k, v, out, lse, dout, causal, layout, group, kw, seed):
+    """Ring backward: K/V go around as in the forward; the dK/dV of a block
+    travel one hop behind it, so each transfer overlaps the next step's
+    compute, and after `world` hops each block's dK/dV are home."""
     rank, world = _group_info(group)
     n = q.shape[2]
     segs, bk = shard_positions(n, rank, world, layout), kw.get("block_k") or 64
     dq = torch.zeros_like(q, dtype=torch.float32)
-    # The travelling block: K, V and the dK, dV collected for them so far.
     kv = torch.stack([k, v]).contiguous()
-    dkv = torch.zeros(kv.shape, dtype=torch.float32, device=kv.device)
+    pend_d = None  # the dK/dV of the block in hand, collected by the ranks before
     for step in range(world):
         src = (rank - step) % world
         pend_kv = _start_ring(kv, rank, world, group) if step < world - 1 else None
+        dkv = torch.zeros(kv.shape, dtype=torch.float32, device=kv.device)
         for qp, qo, nq in segs:
             qs = slice(qo, qo + nq)
             for kp, ko, nk in shard_positions(n, src, world, layout):
@@ -174,13 +179,15 @@ def _backward(q, k, v, out, lse, dout, causal, layout, group, kw, seed):
                 dq[:, :, qs] += g[0].float()
                 dkv[0][:, :, ks] += g[1].float()
                 dkv[1][:, :, ks] += g[2].float()
-        # dK/dV travel with their block; after `world` hops they are home.
+        if pend_d is not None:
+            _finish_ring(pend_d[1])
+            dkv += pend_d[0]
         pend_d = _start_ring(dkv, rank, world, group)
         if pend_kv is not None:
             kv = pend_kv[0]
             _finish_ring(pend_kv[1])
-        dkv = pend_d[0]
-        _finish_ring(pend_d[1])
+    _finish_ring(pend_d[1])
+    dkv = pend_d[0]
     return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype)
 
 

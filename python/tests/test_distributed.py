@@ -150,6 +150,49 @@ def _worker(rank, world, init):
 
 
 @unittest.skipIf(not HAVE, "torch.distributed with gloo is not available")
+class Helpers(unittest.TestCase):
+    def test_pair_kw(self):
+        import lpattn.distributed as ld
+        self.assertIsNone(ld._pair_kw(True, 0, 64, 64, 64, 64))  # keys all in the future
+        self.assertEqual(ld._pair_kw(True, 128, 64, 0, 128, 64), {"causal": False})
+        # a partial last tile is diagonal (high) in the whole call: not non-causal
+        self.assertEqual(ld._pair_kw(True, 292, 1, 128, 165, 64), {"causal": True})
+        self.assertEqual(ld._pair_kw(True, 128, 128, 64, 128, 64),
+                         {"causal": True, "q_start": 128, "kv_start": 64})
+        self.assertEqual(ld._pair_kw(False, 0, 64, 64, 64, 64), {"causal": False})
+
+    def test_positions_errors(self):
+        import lpattn
+        q, k, v = data(128)
+        with self.assertRaisesRegex(lpattn.LpattnError, "multiple of block_k = 64"):
+            lpattn.attention(q, k, v, causal=True, kv_start=32, backend=BACKEND)
+        with self.assertRaises(lpattn.UnsupportedError):
+            lpattn.attention(q, k, v, causal=True, precision="thrift", kv_start=64,
+                             backend=BACKEND)
+        # the default call, spelled with positions
+        a = lpattn.attention(q, k, v, causal=True, backend=BACKEND)
+        b = lpattn.attention(q, k, v, causal=True, q_start=0, kv_start=0, backend=BACKEND)
+        self.assertTrue(torch.equal(a, b))
+
+    def test_one_rank(self):
+        import lpattn
+        import lpattn.distributed as ld
+        with tempfile.TemporaryDirectory() as tmp:
+            dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "r"),
+                                    rank=0, world_size=1)
+            try:
+                q, k, v = data(256, seed=40)
+                want = lpattn.attention(q, k, v, causal=True, precision="high", backend=BACKEND)
+                parts = [x.clone().requires_grad_() for x in (q, k, v)]
+                out, _ = ld.ring_attention(*parts, causal=True, precision="high", backend=BACKEND)
+                self.assertLessEqual(maxdiff(out, want), BOUND["high"])
+                out.sum().backward()
+                self.assertTrue(all(p.grad is not None for p in parts))
+            finally:
+                dist.destroy_process_group()
+
+
+@unittest.skipIf(not HAVE, "torch.distributed with gloo is not available")
 class Distributed(unittest.TestCase):
     def run_world(self, world):
         import lpattn
@@ -157,7 +200,9 @@ class Distributed(unittest.TestCase):
             self.skipTest(f"the {BACKEND} backend is not built")
         with tempfile.TemporaryDirectory() as tmp:
             # fork: the workers inherit the imported torch (spawn re-imports it
-            # in every process: ~5 s of CPU each); nothing ran in torch yet.
+            # in every process: ~5 s of CPU each). No torch op has run in this
+            # process yet (unittest runs Distributed before Helpers: classes
+            # sorted by name), so no OpenMP pool is forked.
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
             mp.start_processes(_worker, args=(world, os.path.join(tmp, "rendezvous")),
                                nprocs=world, join=True, start_method=method)
