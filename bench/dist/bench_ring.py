@@ -3,6 +3,8 @@ over torch.distributed (NCCL), scaling vs one GPU measured in the same run.
 
     torchrun --nproc-per-node 2 bench/dist/bench_ring.py            # 2 x H200
     torchrun --nproc-per-node 2 bench/dist/bench_ring.py --quick    # smoke run
+    torchrun --nproc-per-node 2 bench/dist/bench_ring.py --cpu      # gloo, cpu backend,
+                                                                    # tiny sizes (script check)
 
 Needs the lpattn Python package with the cuda backend (pip install . with
 -Dcuda=enabled) and torch with NCCL. Rank 0 prints one row per case:
@@ -18,8 +20,9 @@ row says so). Decode: one query token (batch 8 sequences), the cache of
 quantized by the call: this measures the sharded attention + merge, not a
 paged pool). Precisions: high and nvfp4.
 
-Written for the two-H200 run; not run at the time of writing (no GPU in that
-session). The GPU backends take positions only for fully visible and
+Written for the two-H200 run; not run on GPUs at the time of writing (no GPU
+in that session); `--cpu` (2 gloo processes, the cpu backend) ran as a check
+of the script, its times mean nothing. The GPU backends take positions only for fully visible and
 equal-length diagonal blocks, which is what the zigzag ring produces.
 """
 import argparse
@@ -32,16 +35,23 @@ import torch.distributed as dist
 import lpattn
 import lpattn.distributed as ld
 
+DEV, BACKEND = "cuda", "cuda"
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
 
 def timed(fn, reps, group=None):
     fn()  # warm-up (workspace growth, kernel load)
-    torch.cuda.synchronize()
+    sync()
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
-    torch.cuda.synchronize()
-    dt = torch.tensor([(time.perf_counter() - t0) / reps], device="cuda")
+    sync()
+    dt = torch.tensor([(time.perf_counter() - t0) / reps], device=DEV)
     dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=group)
     return dt.item()
 
@@ -52,57 +62,62 @@ def single(fn, reps):
     if dist.get_rank() == 0:
         try:
             fn()
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
-            torch.cuda.synchronize()
+            sync()
             t = (time.perf_counter() - t0) / reps
         except (torch.cuda.OutOfMemoryError, lpattn.LpattnError) as e:
-            print(f"  one GPU: {type(e).__name__}: {e}")
-    torch.cuda.empty_cache()
+            print(f"  one device: {type(e).__name__}: {e}")
+    empty_cache()
     dist.barrier()
     return t
+
+
+def empty_cache():
+    if DEV == "cuda":
+        torch.cuda.empty_cache()
 
 
 def row(name, n, prec, t1, tr, world):
     if dist.get_rank():
         return
     if t1 is None:
-        print(f"{name:8s} {n:>8d} {prec:6s} one GPU: n/a      {world} GPUs: {tr * 1e3:9.2f} ms")
+        print(f"{name:8s} {n:>8d} {prec:6s} one device: n/a      {world} ranks: {tr * 1e3:9.2f} ms")
         return
     s = t1 / tr
-    print(f"{name:8s} {n:>8d} {prec:6s} one GPU: {t1 * 1e3:9.2f} ms  {world} GPUs: "
+    print(f"{name:8s} {n:>8d} {prec:6s} one device: {t1 * 1e3:9.2f} ms  {world} ranks: "
           f"{tr * 1e3:9.2f} ms  speed-up {s:5.2f}x  efficiency {s / world:5.1%}", flush=True)
 
 
 def prefill(n, prec, reps, world, rank):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    mk = lambda h: torch.randn(1, h, n, 128, device="cuda", dtype=torch.bfloat16, generator=g)  # noqa
+    g = torch.Generator(device=DEV).manual_seed(0)
+    mk = lambda h: torch.randn(1, h, n, 128, device=DEV, dtype=torch.bfloat16, generator=g)  # noqa
     q, k, v = mk(32), mk(8), mk(8)
-    kw = dict(precision=prec, backend="cuda")
+    kw = dict(precision=prec, backend=BACKEND)
     t1 = single(lambda: lpattn.attention(q, k, v, causal=True, **kw), reps)
     parts = [ld.zigzag_shard(x, rank, world) for x in (q, k, v)]
     del q, k, v
-    torch.cuda.empty_cache()
+    empty_cache()
     tr = timed(lambda: ld.ring_attention(*parts, causal=True, **kw), reps)
     row("prefill", n, prec, t1, tr, world)
 
 
 def decode(n, prec, reps, world, rank, batch=8):
-    g = torch.Generator(device="cuda").manual_seed(1)
-    q = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    g = torch.Generator(device=DEV).manual_seed(1)
+    q = torch.randn(batch, 32, 1, 128, device=DEV, dtype=torch.bfloat16, generator=g)
     per = (n // world // 64) * 64
     s0 = rank * per
     s1 = n if rank == world - 1 else s0 + per
-    kw = dict(precision=prec, backend="cuda")
+    kw = dict(precision=prec, backend=BACKEND)
     t1 = None
     if n * batch * 8 * 128 * 2 * 2 <= 40 * 2**30:  # the whole cache on one GPU
-        kall = torch.randn(batch, 8, n, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+        kall = torch.randn(batch, 8, n, 128, device=DEV, dtype=torch.bfloat16, generator=g)
         t1 = single(lambda: lpattn.attention(q, kall, kall, causal=True, **kw), reps)
         del kall
-        torch.cuda.empty_cache()
-    k = torch.randn(batch, 8, s1 - s0, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+        empty_cache()
+    k = torch.randn(batch, 8, s1 - s0, 128, device=DEV, dtype=torch.bfloat16, generator=g)
     tr = timed(lambda: ld.sharded_decode(q, k, k, s0, q_start=n - 1, **kw), reps)
     row("decode", n, prec, t1, tr, world)
 
@@ -111,15 +126,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cpu", action="store_true", help="gloo and the cpu backend, tiny sizes")
     a = ap.parse_args()
+    global DEV, BACKEND
     rank = int(os.environ.get("RANK", 0))
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    dist.init_process_group("nccl")
+    if a.cpu:
+        DEV, BACKEND = "cpu", "cpu"
+        dist.init_process_group("gloo")
+        sizes, dec = [1024, 2048], 8192
+    else:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+        dist.init_process_group("nccl")
+        sizes = [8192, 16384] if a.quick else [131072, 262144, 524288]
+        dec = 65536 if a.quick else 1 << 20
     world = dist.get_world_size()
-    sizes = [8192, 16384] if a.quick else [131072, 262144, 524288]
-    dec = 65536 if a.quick else 1 << 20
     if rank == 0:
-        print(f"lpattn {lpattn.__version__}, {world} ranks, {torch.cuda.get_device_name()}")
+        name = torch.cuda.get_device_name() if DEV == "cuda" else "CPU (gloo)"
+        print(f"lpattn {lpattn.__version__}, {world} ranks, {name}")
     for prec in ("high", "nvfp4"):
         for n in sizes:
             prefill(n, prec, a.reps, world, rank)
