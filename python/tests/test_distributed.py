@@ -1,4 +1,4 @@
-"""lpattn.distributed on CPU: 2 and 3 processes over gloo (torch.multiprocessing,
+"""lpattn.distributed on CPU: 2, 3 and 4 processes over gloo (torch.multiprocessing,
 file:// rendezvous). Ring prefill (zigzag and contiguous), sharded
 decode and the ring backward equal the single-process call within the bounds
 of docs/SEMANTICS.md "Absolute positions"; the causal leak test holds across
@@ -212,6 +212,9 @@ class Distributed(unittest.TestCase):
 
     def test_three_ranks(self):
         self.run_world(3)
+
+    def test_four_ranks(self):
+        self.run_world(4)
 
 
 if __name__ == "__main__":
