@@ -175,6 +175,33 @@ static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux 
   return LPATTN_OK;
 }
 
+/* Absolute positions (lpattn.h, SEMANTICS "Absolute positions") -> pr->off. */
+static lpattn_status resolve_positions(const lpattn_attn_params *p, lpattn_attn_problem *pr) {
+  const lpattn_status bad = LPATTN_ERR_INVALID_ARGUMENT;
+  const int64_t lim = (int64_t)1 << 62;
+  pr->off = pr->Skv - pr->Sq;
+  if (p->positions != 0 && p->positions != 1)
+    return lp_fail(bad, "params.positions = %d, expected 0 (bottom-right) or 1 (absolute)", p->positions);
+  if (!p->positions) {
+    if (p->q_start || p->kv_start)
+      return lp_fail(bad, "params.q_start = %lld, kv_start = %lld need params.positions = 1",
+                     (long long)p->q_start, (long long)p->kv_start);
+    return LPATTN_OK;
+  }
+  if (p->q_start < 0 || p->kv_start < 0 || p->q_start > lim - pr->Sq || p->kv_start > lim - pr->Skv)
+    return lp_fail(bad, "params.q_start = %lld, kv_start = %lld: expected >= 0 and start + length "
+                   "<= 2^62", (long long)p->q_start, (long long)p->kv_start);
+  if (p->kv_start % pr->Bk)
+    return lp_fail(bad, "params.kv_start = %lld is not a multiple of block_k = %d: a key shard must "
+                   "quantize the whole sequence's KV tiles", (long long)p->kv_start, pr->Bk);
+  if (pr->precision == LPATTN_PREC_THRIFT && (p->q_start || p->kv_start))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "THRIFT with params.q_start = %lld, kv_start = %lld: its "
+                   "top-k needs the scores of the whole sequence's tiles",
+                   (long long)p->q_start, (long long)p->kv_start);
+  pr->off = p->q_start - p->kv_start;
+  return LPATTN_OK;
+}
+
 /* Validates a prefill call and resolves it into *pr (its optional outputs
  * live in *aux). Shared by lpattn_attention and lpattn_attention_backward. */
 lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
@@ -214,6 +241,7 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
     return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "q.shape[2] = %lld, k.shape[2] = %lld: at most 2^31 - 1",
                    (long long)pr.Sq, (long long)pr.Skv);
   TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
+  TRY(resolve_positions(&p, &pr));
   TRY(resolve_aux(aux_in, auxp, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
   /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
@@ -373,7 +401,11 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
   memset(pr, 0, sizeof *pr);
   pr->B = B, pr->Hq = sp->num_q_heads, pr->Hkv = sp->num_kv_heads;
   pr->Sq = Sq, pr->Skv = max_len, pr->D = sp->head_dim;
+  if (p.positions || p.q_start || p.kv_start) /* the cache knows its positions */
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.positions: decode takes positions from the cache; "
+                   "use lpattn_attention for a shard of a sequence");
   TRY(resolve_params(&p, pr->D, pr->Skv, pr));
+  pr->off = pr->Skv - pr->Sq;
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   TRY(resolve_aux(aux_in, aux, pr));
   if (pr->selection) /* decode has no selection output */

@@ -27,6 +27,8 @@ typedef struct {
   int score_f16;
   int mx_round_up;
   float thrift_budget;        /* decode derives k from it when thrift_k == 0 */
+  int64_t off;                /* causal: row r sees key c iff c <= r + off; Skv - Sq,
+                                 or q_start - kv_start with absolute positions */
 } lpattn_attn_problem;
 
 /* Derived parameters, each rule written once (core/thrift.c); core resolves

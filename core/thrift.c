@@ -110,7 +110,7 @@ void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, f
 
 int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
                       int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode) {
-  const int64_t Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
+  const int64_t Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
   int64_t last_full = -1;
   for (int64_t j = 0; j < nkt; j++) {

@@ -18,7 +18,8 @@ enum { LP_MODE_SKIP = 0, LP_MODE_HIGH = 1, LP_MODE_LOW = 2 };
 
 /* Query rows r0..r1 (inclusive, r1 clipped to Sq-1) and keys c0..c1 with
  * c1 = c0 + Bk - 1 NOT clipped to Skv-1, so a partial last KV tile is never
- * full under the causal mask, as in decode; off = Skv - Sq. Non-causal: FULL. */
+ * full under the causal mask, as in decode; off = pr->off (Skv - Sq, or
+ * q_start - kv_start with absolute positions). Non-causal: FULL. */
 int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
 /* Number of tiles of size b covering n items. */

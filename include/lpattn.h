@@ -292,6 +292,24 @@ typedef struct {
   int mx_scale_round_up;       /* MXFP4 scale rule, see lpattn_quant_params */
   int check_finite;            /* LPATTN_ERR_NONFINITE on non-finite Q/K/V (host
                                   backends; GPU backends answer UNSUPPORTED) */
+  /* Absolute positions (context parallelism: a call holds a shard of the
+   * queries and/or keys of a longer sequence; docs/SEMANTICS.md "Absolute
+   * positions"). positions = 0 (default): the mask is bottom-right aligned
+   * (SPEC 1) and q_start = kv_start = 0 are required. positions = 1: query
+   * row r is at position q_start + r, key c at kv_start + c, and under causal
+   * row r sees key c iff kv_start + c <= q_start + r. Both >= 0, each start
+   * plus its length at most 2^62; kv_start a multiple of block_k (so a shard
+   * quantizes the whole sequence's KV tiles). Query tiles stay the call's
+   * rows [i*Bq, (i+1)*Bq): a query shard gets the whole call's tile classes
+   * when it starts a multiple of block_q after the whole call's first query.
+   * A key shard other than the sequence's last must hold whole tiles.
+   * THRIFT with a nonzero start: UNSUPPORTED (its top-k needs every tile's
+   * score). cuda/hip: UNSUPPORTED unless q_start - kv_start == Skv - Sq (the
+   * bottom-right mask; non-causal calls ignore the starts). With positions =
+   * 1 and zero starts, a call with Sq == Skv is bitwise the default call. */
+  int64_t q_start;
+  int64_t kv_start;
+  int positions;
 } lpattn_attn_params;
 
 LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);
@@ -340,7 +358,9 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
  * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. CUDA
  * (HIGH, D = 64/128) is experimental until validated on a GPU: UNSUPPORTED
- * unless the environment variable LPATTN_GPU_BACKWARD=1 is set (SEMANTICS). */
+ * unless the environment variable LPATTN_GPU_BACKWARD=1 is set (SEMANTICS).
+ * Absolute positions as in the forward: given the whole rows' out and lse, a
+ * shard's dq (over its keys) and dk/dv (from its queries) are partial sums. */
 LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
                                                    const lpattn_tensor *k, const lpattn_tensor *v,
                                                    const lpattn_tensor *out, const lpattn_tensor *lse,
@@ -400,7 +420,9 @@ LPATTN_API lpattn_status lpattn_kv_cache_append(lpattn_ctx *ctx, lpattn_kv_cache
  * positions (Sq <= tile; 1 for plain decode); their means are recorded as
  * by append. out like q. Params used: causal is implied; sm_scale,
  * thrift_budget/thrift_k, selection, check_finite (host backends: also
- * LPATTN_ERR_NONFINITE when a non-finite K/V/Q was appended). */
+ * LPATTN_ERR_NONFINITE when a non-finite K/V/Q was appended). positions:
+ * UNSUPPORTED (a cache holds its own positions; a shard of a sequence's keys
+ * is decoded with lpattn_attention and positions, then merged). */
 LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
                                        const lpattn_tensor *q, const lpattn_tensor *out,
                                        const lpattn_attn_params *params, const lpattn_attn_aux *aux);

@@ -308,7 +308,7 @@ static inline bool Geometry(const AttnJob &job, int64_t item, Geom *g) {
   const lpattn_attn_problem &pr = *job.pr;
   g->qt = item % job.nqt, g->hq = (item / job.nqt) % pr.Hq, g->b = item / job.nqt / pr.Hq;
   g->r0 = g->qt * pr.Bq, g->nr = pr.Sq - g->r0 < pr.Bq ? pr.Sq - g->r0 : pr.Bq;
-  g->skv = pr.Skv, g->off = pr.Skv - pr.Sq, g->nkt = job.nkt, g->k = pr.thrift_k;
+  g->skv = pr.Skv, g->off = pr.off, g->nkt = job.nkt, g->k = pr.thrift_k;
   return true;
 }
 

@@ -162,7 +162,7 @@ HWY_INLINE void StoreRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t 
 HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
   const lpattn_bwd_problem &bp = *job.bp;
   const lpattn_attn_problem &pr = bp.f;
-  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.Skv - pr.Sq;
+  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.off;
   const int64_t r0 = i * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq;
   memset(w.Q.data(), 0, sizeof(float) * (size_t)(Bq * D));
   memset(w.dO.data(), 0, sizeof(float) * (size_t)(Bq * D));

@@ -109,7 +109,7 @@ DecodeKernel FindDecodeKernel();
 // single online-softmax pass), written straight to the outputs.
 struct SmallJob {
   const lpattn_attn_problem *pr;
-  int64_t D, Bk, G, Sq, R, off;  // R = G * Sq rows per item; off = Skv - Sq
+  int64_t D, Bk, G, Sq, R, off;  // R = G * Sq rows per item; off = pr.off
 };
 typedef void (*SmallQKernel)(const SmallJob &job, int64_t item, DecScratch *w);
 SmallQKernel FindSmallQKernel();

@@ -51,7 +51,7 @@ lpattn_status SmallQAttention(Ctx *c, const lpattn_attn_problem *pr) {
   SmallJob job;
   job.pr = pr;
   job.D = pr->D, job.Bk = pr->Bk, job.G = pr->Hq / pr->Hkv, job.Sq = pr->Sq;
-  job.R = job.G * job.Sq, job.off = pr->Skv - pr->Sq;
+  job.R = job.G * job.Sq, job.off = pr->off;
   try {
     c->dec.resize(c->scratch.size());
     for (DecScratch &w : c->dec) w.Size(job);

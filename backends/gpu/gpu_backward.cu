@@ -41,6 +41,9 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
                    "set LPATTN_GPU_BACKWARD=1 to use it");
   if (pr->precision != LPATTN_PREC_HIGH)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no low tiles yet: precision HIGH only");
+  if (pr->causal && pr->off != pr->Skv - pr->Sq)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward takes causal positions only bottom-right "
+                   "aligned (kv_start + Skv = q_start + Sq)");
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || pr->v->dtype != dt || bp->dout->dtype != dt)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward needs q, k, v and dout of one dtype");

@@ -10,6 +10,9 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
   if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
+  /* The kernels mask with Skv - Sq: other absolute positions are not taken
+   * (lpattn.h "Absolute positions") until a GPU test checks them. */
+  if (pr->causal && pr->off != pr->Skv - pr->Sq) return LPATTN_ERR_UNSUPPORTED;
   if (pr->pasa && dt != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* f16 scores need f16 Q */
   gpu_attn_fn fn = find_attn(pr->D, dt);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;

@@ -76,7 +76,7 @@ static void write_row(const lpattn_attn_problem *pr, const ref_row *st, float *o
 /* One query tile of one q head against K/V of its kv head (in bf). */
 static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefill_buf *bf,
                        int64_t b, int64_t hq, int64_t i, int64_t nkt) {
-  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
+  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
   ref_load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
   const int64_t last_full = lp_tile_plan(pr, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,

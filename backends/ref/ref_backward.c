@@ -186,7 +186,7 @@ static void store(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int6
 /* Query tile i of q head hq: dQ rows, and its share of dK/dV. */
 static void query_tile(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
   const lpattn_attn_problem *pr = w->pr;
-  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->Skv - pr->Sq;
+  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
   memset(w->Q, 0, sizeof(float) * (size_t)(Bq * D)), memset(w->dO, 0, sizeof(float) * (size_t)(Bq * D));
   ref_load_rows(pr->q, b, hq, r0, nr, D, w->Q);

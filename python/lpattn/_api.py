@@ -30,7 +30,8 @@ def _views(*named, stream_of=None):
 
 def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=None,
                 thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None, block_q=None,
-                block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False):
+                block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False,
+                q_start=None, kv_start=None):
     p = _lib.init(_lib.AttnParams, "lpattn_attn_params_init")
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.causal = int(bool(causal))
@@ -51,6 +52,8 @@ def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=No
     p.check_finite = int(bool(check_finite))
     p.leaky = int(bool(leaky))
     p.mx_scale_round_up = int(bool(mx_scale_round_up))
+    if q_start is not None or kv_start is not None:  # absolute positions (lpattn.h)
+        p.positions, p.q_start, p.kv_start = 1, int(q_start or 0), int(kv_start or 0)
     return p
 
 
@@ -72,7 +75,7 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
               block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
-              mx_scale_round_up=False):
+              mx_scale_round_up=False, q_start=None, kv_start=None):
     """softmax(sm_scale q k^T [causal mask]) v in lpattn's low precision.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
@@ -83,7 +86,11 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     the selection in thrift_low). leaky (research only): every tile low with
     scales spanning the tile (the future-leakage paper's "leaky" baseline).
     mx_scale_round_up: MXFP4's scale rule that never clips (use it for
-    training). Returns out (q's kind, dtype and layout), or
+    training). q_start / kv_start (either given: absolute positions): the
+    sequence positions of the first query and the first key, for a shard of
+    a longer sequence (kv_start a multiple of block_k; the causal mask is
+    then key position <= query position; lpattn.h "Absolute positions").
+    Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv = _views(("q", q), ("k", k), ("v", v))
@@ -95,7 +102,8 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
         out = _dlpack.empty(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "float32"))
     ov = _dlpack.View(out, "out")
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                    pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up)
+                    pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
+                    q_start, kv_start)
     aux, rows = _row_outputs(q, B, H, S, return_lse, return_entropy)
     to = ov.tensor(perm)
     call("attention", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
@@ -110,13 +118,15 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp
                        layout="bhsd", sm_scale=None, thrift_budget=None, thrift_k=None,
                        thrift_low="nvfp4", pasa=False, pasa_beta=None, backend="auto",
                        block_q=None, block_k=None, seed=0, leaky=False,
-                       mx_scale_round_up=False):
+                       mx_scale_round_up=False, q_start=None, kv_start=None):
     """Gradients (dq, dk, dv) of attention(q, k, v, ...) (SPEC 10) from the
     forward's out and lse ([B, Hq, Sq] float32, return_lse=True) and dout.
     Pass the forward's keywords. Tiles the forward computed high are
     differentiated exactly; low tiles quantize the backward products'
     operands with stochastic rounding drawn from `seed`. dk/dv are summed
-    over the q heads of a GQA group."""
+    over the q heads of a GQA group. q_start / kv_start as attention: a
+    shard's partial gradients (dq over its keys, dk/dv from its queries)
+    given the whole row's out and lse."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv, ov, lv, gv = _views(("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
                                      ("dout", dout))
@@ -135,7 +145,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp
     g.dq, g.dk, g.dv = (_dlpack.View(a, n).tensor(perm) for a, n in zip(grads, ("dq", "dk", "dv")))
     g.seed = int(seed) & (2 ** 64 - 1)
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                    pasa_beta, block_q, block_k, leaky=leaky, mx_scale_round_up=mx_scale_round_up)
+                    pasa_beta, block_q, block_k, leaky=leaky, mx_scale_round_up=mx_scale_round_up,
+                    q_start=q_start, kv_start=kv_start)
     call("attention_backward", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
          ctypes.byref(to), ctypes.byref(tl), ctypes.byref(tg), ctypes.byref(p), ctypes.byref(g))
     return tuple(_dlpack.finish(q, a) for a in grads)

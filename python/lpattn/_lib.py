@@ -52,7 +52,9 @@ class AttnParams(ctypes.Structure):
                 ("thrift_low", ctypes.c_int), ("thrift_budget", ctypes.c_float),
                 ("thrift_k", ctypes.c_int), ("selection", ctypes.c_int), ("pasa", ctypes.c_int),
                 ("pasa_beta", ctypes.c_float), ("score_f16", ctypes.c_int),
-                ("mx_scale_round_up", ctypes.c_int), ("check_finite", ctypes.c_int)]
+                ("mx_scale_round_up", ctypes.c_int), ("check_finite", ctypes.c_int),
+                ("q_start", ctypes.c_int64), ("kv_start", ctypes.c_int64),
+                ("positions", ctypes.c_int)]
 
 
 class AttnAux(ctypes.Structure):

@@ -8,16 +8,20 @@ import unittest
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [here, os.path.dirname(here)]
 
-try:
-    import numpy  # noqa: F401
-except ImportError:
-    print("SKIP: NumPy is not installed")
-    sys.exit(77)
+def main():
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("SKIP: NumPy is not installed")
+        sys.exit(77)
+    suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    sys.exit(1 if failed else 77 if result.testsRun and skipped == result.testsRun else 0)
 
-suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1])
-result = unittest.TextTestRunner(verbosity=2).run(suite)
-failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-skipped = len(result.skipped)
-passed = result.testsRun - failed - skipped
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(1 if failed else 77 if result.testsRun and skipped == result.testsRun else 0)
+
+if __name__ == "__main__":  # spawned workers (test_distributed) import this file again
+    main()

@@ -104,6 +104,11 @@ static void fuzz_attention(fz_in *r, lpattn_ctx *ctx) {
   const int nonfinite = fz_rare(r, 6);
   lpattn_attn_params p;
   attn_params(r, &p, &sane);
+  if (fz_rare(r, 8)) { /* absolute positions (lpattn.h): valid, unaligned, negative, bad mode */
+    p.positions = fz_rare(r, 16) ? 2 : 1;
+    p.q_start = (int64_t)fz_pick(r, 300) - (fz_rare(r, 16) ? 400 : 0);
+    p.kv_start = (int64_t)fz_pick(r, 5) * (fz_rare(r, 8) ? 48 : 64);
+  }
   const int64_t qs[4] = {B, hq, sq, D}, ks[4] = {B, hkv, skv, D};
   fz_tensor q, k, v, o, lse, ent, sel;
   const lpattn_dtype kd = float_dtype(r);
