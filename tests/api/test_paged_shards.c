@@ -5,7 +5,8 @@
  * the single-pool decode of the whole sequences:
  * - shards cut at chunk borders (multiples of LP_DECODE_CHUNK_TILES pages):
  *   every chunk is the whole decode's, so every precision is within the
- *   merge's f32 rounding (max |dO|, |dLSE| <= 2e-6 on unit data);
+ *   merge's f32 rounding (max |dO|, |dLSE| <= 2e-6 on unit data), and
+ *   bitwise equal with one chunk per shard (the decode's own merge order);
  * - shards cut inside chunks: the chunks at a cut quantize P against their
  *   own running max (bounds as SEMANTICS "Absolute positions": HIGH and
  *   NVFP4 the merge's rounding, FP8 and MXFP4 a share of their own error);
@@ -198,6 +199,11 @@ static void diffs(const result *a, const result *b, int64_t Sq, double *maxo, do
   *rel = sqrt(num / den);
 }
 
+static int same(const result *a, const result *b, int64_t Sq) {
+  return !memcmp(a->o, b->o, sizeof(float) * (size_t)(NS * HQ * Sq * D)) &&
+         !memcmp(a->lse, b->lse, sizeof(float) * (size_t)(NS * HQ * Sq));
+}
+
 static void vs_whole(lpattn_ctx *ctx, const variant *va, int64_t Sq) {
   static const int cuts[3][2] = {{CH, 0}, {CH, 2 * CH}, {7, 23}};
   static const int nrs[3] = {2, 3, 3};
@@ -212,7 +218,7 @@ static void vs_whole(lpattn_ctx *ctx, const variant *va, int64_t Sq) {
   diffs(&whole, &high[Sq > 1], Sq, &unused, &own, &unused);
   /* The whole sequence as the "last shard" (kv_start 0): bitwise the default. */
   CHECK_STATUS(decode(ctx, &one[0], 1, Sq, &alone), LPATTN_OK);
-  CHECK(!memcmp(&alone, &whole, sizeof alone), "%s Sq=%lld: positions with kv_start 0 differ",
+  CHECK(same(&alone, &whole, Sq), "%s Sq=%lld: positions with kv_start 0 differ",
         va->name, (long long)Sq);
   for (int c = 0; c < 3; c++) {
     if (!make_ranks(ctx, va->prec, cuts[c], nrs[c], Sq, rk)) return;
@@ -225,6 +231,10 @@ static void vs_whole(lpattn_ctx *ctx, const variant *va, int64_t Sq) {
     const double m = aligned || va->prec == LPATTN_PREC_HIGH ? mo : rel;
     CHECK(m <= bo && ml <= 2e-6, "%s Sq=%lld cuts %d,%d: O %.3g (bound %.3g), LSE %.3g", va->name,
           (long long)Sq, cuts[c][0], cuts[c][1], m, bo, ml);
+    /* One chunk per run, merged left to right: the decode's own fold, bitwise. */
+    if (c == 1)
+      CHECK(same(&got, &whole, Sq), "%s Sq=%lld: one chunk per rank is not bitwise",
+            va->name, (long long)Sq);
     printf("%-5s Sq=%-2lld %d ranks, cuts at pages %2d,%2d (%s): max |dO| %.2e, rel L2 %.2e "
            "(%.2f of its own %.2e to HIGH), max |dLSE| %.2e\n", va->name, (long long)Sq, nrs[c],
            cuts[c][0], nrs[c] > 2 ? cuts[c][1] : 0, aligned ? "chunk borders" : "inside chunks", mo,
