@@ -15,6 +15,7 @@
  *   merged rows <= t are bitwise unchanged;
  * - bad positions get statuses with specific lpattn_last_error details. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "lpattn.h"
@@ -136,8 +137,10 @@ typedef struct {
   float o[NS * HQ * T * D], lse[NS * HQ * T];
 } result;
 
-/* Decodes the last Sq positions of every sequence from rank r. */
-static lpattn_status decode(lpattn_ctx *ctx, shard_t *r, int positions, int64_t Sq, result *res) {
+/* Decodes the last Sq positions of every sequence from rank r's pool, with
+ * batch b (NULL: batch_of(r, positions)). */
+static lpattn_status decode_b(lpattn_ctx *ctx, shard_t *r, const lpattn_kv_batch *bin,
+                              int positions, int64_t Sq, result *res) {
   static float qb[NS * HQ * T * D];
   for (int s = 0; s < NS; s++)
     for (int h = 0; h < HQ; h++)
@@ -148,10 +151,14 @@ static lpattn_status decode(lpattn_ctx *ctx, shard_t *r, int positions, int64_t 
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   aux.lse = lpattn_tensor_4d(res->lse, LPATTN_F32, NS, HQ, Sq, 1);
-  lpattn_kv_batch b = batch_of(r, positions);
+  lpattn_kv_batch b = bin ? *bin : batch_of(r, positions);
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
   return lpattn_paged_decode(ctx, r->pool, &b, &q, &o, &p, &aux);
+}
+
+static lpattn_status decode(lpattn_ctx *ctx, shard_t *r, int positions, int64_t Sq, result *res) {
+  return decode_b(ctx, r, NULL, positions, Sq, res);
 }
 
 /* The ranks' decodes merged in key order into m. */
@@ -322,6 +329,13 @@ static void bad_positions(lpattn_ctx *ctx) {
   x = rk[1];
   x.kv0[0] = 0;
   CHECK_STATUS(decode(ctx, &x, 1, Sq, &res), LPATTN_ERR_INVALID_ARGUMENT);
+  /* A caller built before kv_start/q_start (smaller struct_size): no positions. */
+  static result plain, old;
+  CHECK_STATUS(decode(ctx, &rk[0], 0, Sq, &plain), LPATTN_OK);
+  b = batch_of(&rk[0], 1);
+  b.struct_size = offsetof(lpattn_kv_batch, kv_start);
+  CHECK_STATUS(decode_b(ctx, &rk[0], &b, 1, Sq, &old), LPATTN_OK);
+  CHECK(same(&plain, &old, Sq), "an old-size batch is not the decode without positions");
   /* params.positions stays the attention's */
   b = batch_of(&rk[0], 1);
   p.positions = 1;
