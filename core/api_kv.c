@@ -297,6 +297,7 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
   TRY(take_batch(batch, &b));
+  b.kv_start.data = b.q_start.data = NULL; /* decode only: the readers never see them here */
   LP_TRY_ARG("k", lp_check_view(k, 0));
   LP_TRY_ARG("v", lp_check_view(v, 0));
   if (q) LP_TRY_ARG("q", lp_check_view(q, 0));
