@@ -297,6 +297,7 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
   TRY(take_batch(batch, &b));
+  b.kv_start.data = b.q_start.data = NULL; /* decode only: the readers never see them here */
   LP_TRY_ARG("k", lp_check_view(k, 0));
   LP_TRY_ARG("v", lp_check_view(v, 0));
   if (q) LP_TRY_ARG("q", lp_check_view(q, 0));
@@ -340,6 +341,51 @@ lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t
   return lp_err_backend(ctx->vt->slot_copy(ctx, pool, src, dst), ctx, "kv_slot_copy");
 }
 
+/* Sharded decode (lpattn.h lpattn_kv_batch kv_start/q_start): the tensors,
+ * what the pool and backend support, and on host backends each sequence's
+ * place (after check_host_batch: lengths are the slots'). */
+static lpattn_status check_positions(const lpattn_ctx *ctx, const lpattn_kv_pool *pool,
+                                     const lpattn_kv_batch *b, int64_t Sq) {
+  const int have_kv = b->kv_start.data != NULL, have_q = b->q_start.data != NULL;
+  if (!have_kv && !have_q) return LPATTN_OK;
+  if (!have_kv || !have_q)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.%s is given but batch.%s is not: both or neither",
+                   have_kv ? "kv_start" : "q_start", have_kv ? "q_start" : "kv_start");
+  TRY(check_ids("batch.kv_start", &b->kv_start, 1, 1, 1, b->num_seqs));
+  TRY(check_ids("batch.q_start", &b->q_start, 1, 1, 1, b->num_seqs));
+  const lpattn_kv_pool_params *pp = &pool->p;
+  if (pp->precision == LPATTN_PREC_THRIFT || pp->pasa)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch.kv_start/q_start: sharded decode of a %s pool (its "
+                   "%s needs the whole sequence's tiles)", pp->pasa ? "PASA" : "THRIFT",
+                   pp->pasa ? "diagonal shift" : "top-k");
+  if (!host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch.kv_start/q_start: the %s backend has no sharded "
+                   "paged decode yet", lpattn_backend_name(ctx->kind));
+  const int64_t T = pp->page_size;
+  for (int64_t i = 0; i < b->num_seqs; i++) {
+    const int64_t kv = id_at(&b->kv_start, i), qs = id_at(&b->q_start, i);
+    const int64_t len = id_at(&b->lengths, i), end = kv + len;
+    if (kv < 0 || qs < 0)
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.kv_start[%lld] = %lld, q_start[%lld] = %lld: "
+                     "expected >= 0", (long long)i, (long long)kv, (long long)i, (long long)qs);
+    if (kv % T)
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.kv_start[%lld] = %lld is not a multiple of "
+                     "page_size = %lld", (long long)i, (long long)kv, (long long)T);
+    if (end == qs + Sq) continue; /* the sequence's last shard */
+    if (end > qs + Sq)
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "sequence %lld holds tokens [%lld, %lld) but its last "
+                     "query is at %lld: a shard holds no key after the last query", (long long)i,
+                     (long long)kv, (long long)end, (long long)(qs + Sq - 1));
+    if (len % T || end > qs / T * T)
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "sequence %lld holds tokens [%lld, %lld), queries "
+                     "[%lld, %lld): a shard other than the sequence's last (which ends at the last "
+                     "query) holds whole pages that end at or before the first query's tile (%lld)",
+                     (long long)i, (long long)kv, (long long)end, (long long)qs,
+                     (long long)(qs + Sq), (long long)(qs / T * T));
+  }
+  return LPATTN_OK;
+}
+
 lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                   const lpattn_kv_batch *batch, const lpattn_tensor *q,
                                   const lpattn_tensor *out, const lpattn_attn_params *params,
@@ -377,6 +423,7 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                         &check_finite));
   pr.q = q, pr.out = out;
   if (host(ctx)) TRY(check_host_batch(pool, &b, 0, 0, Sq));
+  TRY(check_positions(ctx, pool, &b, Sq));
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {

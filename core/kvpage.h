@@ -74,6 +74,20 @@ static inline size_t lp_kv_page_off(const lp_kv_layout *L, int64_t num_slots, in
  * results depend on the sequence alone, never on the batch (SPEC 9). */
 #define LP_DECODE_CHUNK_TILES 16
 
+/* Chunks in global tiles (sharded decode, lpattn_kv_batch kv_start): chunk c
+ * holds the sequence's tiles [c * C, (c + 1) * C), so a shard whose tile 0 is
+ * the sequence's tile t0 cuts the whole sequence's chunks at its two ends
+ * only. In the shard's own tile numbers: chunk c starts at local tile
+ * lp_decode_chunk_start(c, t0) (clipped at 0); its chunks are 0 ..
+ * lp_decode_chunk_of(last local tile, t0). t0 = 0 without positions. */
+static inline int64_t lp_decode_chunk_of(int64_t j, int64_t t0) {
+  return (j + t0 % LP_DECODE_CHUNK_TILES) / LP_DECODE_CHUNK_TILES;
+}
+static inline int64_t lp_decode_chunk_start(int64_t c, int64_t t0) {
+  const int64_t j = c * LP_DECODE_CHUNK_TILES - t0 % LP_DECODE_CHUNK_TILES;
+  return j < 0 ? 0 : j;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,11 @@ void lp_kv_seq_of(const lpattn_kv_pool *pool, const lpattn_kv_batch *b, int64_t 
   s->pages = (const int32_t *)b->page_table.data + i * b->page_table.stride[2];
   s->page_stride = b->page_table.stride[3];
   s->len = id_at(&b->lengths, i);
+  s->tile0 = 0, s->qpos = -1;
+  if (b->kv_start.data && b->q_start.data) {
+    const int32_t kv = id_at(&b->kv_start, i);
+    s->tile0 = kv / s->L.T, s->qpos = (int64_t)id_at(&b->q_start, i) - kv;
+  }
 }
 
 /* ---- readers ------------------------------------------------------------- */

@@ -30,7 +30,18 @@ typedef struct {
   const int32_t *pages;  /* its page table row */
   int64_t page_stride;   /* elements between ids */
   int64_t len;           /* tokens attended to */
+  /* Decode positions (lpattn_kv_batch kv_start/q_start): global tile of the
+   * slot's tile 0, and q's first row in slot positions (q_start - kv_start);
+   * without positions 0 and -1 (q's rows are the last Sq of len). */
+  int64_t tile0, qpos;
 } lp_kv_seq;
+
+/* Slot position of q's first row of Sq: as today (len - Sq) or from the
+ * batch's positions. Row r of a decode is at qpos + r; its query tile
+ * (qpos + r) / T may lie past the slot's tiles (an earlier shard). */
+static inline int64_t lp_kv_seq_row0(const lp_kv_seq *s, int64_t Sq) {
+  return s->qpos >= 0 ? s->qpos : s->len - Sq;
+}
 
 /* Sequence i of a validated batch (host tensors). */
 void lp_kv_seq_of(const lpattn_kv_pool *pool, const lpattn_kv_batch *b, int64_t i, lp_kv_seq *s);

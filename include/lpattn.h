@@ -515,12 +515,33 @@ LPATTN_API size_t lpattn_kv_pool_bytes(const lpattn_kv_pool *pool);
  *     HIGH/THRIFT any tile it touches) that another sequence of the call also
  *     writes or uses                                -> BAD_PAGE
  *   append: length + n > max_pages * page_size    -> CACHE_FULL
- *   decode: a length < Sq                          -> BAD_SHAPE */
+ *   decode: a length < Sq                          -> BAD_SHAPE
+ *
+ * Sharded decode (context parallelism: each rank's pool holds part of each
+ * sequence's pages; docs/SEMANTICS.md "Sharded paged decode"). kv_start and
+ * q_start: I32 [num_seqs] (shape {1, 1, 1, num_seqs}), both or neither (data
+ * NULL, the default: today's decode, bitwise). kv_start[i]: the global
+ * position of the slot's first token, a multiple of page_size (the slot holds
+ * tokens [kv_start, kv_start + lengths[i]) of the sequence; its page j is the
+ * sequence's tile kv_start / page_size + j). q_start[i]: the global position
+ * of q's first row. A shard is either the sequence's last (kv_start +
+ * length == q_start + Sq: it holds the diagonal tiles, as today) or an
+ * earlier one holding whole tiles that all end at or before the first
+ * query's tile (length a multiple of page_size, kv_start + length <=
+ * page_size * floor(q_start / page_size)): every tile it holds is full, read
+ * quantized. Tile classes and decode chunks (LP_DECODE_CHUNK_TILES, counted
+ * in global tiles) are then the whole sequence's, so shards merged with
+ * lpattn_merge_states equal the single-pool decode within the merge's
+ * rounding. Decode only (append stores a shard's tokens in its own order and
+ * ignores both). Host backends: kv_start or q_start < 0, kv_start not a
+ * multiple of page_size, or a shard of neither kind -> INVALID_ARGUMENT.
+ * THRIFT or PASA pools, GPU backends -> UNSUPPORTED. */
 typedef struct {
   size_t struct_size;
   int num_seqs;
   lpattn_tensor slots, lengths, page_table;
   int64_t max_length;
+  lpattn_tensor kv_start, q_start;
 } lpattn_kv_batch;
 
 LPATTN_API void lpattn_kv_batch_init(lpattn_kv_batch *b);

@@ -71,6 +71,8 @@ struct DecSeq {
   int64_t b;    // batch index
   int k;        // THRIFT k of this sequence
   int64_t i1;   // query tile of its last row
+  int64_t row0; // slot position of its first row (lp_kv_seq_row0)
+  int64_t nt;   // tiles the slot holds (nt <= i1 in an earlier shard)
 };
 struct DecItem {
   int32_t seq, h, chunk;

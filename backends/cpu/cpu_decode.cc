@@ -71,9 +71,12 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
       d.b = s;
       const int n = (int)lp_tile_count(d.s.len, job.T);
       d.k = lp_thrift_k_seq(pr, n);
-      d.i1 = (d.s.len - 1) / job.T;
+      d.row0 = lp_kv_seq_row0(&d.s, job.Sq);
+      d.i1 = (d.row0 + job.Sq - 1) / job.T;
+      d.nt = n;
+      const int64_t nch = lp_decode_chunk_of(n - 1, d.s.tile0) + 1;  // global-tile chunks
       for (int32_t h = 0; h < pp.num_kv_heads; h++)
-        for (int64_t ch = 0; ch * LP_DECODE_CHUNK_TILES <= d.i1; ch++)
+        for (int64_t ch = 0; ch < nch; ch++)
           job.items.push_back(DecItem{(int32_t)s, h, (int32_t)ch});
     }
     part.resize(job.items.size() * (size_t)(job.R * (job.D + 2)));

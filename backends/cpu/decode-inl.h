@@ -94,18 +94,19 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const DecItem it = job.items[item];
   const DecSeq &sq = job.seqs[it.seq];
   const lp_kv_layout &L = sq.s.L;
-  const int64_t T = job.T, D = job.D, R = job.R, Sq = job.Sq, G = job.G, len = sq.s.len;
-  const int64_t i0 = (len - Sq) / T, i1 = sq.i1, h = it.h;
+  const int64_t T = job.T, D = job.D, R = job.R, Sq = job.Sq, G = job.G;
+  const int64_t i0 = sq.row0 / T, i1 = sq.i1, h = it.h;
   const lpattn_dtype hdt = sq.s.pool->p.high_dtype;
   float *q = w->q.data(), *ql = w->ql.data(), *S = w->s.data(), *P = w->p.data();
   float *Pp = w->pp.data(), *acc = w->acc.data(), *kd = w->kd.data(), *vd = w->vd.data();
   int64_t *pos = w->pos.data(), *nvis = w->nvis.data();
   int32_t *list = w->list.data();
   cpu_row *rows = w->rows.data();
-  uint8_t *mode = w->mode.data();  // [G][2][i1 + 1]
-  const int64_t nt = i1 + 1;
-  const int64_t j0 = (int64_t)it.chunk * LP_DECODE_CHUNK_TILES;
-  const int64_t j1 = j0 + LP_DECODE_CHUNK_TILES - 1 < i1 ? j0 + LP_DECODE_CHUNK_TILES - 1 : i1;
+  uint8_t *mode = w->mode.data();  // [G][2][nt]
+  const int64_t nt = sq.nt;  // i1 + 1, or fewer in an earlier shard (all tiles full)
+  const int64_t j0 = lp_decode_chunk_start(it.chunk, sq.s.tile0);
+  const int64_t jc = lp_decode_chunk_start(it.chunk + 1, sq.s.tile0) - 1;
+  const int64_t j1 = jc < nt - 1 ? jc : nt - 1;
   {  // the first tile, while Q is prepared
     NextTile first = NextOf(job, sq, h, j0, mode, nt, false);
     first.Plan(1);
@@ -122,7 +123,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #endif
   for (int64_t r = 0; r < R; r++) {
     const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
-    pos[r] = len - Sq + qr;
+    pos[r] = sq.row0 + qr;
     LoadRow(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
 #if HWY_TARGET == HWY_AVX2
     if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);

@@ -3,7 +3,10 @@
  * stored quantized or high when THRIFT selects them; tile p/T diagonal and
  * high). The context is split into chunks of LP_DECODE_CHUNK_TILES tiles,
  * each folded from a fresh row state, and the chunks' (O, LSE, H) are merged
- * by SPEC 7 in order (core's host merge). The row engine is the prefill's. */
+ * by SPEC 7 in order (core's host merge). The row engine is the prefill's.
+ * Sharded decode (lpattn_kv_batch kv_start/q_start): positions are the
+ * slot's (q's row r at row0 + r), chunks counted in global tiles, and an
+ * earlier shard's rows lie past all of its tiles (all full). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,28 +65,31 @@ static void merge_chunk(int64_t D, int first, float *o, float lse, float h, floa
   lp_host_merge(&ta, &la, &ha, &tb, &lb, &hb, &ta, &la, &ha);
 }
 
-/* Rows ra..rb-1 of the call (positions len - Sq + r) all lie in query tile i. */
+/* Rows ra..rb-1 of the call (slot positions row0 + r) all lie in query tile
+ * i; the slot's tiles are 0..jl (jl < i: an earlier shard, every tile full). */
 static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem *pr,
                                  const ref_cfg *cfg, decode_buf *bf, int64_t s, int64_t hq,
                                  int64_t i, int64_t ra, int64_t rb, int k) {
   const lpattn_kv_pool_params *pp = &sq->pool->p;
-  const int64_t T = pp->page_size, D = cfg->D, len = sq->len, Sq = pr->Sq;
+  const int64_t T = pp->page_size, D = cfg->D, row0 = lp_kv_seq_row0(sq, pr->Sq);
+  const int64_t jl = (sq->len - 1) / T < i ? (sq->len - 1) / T : i;
   const int hk = (int)(hq / (pp->num_q_heads / pp->num_kv_heads));
   const int thrift = pp->precision == LPATTN_PREC_THRIFT;
-  for (int64_t j = 0; j <= i; j++) bf->kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
+  for (int64_t j = 0; j <= jl; j++) bf->kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
   if (thrift) {
     const int64_t qt = pr->selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
     if (qt >= 0) lp_kv_seq_qmean(sq, (int)hq, qt, bf->qbar);
     for (int64_t j = 0; j <= i; j++)
       bf->score[j] = (qt >= 0 && j < i) ? lp_dot_f32(bf->qbar, lp_kv_seq_kmean(sq, hk, j), D) : 0.0f;
   }
-  lp_tile_modes(pp->precision, 0, k, i + 1, bf->kind, bf->score, bf->mode);
+  lp_tile_modes(pp->precision, 0, k, jl + 1, bf->kind, bf->score, bf->mode);
   int any_low = 0;
-  for (int64_t j = 0; j <= i; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
+  for (int64_t j = 0; j <= jl; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
   if (any_low) ref_quant_rows(cfg, bf->Q + ra * D, rb - ra, bf->Qd + ra * D);
 
-  for (int64_t c0 = 0; c0 <= i; c0 += LP_DECODE_CHUNK_TILES) {
-    const int64_t c1 = c0 + LP_DECODE_CHUNK_TILES - 1 < i ? c0 + LP_DECODE_CHUNK_TILES - 1 : i;
+  for (int64_t c0 = 0, c1; c0 <= jl; c0 = c1 + 1) {
+    c1 = lp_decode_chunk_start(lp_decode_chunk_of(c0, sq->tile0) + 1, sq->tile0) - 1;
+    if (c1 > jl) c1 = jl;
     for (int64_t r = ra; r < rb; r++) ref_row_init(&bf->rows[r], bf->acc + r * D, D);
     for (int64_t j = c0; j <= c1; j++) {
       ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
@@ -105,7 +111,7 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
         }
       }
       for (int64_t r = ra; r < rb; r++) {
-        int64_t nvis = lp_tile_visible(1, 0, len - Sq + r, j * T, t.nk);
+        int64_t nvis = lp_tile_visible(1, 0, row0 + r, j * T, t.nk);
         ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
       }
     }
@@ -146,8 +152,8 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   lp_host_record_q(pool, batch, q);
   for (int64_t s = 0; s < batch->num_seqs && st == LPATTN_OK; s++) {
     lp_kv_seq_of(pool, batch, s, &sq);
-    const int64_t len = sq.len;
-    const int n = (int)lp_tile_count(len, T);
+    const int64_t row0 = lp_kv_seq_row0(&sq, Sq);
+    const int n = (int)lp_tile_count(sq.len, T);
     const int k = lp_thrift_k_seq(pr, n);
     for (int64_t hq = 0; hq < pp->num_q_heads && st == LPATTN_OK; hq++) {
       for (int64_t r = 0; r < Sq; r++)
@@ -155,9 +161,9 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
           bf.Q[r * D + d] = lp_load_f32(q->data, q->dtype, lp_off4(q, s, hq, r, d));
       /* Sq <= T: the rows span at most two query tiles. */
       for (int64_t ra = 0; ra < Sq && st == LPATTN_OK;) {
-        const int64_t i = (len - Sq + ra) / T;
+        const int64_t i = (row0 + ra) / T;
         int64_t rb = ra;
-        while (rb < Sq && (len - Sq + rb) / T == i) rb++;
+        while (rb < Sq && (row0 + rb) / T == i) rb++;
         st = decode_tile(&sq, pr, &cfg, &bf, s, hq, i, ra, rb, k);
         ra = rb;
       }

@@ -17,8 +17,11 @@ Prefill: B = 1, 32 q heads, 8 KV heads, D = 128, bf16, causal, zigzag
 layout; tokens 128k, 256k, 512k (512k one-GPU: if it does not fit, the
 row says so). Decode: one query token (batch 8 sequences), the cache of
 1M tokens split evenly over the ranks (each rank's keys as a bf16 tensor
-quantized by the call: this measures the sharded attention + merge, not a
-paged pool). Precisions: high and nvfp4.
+quantized by the call: this measures the sharded attention + merge). Pool
+decode: the same over paged KVPools (bf16 high copies, page 64), each rank's
+pool holding its lpattn.distributed.page_split run of every sequence
+(paged_decode); rows say UNSUPPORTED while the GPU backends refuse positions
+in the paged decode. Precisions: high and nvfp4.
 
 Written for the two-H200 run; not run on GPUs at the time of writing (no GPU
 in that session); `--cpu` (2 gloo processes, the cpu backend) ran as a check
@@ -122,6 +125,52 @@ def decode(n, prec, reps, world, rank, batch=8):
     row("decode", n, prec, t1, tr, world)
 
 
+def fill_pool(prec, batch, a, b, page=64, step=65536):
+    """A KVPool holding tokens [a, b) of `batch` sequences (random bf16 K/V
+    appended `step` tokens at a time), with its slots, lengths and table."""
+    npg = -(-(b - a) // page)
+    pool = lpattn.KVPool(batch * npg, batch, 8, 32, 128, page_size=page, precision=prec,
+                         high_dtype="bfloat16", like=torch.empty(0, device=DEV),
+                         backend=BACKEND)
+    i32 = dict(dtype=torch.int32, device=DEV)
+    slots, table = torch.arange(batch, **i32), torch.arange(batch * npg, **i32).view(batch, npg)
+    g = torch.Generator(device=DEV).manual_seed(2 + a)
+    for t in range(a, b, step):
+        m = min(step, b - t)
+        kv = torch.randn(batch, 8, m, 128, device=DEV, dtype=torch.bfloat16, generator=g)
+        pool.append(kv, kv, slots, torch.full((batch,), t - a, **i32), table, max_length=t - a)
+    return pool, slots, torch.full((batch,), b - a, **i32), table
+
+
+def decode_pool(n, prec, reps, world, rank, batch=8):
+    """Decode over paged pools: rank 0 alone with the whole cache, then every
+    rank with its page_split run (lpattn.distributed.paged_decode). The GPU
+    backends answer UNSUPPORTED to positions until their kernels take them:
+    the row then says so."""
+    g = torch.Generator(device=DEV).manual_seed(1)
+    q = torch.randn(batch, 32, 1, 128, device=DEV, dtype=torch.bfloat16, generator=g)
+    t1 = None
+    if rank == 0:
+        whole = fill_pool(prec, batch, 0, n)
+        t1 = single(lambda: whole[0].decode(q, *whole[1:], max_length=n), reps)
+        del whole
+    else:
+        single(None, reps)
+    empty_cache()
+    b = ld.page_split(n, world)
+    pool, slots, lens, table = fill_pool(prec, batch, b[rank], b[rank + 1])
+    kv0 = torch.full((batch,), b[rank], dtype=torch.int32, device=DEV)
+    qs = torch.full((batch,), n - 1, dtype=torch.int32)
+    try:
+        tr = timed(lambda: ld.paged_decode(pool, q, slots, lens, table, kv0, q_start=qs,
+                                           max_length=n), reps)
+    except lpattn.UnsupportedError as e:
+        if rank == 0:
+            print(f"pool     {n:>8d} {prec:6s} sharded pool decode: {e}")
+        return
+    row("pool", n, prec, t1, tr, world)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -147,6 +196,7 @@ def main():
         for n in sizes:
             prefill(n, prec, a.reps, world, rank)
         decode(dec, prec, a.reps, world, rank)
+        decode_pool(dec, prec, a.reps, world, rank)
     dist.destroy_process_group()
 
 

@@ -125,12 +125,26 @@ class KVPool:
 
     def decode(self, q, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
-               return_entropy=False, out=None):
+               return_entropy=False, out=None, kv_start=None, q_start=None):
         """Batched decode: q [num_seqs, Hq, Sq, D] (Sq <= page_size) are the
         queries of each sequence's last Sq positions, attending causally to
         lengths[i] tokens. Returns out like q (and lse / entropy [num_seqs,
-        Hq, Sq] float32 when asked)."""
+        Hq, Sq] float32 when asked).
+
+        Sharded decode (this pool holds a run of each sequence's pages;
+        lpattn.h lpattn_kv_batch): kv_start, q_start int32 [num_seqs], both or
+        neither: the global position of each slot's first token (a multiple
+        of page_size) and of q's first row. A shard is the sequence's last
+        (kv_start + length == q_start + Sq) or holds whole pages ending at or
+        before the first query's tile. lpattn.distributed.paged_decode merges
+        the ranks' states."""
         b, keep = self._batch(slots, lengths, page_table, max_length)
+        if (kv_start is None) != (q_start is None):
+            raise ValueError("decode: give both kv_start and q_start, or neither")
+        if kv_start is not None:
+            pv = _views(("kv_start", kv_start), ("q_start", q_start))
+            b.kv_start, b.q_start = pv[0].tensor(shape4=True), pv[1].tensor(shape4=True)
+            keep = (keep, pv)
         (qv,) = _views(("q", q))
         self._sync_stream(q)
         if out is None:

@@ -80,7 +80,7 @@ class PoolParams(ctypes.Structure):
 class Batch(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("num_seqs", ctypes.c_int),
                 ("slots", Tensor), ("lengths", Tensor), ("page_table", Tensor),
-                ("max_length", ctypes.c_int64)]
+                ("max_length", ctypes.c_int64), ("kv_start", Tensor), ("q_start", Tensor)]
 
 
 def _candidates():

@@ -18,6 +18,11 @@ A chunk (a rank's part) other than the sequence's last must hold whole KV
 tiles (a multiple of block_k, 64 by default) so every rank quantizes the
 whole sequence's tiles; the functions check it.
 
+Sharded paged decode: each rank's lpattn.KVPool holds a run of each
+sequence's pages (page_split), appended there in the rank's own order; the
+rank holding a sequence's end takes its new tokens. paged_decode decodes
+every rank's pool with the runs' positions and merges the (O, LSE) states.
+
 Accuracy: the sharded result equals lpattn.attention on the whole sequence
 within the merge's f32 rounding under "high" (tests: 2e-6 absolute on unit
 data); low precisions quantize P against each shard's running max, so they
@@ -32,7 +37,9 @@ import torch.distributed as dist
 from . import _api
 
 __all__ = ["zigzag_shard", "zigzag_unshard", "shard_positions", "ring_attention",
-           "sharded_decode"]
+           "sharded_decode", "page_split", "paged_decode"]
+
+CHUNK_PAGES = 16  # LP_DECODE_CHUNK_TILES: decode's chunks, counted in the sequence's pages
 
 
 def _group_info(group):
@@ -255,6 +262,75 @@ def sharded_decode(q, k, v, kv_start, *, q_start=None, group=None, return_lse=Fa
     ls_ = [torch.empty_like(lse) for _ in range(world)]
     dist.all_gather(os_, o.contiguous(), group=group)
     dist.all_gather(ls_, lse.contiguous(), group=group)
+    state = None
+    for o_r, l_r in zip(os_, ls_):
+        state = _merge(state, o_r, l_r)
+    out = state[0].to(q.dtype)
+    return (out, state[1]) if return_lse else out
+
+
+def page_split(length, world, page_size=64, reserve=None):
+    """Token borders [0, b_1, ..., b_{world-1}, length] of a sequence of
+    `length` tokens split over `world` ranks for paged_decode: ranks before
+    the last hold equal runs of whole pages (multiples of CHUNK_PAGES when
+    there are that many, so every decode chunk is the whole sequence's and
+    the merged result equals one pool's within the merge's rounding in every
+    precision), all ending at least `reserve` tokens (default page_size)
+    before the end; the last rank holds the rest and takes new tokens."""
+    reserve = page_size if reserve is None else reserve
+    full = max(length - reserve, 0) // page_size
+    per = full // world
+    if per >= CHUNK_PAGES:
+        per -= per % CHUNK_PAGES
+    return [r * per * page_size for r in range(world)] + [length]
+
+
+def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None, group=None,
+                 return_lse=False, **kw):
+    """Decode against paged KV pools sharded over the ranks of `group`.
+
+    pool: this rank's lpattn.KVPool, holding a run of each sequence's pages.
+    q [num_seqs, Hq, Sq, D]: the same queries on every rank (each sequence's
+    last Sq positions). slots, lengths, page_table: this rank's batch
+    (KVPool.decode); lengths[i] = 0 where the rank holds nothing of sequence
+    i. kv_start int32 [num_seqs]: the global position of the rank's first
+    token of each sequence (a multiple of page_size). q_start: positions of
+    q's first rows (default: each sequence's length - Sq, from an all-reduce
+    of the ranks' key ends). A run is the sequence's last (it ends at the last
+    query) or whole pages ending at or before the first query's tile (lpattn.h
+    lpattn_kv_batch). Each rank decodes its runs with their positions; the
+    partial (O, LSE) are all-gathered and merged in rank order (SPEC 7), so
+    every rank returns the same out (and lse [num_seqs, Hq, Sq] float32).
+    Runs in rank order should follow the sequence (key order: the merge's
+    rounding then matches page_split's bound). kw: KVPool.decode's keywords
+    (sm_scale, max_length, check_finite). FP8/NVFP4/MXFP4/HIGH pools, host
+    backends (THRIFT, PASA and GPU pools: UnsupportedError for now)."""
+    rank, world = _group_info(group)
+    n, Sq = q.shape[0], q.shape[2]
+    lens = torch.as_tensor(lengths).detach().to("cpu", torch.int64)
+    starts = torch.as_tensor(kv_start).detach().to("cpu", torch.int64)
+    if q_start is None:
+        end = torch.where(lens > 0, starts + lens, torch.zeros_like(lens)).to(q.device)
+        dist.all_reduce(end, op=dist.ReduceOp.MAX, group=group)
+        q_start = end.cpu() - Sq
+    q_start = torch.as_tensor(q_start).detach().to("cpu", torch.int64)
+    o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:3], float("-inf"), dtype=torch.float32, device=q.device)
+    idx = torch.nonzero(lens > 0).flatten()
+    if idx.numel():
+        dev = slots.device
+        sel = idx.to(dev)
+        sub = lambda x: x.index_select(0, sel).contiguous()  # noqa: E731
+        i32 = lambda x: x.to(torch.int32).to(dev).contiguous()  # noqa: E731
+        o_r, l_r = pool.decode(q.index_select(0, idx.to(q.device)).contiguous(), sub(slots),
+                               sub(lengths), sub(page_table), kv_start=i32(starts[idx]),
+                               q_start=i32(q_start[idx]), return_lse=True, **kw)
+        o[idx.to(q.device)] = o_r.float()
+        lse[idx.to(q.device)] = l_r
+    os_ = [torch.empty_like(o) for _ in range(world)]
+    ls_ = [torch.empty_like(lse) for _ in range(world)]
+    dist.all_gather(os_, o, group=group)
+    dist.all_gather(ls_, lse, group=group)
     state = None
     for o_r, l_r in zip(os_, ls_):
         state = _merge(state, o_r, l_r)

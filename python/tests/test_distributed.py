@@ -116,6 +116,56 @@ def check_decode(rank, world, ld, lpattn):
                 print(f"decode world {world} Sq {sq} {prec}: O {d:.3g}, max |dO| {maxdiff(got, want):.3g}")
 
 
+def _pool_with(lpattn, prec, T, seqs, borders):
+    """A pool holding tokens [a, b) of each sequence (k, v) of seqs."""
+    n = len(seqs)
+    pool = lpattn.KVPool(n * 64, n, 2, 4, 64, page_size=T, precision=prec, backend=BACKEND)
+    slots = torch.arange(n, dtype=torch.int32)
+    table = torch.arange(n * 64, dtype=torch.int32).reshape(n, 64)
+    lens = torch.zeros(n, dtype=torch.int32)
+    for i, ((k, v), (a, b)) in enumerate(zip(seqs, borders)):
+        if b > a:
+            pool.append(k[:, :, a:b], v[:, :, a:b], slots[i:i + 1], lens[i:i + 1],
+                        table[i:i + 1])
+            lens[i] = b - a
+    return pool, slots, lens, table
+
+
+def check_paged(rank, world, ld, lpattn):
+    """Each rank's pool holds page_split's run of each sequence; the merged
+    decode equals one pool's: within the merge's rounding where the runs are
+    whole decode chunks (sequence 0 at 2 and 3 ranks), within BOUND where
+    they cut chunks (FP8: half its own distance to HIGH)."""
+    T, lens = 32, (1600, 700, 45)  # the earlier ranks hold nothing of the third
+    seqs = [data(n, seed=50 + i)[1:] for i, n in enumerate(lens)]
+    qs = [data(n, seed=50 + i)[0] for i, n in enumerate(lens)]
+    splits = [ld.page_split(n, world, page_size=T) for n in lens]
+    # runs of whole decode chunks (16 pages) for sequence 0 at 2 and 3 ranks
+    aligned = [all(b % (16 * T) == 0 for b in s[1:-1]) for s in splits]
+    assert aligned[0] == (world < 4) and not aligned[1], splits
+    mine = [(s[rank], s[rank + 1]) for s in splits]
+    for sq in (1, 5):
+        q = torch.cat([x[:, :, n - sq:n] for x, n in zip(qs, lens)])
+        for prec in ("high", "nvfp4", "fp8"):
+            whole, ws, wl, wt = _pool_with(lpattn, prec, T, seqs, [(0, n) for n in lens])
+            want, want_lse = whole.decode(q, ws, wl, wt, return_lse=True)
+            if prec == "high":
+                high = want
+            pool, slots, held, table = _pool_with(lpattn, prec, T, seqs, mine)
+            kv0 = torch.tensor([a for a, _ in mine], dtype=torch.int32)
+            got, lse = ld.paged_decode(pool, q, slots, held, table, kv0, return_lse=True)
+            for i in range(len(lens)):
+                d = maxdiff(got[i], want[i]) if aligned[i] else odiff(prec, got[i], want[i])
+                dl = maxdiff(lse[i], want_lse[i])
+                # FP8 cut inside a chunk: half its own distance to HIGH (SEMANTICS)
+                bound = (BOUND["high"] if aligned[i] else 0.5 * odiff(prec, want[i], high[i])
+                         if prec == "fp8" else BOUND[prec])
+                assert d <= bound and dl <= LSE_BOUND, ("paged", world, sq, prec, i, d, dl)
+                if rank == 0 and sq == 1:
+                    print(f"paged decode world {world} {prec} seq {i}: O {d:.3g} (bound "
+                          f"{bound:.3g}), max |dLSE| {dl:.3g}")
+
+
 def check_backward(rank, world, ld, lpattn):
     c = 64
     n = 2 * world * c
@@ -144,6 +194,7 @@ def _worker(rank, world, init):
         check_ring(rank, world, ld, lpattn)
         check_leak(rank, world, ld)
         check_decode(rank, world, ld, lpattn)
+        check_paged(rank, world, ld, lpattn)
         check_backward(rank, world, ld, lpattn)
     finally:
         dist.destroy_process_group()
@@ -160,6 +211,30 @@ class Helpers(unittest.TestCase):
         self.assertEqual(ld._pair_kw(True, 128, 128, 64, 128, 64),
                          {"causal": True, "q_start": 128, "kv_start": 64})
         self.assertEqual(ld._pair_kw(False, 0, 64, 64, 64, 64), {"causal": False})
+
+    def test_page_split(self):
+        import lpattn.distributed as ld
+        self.assertEqual(ld.page_split(1600, 3, page_size=32), [0, 512, 1024, 1600])
+        self.assertEqual(ld.page_split(700, 2, page_size=32), [0, 320, 700])
+        self.assertEqual(ld.page_split(40, 2, page_size=32), [0, 0, 40])  # all in the last
+
+    def test_pool_positions_errors(self):
+        import lpattn
+        (k, v), q = data(100)[1:], data(100)[0][:, :, -1:]
+        for prec, err in (("nvfp4", None), ("thrift", lpattn.UnsupportedError)):
+            pool, slots, lens, table = _pool_with(lpattn, prec, 32, [(k, v)], [(0, 100)])
+            kv0, q0 = torch.zeros(1, dtype=torch.int32), torch.full((1,), 99, dtype=torch.int32)
+            with self.assertRaisesRegex(ValueError, "both kv_start and q_start"):
+                pool.decode(q, slots, lens, table, kv_start=kv0)
+            if err is None:
+                a = pool.decode(q, slots, lens, table)
+                self.assertTrue(torch.equal(a, pool.decode(q, slots, lens, table, kv_start=kv0,
+                                                           q_start=q0)))
+                with self.assertRaisesRegex(lpattn.LpattnError, "multiple of page_size"):
+                    pool.decode(q, slots, lens, table, kv_start=kv0 + 1, q_start=q0)
+            else:
+                with self.assertRaises(err):
+                    pool.decode(q, slots, lens, table, kv_start=kv0, q_start=q0)
 
     def test_positions_errors(self):
         import lpattn
