@@ -31,6 +31,8 @@ unsupported (its top-k needs every tile's score). Backward: ring_attention
 is differentiable (autograd) on backends with lpattn_attention_backward (ref,
 cpu); the ring pass carries dK/dV partials home.
 """
+import inspect
+
 import torch
 import torch.distributed as dist
 
@@ -77,12 +79,41 @@ def zigzag_unshard(x, dim=2, group=None):
     return torch.cat(order, dim=dim)
 
 
-def _check_tiles(segs, n_total, block):
-    for pos, _, n in segs:
-        if pos % block or (n % block and pos + n != n_total):
-            raise ValueError(f"a shard of tokens [{pos}, {pos + n}) of {n_total}: shards must start "
-                             f"at a multiple of block_k = {block} and hold whole tiles except at "
-                             "the sequence's end")
+def _check_tiles(n, world, layout, kw):
+    """Every rank's shards, checked on every rank (the same inputs give the
+    same verdict everywhere, so no rank is left waiting in the ring): each
+    starts at a multiple of block_k (its KV tiles are the whole sequence's)
+    and of block_q (its query tiles get the whole call's tile classes), and
+    holds whole tiles except at the sequence's end."""
+    bq, bk = kw.get("block_q") or 64, kw.get("block_k") or 64
+    n_total = n * world
+    for r in range(world):
+        for pos, _, m in shard_positions(n, r, world, layout):
+            if pos % bk or pos % bq or (m % bk and pos + m != n_total):
+                raise ValueError(f"a shard of tokens [{pos}, {pos + m}) of {n_total}: shards must "
+                                 f"start at a multiple of block_q = {bq} and block_k = {bk} and hold "
+                                 "whole tiles except at the sequence's end")
+
+
+def _agree(err, group, device):
+    """Raise on every rank when any rank failed before a collective, instead
+    of leaving the others blocked in it."""
+    flag = torch.tensor([1 if err is not None else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+    if err is not None:
+        raise err
+    if int(flag.item()):
+        raise RuntimeError("lpattn.distributed: another rank failed (its exception says why)")
+
+
+def _backward_kw(kw):
+    """The forward's keywords that the backward takes (check_finite, out,
+    return_* are the forward's own)."""
+    return {k: v for k, v in kw.items() if k in _BACKWARD_KW}
+
+
+_BACKWARD_KW = set(inspect.signature(_api.attention_backward).parameters) - {
+    "q", "k", "v", "out", "lse", "dout"}
 
 
 def _pair_kw(causal, qpos, nq, kpos, nk, bk):
@@ -131,7 +162,7 @@ def _forward(q, k, v, causal, layout, group, kw):
     if k.shape[2] != n:
         raise ValueError(f"q holds {n} tokens but k holds {k.shape[2]}: shard q, k, v alike")
     segs, bk = shard_positions(n, rank, world, layout), kw.get("block_k") or 64
-    _check_tiles(segs, n * world, bk)
+    _check_tiles(n, world, layout, kw)
     kv = torch.stack([k, v]).contiguous()
     states = [None] * len(segs)
     for step in range(world):
@@ -182,7 +213,8 @@ def _backward(q, k, v, out, lse, dout, causal, layout, group, kw, seed):
                 ks = slice(ko, ko + nk)
                 g = _api.attention_backward(q[:, :, qs], kv[0][:, :, ks], kv[1][:, :, ks],
                                             out[:, :, qs].contiguous(), lse[:, :, qs].contiguous(),
-                                            dout[:, :, qs].contiguous(), seed=seed, **pk, **kw)
+                                            dout[:, :, qs].contiguous(), seed=seed, **pk,
+                                            **_backward_kw(kw))
                 dq[:, :, qs] += g[0].float()
                 dkv[0][:, :, ks] += g[1].float()
                 dkv[1][:, :, ks] += g[2].float()
@@ -244,20 +276,24 @@ def sharded_decode(q, k, v, kv_start, *, q_start=None, group=None, return_lse=Fa
     (SPEC 7), so every rank returns the same out (and lse)."""
     rank, world = _group_info(group)
     Sq, bk = q.shape[2], kw.get("block_k") or 64
-    if kv_start % bk:
-        raise ValueError(f"kv_start = {kv_start} is not a multiple of block_k = {bk}")
+    _agree(ValueError(f"kv_start = {kv_start} is not a multiple of block_k = {bk}")
+           if kv_start % bk else None, group, q.device)
     if q_start is None:
         end = torch.tensor([kv_start + k.shape[2]], dtype=torch.int64, device=q.device)
         dist.all_reduce(end, op=dist.ReduceOp.MAX, group=group)
         q_start = int(end.item()) - Sq
     lse_shape = q.shape[:2] + (Sq,)
     pk = _pair_kw(True, q_start, Sq, kv_start, k.shape[2], bk) if k.shape[2] else None
-    if pk is None:
-        o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        lse = torch.full(lse_shape, float("-inf"), dtype=torch.float32, device=q.device)
-    else:
-        o, lse = _api.attention(q, k, v, return_lse=True, **pk, **kw)
-        o = o.float()
+    o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(lse_shape, float("-inf"), dtype=torch.float32, device=q.device)
+    err = None
+    try:
+        if pk is not None:
+            o, lse = _api.attention(q, k, v, return_lse=True, **pk, **kw)
+            o = o.float()
+    except Exception as e:  # the others must not wait for this rank's partial
+        err = e
+    _agree(err, group, q.device)
     os_ = [torch.empty_like(o) for _ in range(world)]
     ls_ = [torch.empty_like(lse) for _ in range(world)]
     dist.all_gather(os_, o.contiguous(), group=group)
@@ -317,6 +353,25 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
     o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:3], float("-inf"), dtype=torch.float32, device=q.device)
     idx = torch.nonzero(lens > 0).flatten()
+    err = None
+    try:
+        _decode_runs(pool, q, slots, lengths, page_table, starts, q_start, idx, o, lse, kw)
+    except Exception as e:  # the others must not wait for this rank's partial
+        err = e
+    _agree(err, group, q.device)
+    os_ = [torch.empty_like(o) for _ in range(world)]
+    ls_ = [torch.empty_like(lse) for _ in range(world)]
+    dist.all_gather(os_, o, group=group)
+    dist.all_gather(ls_, lse, group=group)
+    state = None
+    for o_r, l_r in zip(os_, ls_):
+        state = _merge(state, o_r, l_r)
+    out = state[0].to(q.dtype)
+    return (out, state[1]) if return_lse else out
+
+
+def _decode_runs(pool, q, slots, lengths, page_table, starts, q_start, idx, o, lse, kw):
+    """This rank's runs decoded into o, lse (rows idx)."""
     if idx.numel():
         dev = slots.device
         sel = idx.to(dev)
@@ -327,12 +382,3 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
                                q_start=i32(q_start[idx]), return_lse=True, **kw)
         o[idx.to(q.device)] = o_r.float()
         lse[idx.to(q.device)] = l_r
-    os_ = [torch.empty_like(o) for _ in range(world)]
-    ls_ = [torch.empty_like(lse) for _ in range(world)]
-    dist.all_gather(os_, o, group=group)
-    dist.all_gather(ls_, lse, group=group)
-    state = None
-    for o_r, l_r in zip(os_, ls_):
-        state = _merge(state, o_r, l_r)
-    out = state[0].to(q.dtype)
-    return (out, state[1]) if return_lse else out

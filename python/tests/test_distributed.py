@@ -185,6 +185,24 @@ def check_backward(rank, world, ld, lpattn):
             print(f"ring backward world {world} {name}: max diff {d:.3g}")
 
 
+def check_errors(rank, world, ld):
+    """A bad input on one rank raises on every rank (none is left waiting in a
+    collective); a shard layout that breaks the tile rule raises everywhere."""
+    q, k, v = data(128, seed=50)
+    kv_start = 32 if rank == 0 else 128 * rank  # rank 0: not a multiple of block_k
+    try:
+        ld.sharded_decode(q[:, :, -1:], k, v, kv_start, q_start=128 * world - 1, backend=BACKEND)
+        raise AssertionError("sharded_decode accepted a bad kv_start on rank 0")
+    except (ValueError, RuntimeError) as e:
+        assert isinstance(e, ValueError if rank == 0 else RuntimeError), (rank, repr(e))
+    parts = [x[:, :, :96] for x in (q, k, v)]  # contiguous shards of 96 tokens: not whole tiles
+    try:
+        ld.ring_attention(*parts, causal=True, layout="contiguous", precision="high", backend=BACKEND)
+        raise AssertionError("ring_attention accepted shards that split tiles")
+    except ValueError as e:
+        assert "whole tiles" in str(e), repr(e)
+
+
 def _worker(rank, world, init):
     import lpattn
     import lpattn.distributed as ld
@@ -196,6 +214,7 @@ def _worker(rank, world, init):
         check_decode(rank, world, ld, lpattn)
         check_paged(rank, world, ld, lpattn)
         check_backward(rank, world, ld, lpattn)
+        check_errors(rank, world, ld)
     finally:
         dist.destroy_process_group()
 
@@ -211,6 +230,11 @@ class Helpers(unittest.TestCase):
         self.assertEqual(ld._pair_kw(True, 128, 128, 64, 128, 64),
                          {"causal": True, "q_start": 128, "kv_start": 64})
         self.assertEqual(ld._pair_kw(False, 0, 64, 64, 64, 64), {"causal": False})
+
+    def test_backward_keywords(self):
+        import lpattn.distributed as ld
+        kw = {"precision": "nvfp4", "block_k": 64, "check_finite": True, "return_entropy": False}
+        self.assertEqual(ld._backward_kw(kw), {"precision": "nvfp4", "block_k": 64})
 
     def test_page_split(self):
         import lpattn.distributed as ld
