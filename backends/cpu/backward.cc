@@ -27,12 +27,13 @@
 namespace lpattn_cpu {
 struct BwdScratch {
   std::vector<float> K, V, dK, dV, kbar, qbar, score;
-  std::vector<float> Q, Qd, dO, O, Kt, Vt, lowk, A, Pf, P, dQ, delta, lse, x, y, u, dots;
+  std::vector<float> Q, Qd, dO, O, Kt, Vt, A, Pf, P, dQ, delta, lse, x, y, u, dots;
   // Operands that do not depend on the pair, quantized once: per query tile
   // dO along the rows and along D, Q along the rows; per KV tile (of the
-  // item) V along D and K along the keys ([nkt * Bk][D], made on first use).
-  std::vector<float> dOr, dOd, Qr, Vd, Kc, U;
-  std::vector<uint8_t> have_kv;
+  // item) V along D and K along the keys ([nkt * Bk][D], made on first use),
+  // and K's forward quantization along D (lowk, made on first use).
+  std::vector<float> dOr, dOd, Qr, Vd, Kc, lowk, U;
+  std::vector<uint8_t> have_kv, have_lowk;
   std::vector<int64_t> idx;
   std::vector<uint8_t> kind, mode;
 };
@@ -60,25 +61,26 @@ HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
   return hb::GetLane(hb::SumOfLanes(d, s));
 }
 
-// out[k] = Dot(a, b + k * bs, n) for k < 4, each summed exactly as Dot (four
-// independent chains, so the FMA latency is hidden).
-HWY_INLINE void Dot4(const float *a, const float *b, int64_t bs, int64_t n, float *out) {
+// out[k] = Dot(a, b + k * bs, n) for k < K (4 or 8), each summed exactly as
+// Dot: K independent chains, so the FMA latency is hidden.
+template <int K>
+HWY_INLINE void DotK(const float *a, const float *b, int64_t bs, int64_t n, float *out) {
   const DB d;
   const int64_t N = (int64_t)hb::Lanes(d);
-  auto s0 = hb::Zero(d), s1 = hb::Zero(d), s2 = hb::Zero(d), s3 = hb::Zero(d);
+  hb::Vec<DB> s[K];
+  for (int k = 0; k < K; k++) s[k] = hb::Zero(d);
   for (int64_t i = 0; i < n; i += N) {
     const auto va = hb::LoadU(d, a + i);
-    s0 = hb::MulAdd(va, hb::LoadU(d, b + i), s0), s1 = hb::MulAdd(va, hb::LoadU(d, b + bs + i), s1);
-    s2 = hb::MulAdd(va, hb::LoadU(d, b + 2 * bs + i), s2), s3 = hb::MulAdd(va, hb::LoadU(d, b + 3 * bs + i), s3);
+    for (int k = 0; k < K; k++) s[k] = hb::MulAdd(va, hb::LoadU(d, b + k * bs + i), s[k]);
   }
-  out[0] = hb::GetLane(hb::SumOfLanes(d, s0)), out[1] = hb::GetLane(hb::SumOfLanes(d, s1));
-  out[2] = hb::GetLane(hb::SumOfLanes(d, s2)), out[3] = hb::GetLane(hb::SumOfLanes(d, s3));
+  for (int k = 0; k < K; k++) out[k] = hb::GetLane(hb::SumOfLanes(d, s[k]));
 }
 
 // out[c] = Dot(a, b + c * D, D) for c < n.
 HWY_INLINE void DotRows(const float *a, const float *b, int64_t D, int64_t n, float *out) {
   int64_t c = 0;
-  for (; c + 4 <= n; c += 4) Dot4(a, b + c * D, D, D, out + c);
+  for (; c + 8 <= n; c += 8) DotK<8>(a, b + c * D, D, D, out + c);
+  for (; c + 4 <= n; c += 4) DotK<4>(a, b + c * D, D, D, out + c);
   for (; c < n; c++) out[c] = Dot(a, b + c * D, D);
 }
 
@@ -117,6 +119,7 @@ HWY_INLINE void Qdq(const BwdJob &job, BwdScratch &w, int op, const float *src, 
       SrUniforms(key, idx, C, U + r * C);
     }
   }
+  if (along_rows && SrQdqColumns(fmt, pr.mx_round_up, src, U, R, C, dst)) return;
   for (int64_t a = 0; a < nd; a++) {
     const float *s = src + a * ds, *su = U + a * ds;
     float *o = dst + a * ds;
@@ -128,28 +131,41 @@ HWY_INLINE void Qdq(const BwdJob &job, BwdScratch &w, int op, const float *src, 
 
 // Y[j] += (s * A[i * ai + j * aj]) * X[i] over i = 0..ni-1 in that order, for
 // j < nj (rows of D floats): each element sees the MulAdds of Axpy in the
-// same order, the sum held in registers four vectors at a time.
+// same order, the sums held in registers (two rows of Y, four vectors each:
+// eight chains, each X vector loaded once for both).
 HWY_INLINE void AccumOuter(const float *A, int64_t ai, int64_t aj, float s, const float *X, int64_t ni,
                            float *Y, int64_t nj, int64_t D) {
   const DB d;
   const int64_t N = (int64_t)hb::Lanes(d);
-  for (int64_t j = 0; j < nj; j++) {
-    float *y = Y + j * D;
-    const float *a = A + j * aj;
-    int64_t d0 = 0;
-    for (; d0 + 4 * N <= D; d0 += 4 * N) {
+  int64_t j = 0;
+  for (; j + 2 <= nj && D % (4 * N) == 0; j += 2) {
+    float *y = Y + j * D, *z = y + D;
+    const float *a = A + j * aj, *b = a + aj;
+    for (int64_t d0 = 0; d0 < D; d0 += 4 * N) {
       auto y0 = hb::LoadU(d, y + d0), y1 = hb::LoadU(d, y + d0 + N);
       auto y2 = hb::LoadU(d, y + d0 + 2 * N), y3 = hb::LoadU(d, y + d0 + 3 * N);
+      auto z0 = hb::LoadU(d, z + d0), z1 = hb::LoadU(d, z + d0 + N);
+      auto z2 = hb::LoadU(d, z + d0 + 2 * N), z3 = hb::LoadU(d, z + d0 + 3 * N);
       for (int64_t i = 0; i < ni; i++) {
-        const auto va = hb::Set(d, s * a[i * ai]);
+        const auto va = hb::Set(d, s * a[i * ai]), vb = hb::Set(d, s * b[i * ai]);
         const float *x = X + i * D + d0;
-        y0 = hb::MulAdd(va, hb::LoadU(d, x), y0), y1 = hb::MulAdd(va, hb::LoadU(d, x + N), y1);
-        y2 = hb::MulAdd(va, hb::LoadU(d, x + 2 * N), y2), y3 = hb::MulAdd(va, hb::LoadU(d, x + 3 * N), y3);
+        const auto x0 = hb::LoadU(d, x), x1 = hb::LoadU(d, x + N);
+        const auto x2 = hb::LoadU(d, x + 2 * N), x3 = hb::LoadU(d, x + 3 * N);
+        y0 = hb::MulAdd(va, x0, y0), y1 = hb::MulAdd(va, x1, y1);
+        y2 = hb::MulAdd(va, x2, y2), y3 = hb::MulAdd(va, x3, y3);
+        z0 = hb::MulAdd(vb, x0, z0), z1 = hb::MulAdd(vb, x1, z1);
+        z2 = hb::MulAdd(vb, x2, z2), z3 = hb::MulAdd(vb, x3, z3);
       }
       hb::StoreU(y0, d, y + d0), hb::StoreU(y1, d, y + d0 + N);
       hb::StoreU(y2, d, y + d0 + 2 * N), hb::StoreU(y3, d, y + d0 + 3 * N);
+      hb::StoreU(z0, d, z + d0), hb::StoreU(z1, d, z + d0 + N);
+      hb::StoreU(z2, d, z + d0 + 2 * N), hb::StoreU(z3, d, z + d0 + 3 * N);
     }
-    for (; d0 < D; d0 += N) {
+  }
+  for (; j < nj; j++) {  // one row at a time
+    float *y = Y + j * D;
+    const float *a = A + j * aj;
+    for (int64_t d0 = 0; d0 < D; d0 += N) {
       auto y0 = hb::LoadU(d, y + d0);
       for (int64_t i = 0; i < ni; i++) y0 = hb::MulAdd(hb::Set(d, s * a[i * ai]), hb::LoadU(d, X + i * D + d0), y0);
       hb::StoreU(y0, d, y + d0);
@@ -263,8 +279,9 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     memset(w.Vt.data(), 0, sizeof(float) * (size_t)(Bk * D));
     memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
     memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
-    if (low) ForwardRows(pr, w.Kt.data(), nk, w.lowk.data());
-    const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? w.lowk.data() : w.Kt.data();
+    float *lowk = w.lowk.data() + c0 * D;
+    if (low && !w.have_lowk[j]) ForwardRows(pr, w.Kt.data(), nk, lowk), w.have_lowk[j] = 1;
+    const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? lowk : w.Kt.data();
     memset(w.P.data(), 0, sizeof(float) * (size_t)(Bq * Bk));
     for (int64_t r = 0; r < nr; r++) {
       const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
@@ -292,6 +309,7 @@ void BackwardItemT(const BwdJob &job, int64_t item, int tid) {
   memset(w.dK.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.dV.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.have_kv.data(), 0, (size_t)job.nkt);
+  memset(w.have_lowk.data(), 0, (size_t)job.nkt);
   for (int64_t g = 0; g < G; g++)
     for (int64_t i = 0; i < lp_tile_count(pr.Sq, pr.Bq); i++) QueryTile(job, w, b, hk * G + g, hk, i);
   StoreRows(bp.dk, b, hk, 0, pr.Skv, D, w.dK.data());
@@ -322,12 +340,12 @@ lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
     const size_t n = (size_t)job.nkt, D = (size_t)pr.D;
     for (BwdScratch &w : scratch) {
       for (auto *v : {&w.K, &w.V, &w.dK, &w.dV}) v->resize(S);
-      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.lowk, &w.A, &w.Pf, &w.P, &w.dQ})
+      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.A, &w.Pf, &w.P, &w.dQ})
         v->resize(WW);
       for (auto *v : {&w.delta, &w.lse, &w.x, &w.y, &w.u, &w.dots}) v->resize(W);
       for (auto *v : {&w.dOr, &w.dOd, &w.Qr, &w.U}) v->resize(WW);
-      for (auto *v : {&w.Vd, &w.Kc}) v->resize(n * (size_t)pr.Bk * D);
-      w.have_kv.resize(n);
+      for (auto *v : {&w.Vd, &w.Kc, &w.lowk}) v->resize(n * (size_t)pr.Bk * D);
+      w.have_kv.resize(n), w.have_lowk.resize(n);
       w.kbar.resize(n * D), w.qbar.resize(D), w.score.resize(n);
       w.idx.resize(W), w.kind.resize(n), w.mode.resize(n);
     }

@@ -17,6 +17,7 @@
 #include <hwy/highway.h>
 
 #include "cpu.h"
+#include "quantp-inl.h"  // MaxAbs, AllFinite
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {
@@ -118,11 +119,16 @@ HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
     hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c3))), k24), df, w[3]);
     // word j of lane l is element 4 * (b0 + l - first) + j - skip
     const int64_t e0 = (int64_t)(b0 - first) * 4 - skip;
-    for (int64_t l = 0; l < N; l++)
-      for (int j = 0; j < 4; j++) {
-        const int64_t e = e0 + 4 * l + j;
-        if (e >= 0 && e < n) u[e] = w[j][l];
-      }
+    if (e0 >= 0 && e0 + 4 * N <= n) {
+      for (int64_t l = 0; l < N; l++)
+        u[e0 + 4 * l] = w[0][l], u[e0 + 4 * l + 1] = w[1][l], u[e0 + 4 * l + 2] = w[2][l], u[e0 + 4 * l + 3] = w[3][l];
+    } else {
+      for (int64_t l = 0; l < N; l++)
+        for (int j = 0; j < 4; j++) {
+          const int64_t e = e0 + 4 * l + j;
+          if (e >= 0 && e < n) u[e] = w[j][l];
+        }
+    }
   }
 #endif
 }
@@ -172,6 +178,15 @@ HWY_INLINE V E4m3SrValue(V y, V u) {
   return SrPick(y, u, vlo, hs::Add(vlo, step), hs::And(hs::Lt(vlo, a), hs::Lt(vlo, top)));
 }
 
+// The dequantized SR element of y = x / divisor, (code * scale) * outer as
+// cpu_dequant forms it: NVFP4 (v * m1) * m2 with m1 = scale, m2 = outer;
+// MXFP4 v * m1 (scale); FP8 v * m1 (outer).
+template <class V>
+HWY_INLINE V SrElem(int fmt, V y, V u, V m1, V m2) {
+  const V v = hs::Mul(fmt == QP_FP8 ? E4m3SrValue(y, u) : E2m1SrValue(y, u), m1);
+  return fmt == QP_NVFP4 ? hs::Mul(v, m2) : v;
+}
+
 // out[i] = cpu_dequant of the codes cpu_quantize_domain(fmt, mx_up, sr = 1)
 // gives the n contiguous values x, element i drawing the uniform u[i].
 // n: a multiple of the group size (16 or 32; FP8 any); as there, the values
@@ -179,10 +194,12 @@ HWY_INLINE V E4m3SrValue(V y, V u) {
 HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, int64_t n, float *out) {
   const DS d;
   const int64_t N = (int64_t)hs::Lanes(d);
-  int bad = 0;
-  const float amax = cpu_finite_amax(x, 1, (int)n, &bad);
   const bool fp8 = fmt == QP_FP8;
   const int64_t G = fp8 ? n : fmt == QP_MXFP4 ? 32 : 16;
+  // All finite (the usual case): the amaxes by SIMD (a max: any order).
+  const bool simd = n % N == 0 && G % N == 0 && AllFinite(d, x, n);
+  int bad = 0;
+  const float amax = simd ? MaxAbs(d, x, n) : cpu_finite_amax(x, 1, (int)n, &bad);
   const float outer0 = cpu_outer_scale(fmt, amax);
   const float outer = fp8 && bad ? cpu_from_bits(0x7fc00000u) : outer0;
   alignas(64) float tx[16], tu[16], to[16];
@@ -193,7 +210,7 @@ HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, 
     if (fp8) {
       gbad = bad;
     } else {
-      const float ga = cpu_finite_amax(x + g, 1, (int)G, &gbad);
+      const float ga = simd ? MaxAbs(d, x + g, G) : cpu_finite_amax(x + g, 1, (int)G, &gbad);
       scale = cpu_group_scale(fmt, ga, gbad, outer0, mx_up, &code, &denom);
     }
     if (gbad || denom == 0.0f) {  // all codes 0
@@ -210,8 +227,7 @@ HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, 
         for (int64_t l = 0; l < N; l++) tx[l] = i + l < g + G ? x[i + l] : 0.0f, tu[l] = i + l < g + G ? u[i + l] : 0.0f;
       const auto y = hs::Div(full ? hs::LoadU(d, x + i) : hs::Load(d, tx), vd);
       const auto uu = full ? hs::LoadU(d, u + i) : hs::Load(d, tu);
-      auto v = hs::Mul(fp8 ? E4m3SrValue(y, uu) : E2m1SrValue(y, uu), m1);
-      if (fmt == QP_NVFP4) v = hs::Mul(v, m2);
+      const auto v = SrElem(fmt, y, uu, m1, m2);
       if (full) {
         hs::StoreU(v, d, out + i);
       } else {
@@ -220,6 +236,49 @@ HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, 
       }
     }
   }
+}
+
+// The same for the C columns of a row-major [R x C] matrix, each column one
+// domain of R values (src[r * C + c], uniforms U[r * C + c]), N columns a
+// vector: no gathers. False (nothing written) unless every value is finite
+// and C is a multiple of the lanes; the caller then takes SrQdqDomain.
+HWY_INLINE bool SrQdqColumns(int fmt, int mx_up, const float *src, const float *U, int64_t R, int64_t C,
+                             float *dst) {
+  const DS d;
+  const int64_t N = (int64_t)hs::Lanes(d);
+  const bool fp8 = fmt == QP_FP8;
+  const int64_t G = fp8 ? R : fmt == QP_MXFP4 ? 32 : 16;
+  if (C % N != 0 || R % G != 0 || N > 16 || !AllFinite(d, src, R * C)) return false;
+  alignas(64) float amax[16], outer[16], ga[16], scale[16], denom[16];
+  for (int64_t c0 = 0; c0 < C; c0 += N) {
+    auto m = hs::Zero(d);
+    for (int64_t r = 0; r < R; r++) m = hs::Max(m, hs::Abs(hs::LoadU(d, src + r * C + c0)));
+    hs::Store(m, d, amax);
+    for (int64_t l = 0; l < N; l++) outer[l] = cpu_outer_scale(fmt, amax[l]);
+    const auto vo = hs::Load(d, outer);
+    for (int64_t g = 0; g < R; g += G) {
+      if (fp8) {
+        for (int64_t l = 0; l < N; l++) scale[l] = 1.0f, denom[l] = outer[l];
+      } else {
+        auto mg = hs::Zero(d);
+        for (int64_t r = g; r < g + G; r++) mg = hs::Max(mg, hs::Abs(hs::LoadU(d, src + r * C + c0)));
+        hs::Store(mg, d, ga);
+        for (int64_t l = 0; l < N; l++) {
+          uint8_t code;
+          scale[l] = cpu_group_scale(fmt, ga[l], 0, outer[l], mx_up, &code, &denom[l]);
+        }
+      }
+      const auto vd = hs::Load(d, denom);
+      const auto zero = hs::Eq(vd, hs::Zero(d));  // all codes 0: +0
+      const auto m1 = fp8 ? vo : hs::Load(d, scale), m2 = fmt == QP_NVFP4 ? vo : hs::Set(d, 1.0f);
+      for (int64_t r = g; r < g + G; r++) {
+        const auto y = hs::Div(hs::LoadU(d, src + r * C + c0), vd);
+        const auto v = SrElem(fmt, y, hs::LoadU(d, U + r * C + c0), m1, m2);
+        hs::StoreU(hs::IfThenZeroElse(zero, v), d, dst + r * C + c0);
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace HWY_NAMESPACE

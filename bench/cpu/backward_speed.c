@@ -3,7 +3,7 @@
  * f32 tensors; GF/s counts the useful flops of each (forward 2 matmuls,
  * backward 5, halved by the causal mask), and the process CPU time of
  * each call (all threads; best of the repeats): a check on a loaded machine.
- * Usage: backward_speed [S [heads [reps]]]   (defaults 1024 8 3) */
+ * Usage: backward_speed [S [heads [reps [threads]]]]   (defaults 1024 8 3 0; 0 = all) */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +27,7 @@ static float *rnd(size_t n, unsigned *s) {
 
 int main(int argc, char **argv) {
   const int S = argc > 1 ? atoi(argv[1]) : 1024, H = argc > 2 ? atoi(argv[2]) : 8, reps = argc > 3 ? atoi(argv[3]) : 3;
+  const int threads = argc > 4 ? atoi(argv[4]) : 0;
   const int D = 128;
   const size_t n = (size_t)H * S * D;
   unsigned seed = 1;
@@ -34,12 +35,16 @@ int main(int argc, char **argv) {
   float *o = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4);
   float *l = malloc((size_t)H * S * 4);
   lpattn_ctx *c = NULL;
-  if (lpattn_create(LPATTN_BACKEND_CPU, NULL, &c) != LPATTN_OK) return fprintf(stderr, "no cpu backend\n"), 1;
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp);
+  cp.num_threads = threads;
+  if (lpattn_create(LPATTN_BACKEND_CPU, &cp, &c) != LPATTN_OK) return fprintf(stderr, "no cpu backend\n"), 1;
   const lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F32, 1, H, S, D), tk = lpattn_tensor_4d(k, LPATTN_F32, 1, H, S, D),
                       tv = lpattn_tensor_4d(v, LPATTN_F32, 1, H, S, D), to = lpattn_tensor_4d(o, LPATTN_F32, 1, H, S, D),
                       tg = lpattn_tensor_4d(g, LPATTN_F32, 1, H, S, D), tl = lpattn_tensor_4d(l, LPATTN_F32, 1, H, S, 1);
   const double flop = 2.0 * 2.0 * H * (double)S * S * D / 2.0; /* forward, causal */
-  printf("backward_speed: cpu backend, B = 1, H = %d, S = %d, D = %d, causal, f32, best of %d (wall)\n", H, S, D, reps);
+  printf("backward_speed: cpu backend, B = 1, H = %d, S = %d, D = %d, causal, f32, threads %d (0 = all), best of %d\n", H, S, D,
+         threads, reps);
   printf("| precision | forward ms | forward GF/s | backward ms | backward GF/s | backward / forward | forward CPU ms | "
          "backward CPU ms |\n|---|---|---|---|---|---|---|---|\n");
   const lpattn_precision precs[4] = {LPATTN_PREC_HIGH, LPATTN_PREC_FP8, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4};

@@ -15,6 +15,9 @@
 
 // backends/cpu/sr.cc: the uniforms of the consecutive indices i0 .. i0 + n - 1.
 extern "C" void lpattn_cpu_sr_uniforms_run(uint64_t key, uint64_t i0, int64_t n, float *u);
+// backends/cpu/sr.cc: every column of a finite [R x C] matrix a domain (0: not taken).
+extern "C" int lpattn_cpu_sr_qdq_columns(int fmt, int mx_up, const float *src, const float *U, int64_t R,
+                                         int64_t C, float *dst);
 
 static uint32_t bits(float x) {
   uint32_t u;
@@ -97,6 +100,44 @@ static void test_qdq(int64_t target) {
   CHECK(bad == 0, "%s: %d SR values differ from the scalar quantizer", lpattn_cpu_target_name(target), bad);
 }
 
+// The column form (a domain per column, lanes across columns) against the
+// domain form on each gathered column.
+static void test_columns(int64_t target) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f), U01(0.0f, 1.0f);
+  const int shapes[4][2] = {{64, 64}, {32, 16}, {128, 32}, {16, 48}};
+  std::vector<float> x(128 * 64), u(128 * 64), got(128 * 64), col(128), cu(128), want(128);
+  int bad = 0, taken = 0;
+  for (int trial = 0; trial < 200; trial++) {
+    const int R = shapes[trial % 4][0], C = shapes[trial % 4][1], kind = trial / 4 % 4;
+    for (int i = 0; i < R * C; i++) {
+      float v = U(rng);
+      if (kind == 1) v = (float)((int)(rng() % 97) - 48) / 16.0f;
+      if (kind == 2) v = ldexpf(v, -(int)(rng() % 150));
+      if (kind == 3) v = i % C == 3 ? 0.0f : (i / C) % 16 == 5 && i % C == 7 ? 0.0f : v;  // a zero column
+      x[i] = v, u[i] = (float)(int)(U01(rng) * 16777216.0f) * 0x1p-24f;
+    }
+    if (kind == 3) for (int r = 0; r < 16 && r < R; r++) x[r * C + 9] = 0.0f;  // a zero group
+    for (int fmt = 0; fmt < 3; fmt++)
+      for (int up = 0; up < (fmt == 1 ? 2 : 1) && !(fmt == 1 && R % 32); up++) {
+        if (!lpattn_cpu_sr_qdq_columns(fmt, up, x.data(), u.data(), R, C, got.data())) continue;
+        taken++;
+        for (int c = 0; c < C; c++) {
+          for (int r = 0; r < R; r++) col[r] = x[r * C + c], cu[r] = u[r * C + c];
+          lpattn_cpu_sr_qdq(fmt, up, col.data(), cu.data(), R, want.data());
+          for (int r = 0; r < R; r++)
+            if (!same(got[r * C + c], want[r]) && bad++ < 5)
+              fprintf(stderr, "%s columns fmt %d up %d R %d C %d (%d, %d): x %a -> %a, want %a\n",
+                      lpattn_cpu_target_name(target), fmt, up, R, C, r, c, col[r], got[r * C + c], want[r]);
+        }
+      }
+  }
+  CHECK(taken > 0, "%s: the column form took no matrix", lpattn_cpu_target_name(target));
+  CHECK(bad == 0, "%s: %d column-form SR values differ", lpattn_cpu_target_name(target), bad);
+  x[5] = NAN;  // non-finite: not taken
+  CHECK(!lpattn_cpu_sr_qdq_columns(0, 0, x.data(), u.data(), 64, 64, got.data()), "NaN matrix taken");
+}
+
 int main(void) {
   int64_t targets[16];
   const int nt = lpattn_cpu_targets(targets, 16);
@@ -104,6 +145,7 @@ int main(void) {
     lpattn_cpu_force_target(targets[t]);
     test_uniforms(targets[t]);
     test_qdq(targets[t]);
+    test_columns(targets[t]);
   }
   lpattn_cpu_force_target(0);
   return test_finish();
