@@ -257,15 +257,29 @@ HWY_INLINE __m256 DecodeScaleCodes(__m128i c, bool mx) {
   return _mm256_cvtph_ps(h);
 }
 
+// The decoded group scales of every key (v = 0: T keys, ng codes each) or
+// channel pair (v = 1: D / 2 pairs, 2 * gpc codes each) of a quantized tile,
+// permuted to the lanes of the horizontal adds (vi: IntRow idx, the same for
+// every row), eight floats a key / pair: decoded once per tile, off the
+// dependency chains of the dot products.
+HWY_INLINE void ScaleLanes(const DecJob &job, const LowTile &t, int v, const int32_t *idx, float *out) {
+  const lp_kv_layout &L = *t.L;
+  const bool mx = L.fmt == LPATTN_FMT_MXFP4;
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(idx));
+  const int64_t per = v ? 2 * (64 >> job.gshift) : job.D >> job.gshift, n = v ? job.D / 2 : job.T;
+  const uint8_t *codes = t.p + (v ? L.vs : L.ks);
+  for (int64_t k = 0; k < n; k++)
+    _mm256_store_ps(out + 8 * k, _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(codes + k * per, (int)per), mx), vi));
+}
+
 // Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D = 64
-// or 128: one or two blocks a key).
-HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x,
+// or 128: one or two blocks a key); ksc: the tile's ScaleLanes (v = 0).
+HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x, const float *ksc,
                            float *S) {
   const DF df;
   const lp_kv_layout &L = *t.L;
-  const int64_t D = job.D, ng = D >> job.gshift, nb = D / 64;
+  const int64_t D = job.D, nb = D / 64;
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.idx));
   const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.corr));
   const __m256 vx = _mm256_loadu_ps(x.sc8);
   VF acc[8];
@@ -275,8 +289,7 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
     const __m256i u = Block64U(codes, x.x8);
     const __m256i v = nb > 1 ? Block64U(codes + 32, x.x8 + 64) : _mm256_setzero_si256();
     const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(u, v), vc);
-    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.ks + c * ng, (int)ng), mx), vi);
-    acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vx))};
+    acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(ksc + 8 * c), vx))};
   }
   const VF f = hn::Set(df, 0.25f * x.outer);
   const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c0), f);
@@ -285,13 +298,13 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
 
 // acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys,
 // channels two at a time: _mm256_hadd_epi32 of their lanes gives lanes
-// (channel, 16 keys) = (0, 0) (0, 16) (1, 0) (1, 16) (0, 32) (0, 48) (1, 32) (1, 48).
-HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, float *acc) {
+// (channel, 16 keys) = (0, 0) (0, 16) (1, 0) (1, 16) (0, 32) (0, 48) (1, 32) (1, 48);
+// vsc: the tile's ScaleLanes (v = 1).
+HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, const float *vsc,
+                       float *acc) {
   const DF df;
   const lp_kv_layout &L = *t.L;
-  const int gpc = 64 >> job.gshift;  // groups per channel
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.idx));
   const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr));
   const __m256 vp = _mm256_loadu_ps(p.sc8);
   __m256 w[4];
@@ -299,8 +312,7 @@ HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const In
     const int64_t d = d0 + 2 * k;
     const uint8_t *codes = t.p + L.vc + d * 32;
     const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(Block64U(codes, p.x8), Block64U(codes + 32, p.x8)), vc);
-    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.vs + d * gpc, 2 * gpc), mx), vi);
-    w[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vp));
+    w[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(vsc + 4 * d), vp));
   }
   // hadd(w0, w1): channels d0..d0+3 in both halves; hadd(w2, w3): d0+4..d0+7.
   const __m256 a = _mm256_hadd_ps(w[0], w[1]), b = _mm256_hadd_ps(w[2], w[3]);
