@@ -107,7 +107,11 @@ static constexpr int kPvKey[8] = {0, 16, 0, 16, 32, 48, 32, 48}, kPvCh[8] = {0, 
 // x8, csum and the lane constants from x (int order: lane l of a block holds
 // elements 8l..8l+7, i.e. x[4l..4l+3] and x[32+4l..32+4l+3]).
 HWY_INLINE void FinishIntRow(const DecJob &job, int64_t n, bool pv, IntRow *out) {
-  for (int64_t i = 0; i < n; i++) out->x8[i] = (int8_t)out->x[i];
+  {
+    const hn::Full256<int16_t> d16;
+    const hn::Full128<int8_t> d8;
+    for (int64_t i = 0; i < n; i += 16) hn::StoreU(hn::DemoteTo(d8, hn::LoadU(d16, out->x + i)), d8, out->x8 + i);
+  }
   for (int64_t b = 0; b < n; b += 64)
     for (int l = 0; l < 8; l++) {
       int32_t s = 0;
@@ -154,9 +158,15 @@ HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, bool 
     for (int64_t c = g; c < g + G; c += N)
       hq::Store(hq::Mul(E2m1Value(d, hq::Div(hq::LoadU(d, v + c), vd)), two), d, q2 + c);
   }
-  for (int64_t b = 0; b < n; b += 64)  // int order: a block's even elements, then its odd ones
-    for (int64_t i = 0; i < 32; i++)
-      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1];
+  const hn::Full256<float> d8;  // int order: a block's even elements, then its odd ones
+  const hn::Full256<int32_t> d32;
+  const hn::Full128<int16_t> d16;
+  for (int64_t b = 0; b < n; b += 64)
+    for (int64_t q = 0; q < 4; q++) {  // (small integers: exact conversions)
+      const auto lo = hn::Load(d8, q2 + b + 16 * q), hi = hn::Load(d8, q2 + b + 16 * q + 8);
+      hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(d32, hn::ConcatEven(d8, hi, lo))), d16, out->x + b + 8 * q);
+      hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(d32, hn::ConcatOdd(d8, hi, lo))), d16, out->x + b + 32 + 8 * q);
+    }
   out->outer = outer;
   FinishIntRow(job, n, pv, out);
   return true;
