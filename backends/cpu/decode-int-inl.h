@@ -204,16 +204,10 @@ HWY_INLINE float DotLowInt(const DecJob &job, const LowTile &t, int v, int64_t i
 // int8 values exactly into 8 lanes of 8 elements, and 12 * sum(x) (IntRow
 // csum) is taken off after a horizontal add that leaves one lane per 16
 // elements. Group scales are decoded from their codes in registers (no table,
-// no gather), multiplied by the row's, and one f32 multiply per lane applies
-// them; eight dot products are then reduced together by horizontal adds.
+// no gather; once per tile, ScaleLanes), multiplied by the row's, and one f32
+// multiply per lane applies them; eight dot products are then reduced
+// together by horizontal adds.
 using VF = hn::Vec<DF>;
-
-HWY_INLINE VF Reduce8(const VF *v) {
-  __m256 a = _mm256_hadd_ps(v[0].raw, v[1].raw), b = _mm256_hadd_ps(v[2].raw, v[3].raw);
-  __m256 c = _mm256_hadd_ps(v[4].raw, v[5].raw), d = _mm256_hadd_ps(v[6].raw, v[7].raw);
-  a = _mm256_hadd_ps(a, b), c = _mm256_hadd_ps(c, d);
-  return VF{_mm256_add_ps(_mm256_permute2f128_ps(a, c, 0x20), _mm256_permute2f128_ps(a, c, 0x31))};
-}
 
 // Lane l of int(codes . x) + 12 * sum(x) over elements 8l..8l+7 of a block
 // of 64 (x: 32 int8 of the even elements, then 32 of the odd ones).
@@ -327,10 +321,15 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
     const __m256i v = nb > 1 ? Block64U(codes + 32, x.x8 + 64) : _mm256_setzero_si256();
     const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(u, v), vc);
     acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(ksc + 8 * c), vx))};
+    // the first level of the horizontal adds as soon as a pair is done
+    // (fewer live registers)
+    if (k & 1) acc[k / 2] = VF{_mm256_hadd_ps(acc[k - 1].raw, acc[k].raw)};
   }
   const VF f = hn::Set(df, 0.25f * x.outer);
   const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c0), f);
-  hn::StoreU(hn::Mul(Reduce8(acc), o), df, S + c0);
+  const __m256 a = _mm256_hadd_ps(acc[0].raw, acc[1].raw), b = _mm256_hadd_ps(acc[2].raw, acc[3].raw);
+  const VF sum{_mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31))};
+  hn::StoreU(hn::Mul(sum, o), df, S + c0);
 }
 
 // acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys,
