@@ -275,10 +275,13 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     if (w.mode[j] == LP_MODE_SKIP) continue;
     const bool low = w.mode[j] == LP_MODE_LOW;
     const int64_t c0 = j * Bk, nk = pr.Skv - c0 < Bk ? pr.Skv - c0 : Bk;
-    memset(w.Kt.data(), 0, sizeof(float) * (size_t)(Bk * D));
-    memset(w.Vt.data(), 0, sizeof(float) * (size_t)(Bk * D));
-    memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
-    memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
+    if (!low || !w.have_kv[j] || !w.have_lowk[j]) {  // (a low pair reads them only to fill its caches)
+      const size_t used = (size_t)(nk * D), pad = (size_t)((Bk - nk) * D);
+      memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * used);
+      memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * used);
+      memset(w.Kt.data() + used, 0, sizeof(float) * pad);
+      memset(w.Vt.data() + used, 0, sizeof(float) * pad);
+    }
     float *lowk = w.lowk.data() + c0 * D;
     if (low && !w.have_lowk[j]) ForwardRows(pr, w.Kt.data(), nk, lowk), w.have_lowk[j] = 1;
     const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? lowk : w.Kt.data();
