@@ -13,12 +13,6 @@
 #include "gen/common.h"
 #include "testutil.h"
 
-// backends/cpu/sr.cc: the uniforms of the consecutive indices i0 .. i0 + n - 1.
-extern "C" void lpattn_cpu_sr_uniforms_run(uint64_t key, uint64_t i0, int64_t n, float *u);
-// backends/cpu/sr.cc: every column of a finite [R x C] matrix a domain (0: not taken).
-extern "C" int lpattn_cpu_sr_qdq_columns(int fmt, int mx_up, const float *src, const float *U, int64_t R,
-                                         int64_t C, float *dst);
-
 static uint32_t bits(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
