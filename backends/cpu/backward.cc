@@ -4,8 +4,8 @@
 // tile, so each item owns its dq rows and its dk/dv rows (no atomics, the
 // same sums in the same order on every run: deterministic). The forward's
 // Q/K quantization (along D, RNE) is the prefill's SIMD quantizer; the
-// backward operands' SR quantization is the rendered scalar quantizer of
-// templates/common/quant.j2 (gen/common.h).
+// backward operands' SR quantization is sr-inl.h's SIMD Philox and element
+// step around the shared scalar scale steps (gen/common.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/backward.cc"  // from the source root
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -19,6 +19,7 @@
 
 #include "cpu.h"
 #include "formats.h"
+#include "sr-inl.h"
 #include "tiles.h"
 
 #ifndef LPATTN_CPU_BACKWARD_ONCE
@@ -26,14 +27,15 @@
 namespace lpattn_cpu {
 struct BwdScratch {
   std::vector<float> K, V, dK, dV, kbar, qbar, score;
-  std::vector<float> Q, Qd, dO, O, Kt, Vt, lowk, A, Pf, P, dQ, delta, lse, x, y;
+  std::vector<float> Q, Qd, dO, O, Kt, Vt, A, Pf, P, dQ, delta, lse, x, y, u, dots;
   // Operands that do not depend on the pair, quantized once: per query tile
   // dO along the rows and along D, Q along the rows; per KV tile (of the
-  // item) V along D and K along the keys ([nkt * Bk][D], made on first use).
-  std::vector<float> dOr, dOd, Qr, Vd, Kc;
-  std::vector<uint8_t> have_kv;
+  // item) V along D and K along the keys ([nkt * Bk][D], made on first use),
+  // and K's forward quantization along D (lowk, made on first use).
+  std::vector<float> dOr, dOd, Qr, Vd, Kc, lowk, U;
+  std::vector<uint8_t> have_kv, have_lowk;
   std::vector<int64_t> idx;
-  std::vector<uint8_t> kind, mode, codes, scales;
+  std::vector<uint8_t> kind, mode;
 };
 struct BwdJob {
   const lpattn_bwd_problem *bp;
@@ -59,6 +61,29 @@ HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
   return hb::GetLane(hb::SumOfLanes(d, s));
 }
 
+// out[k] = Dot(a, b + k * bs, n) for k < K (4 or 8), each summed exactly as
+// Dot: K independent chains, so the FMA latency is hidden.
+template <int K>
+HWY_INLINE void DotK(const float *a, const float *b, int64_t bs, int64_t n, float *out) {
+  const DB d;
+  const int64_t N = (int64_t)hb::Lanes(d);
+  hb::Vec<DB> s[K];
+  for (int k = 0; k < K; k++) s[k] = hb::Zero(d);
+  for (int64_t i = 0; i < n; i += N) {
+    const auto va = hb::LoadU(d, a + i);
+    for (int k = 0; k < K; k++) s[k] = hb::MulAdd(va, hb::LoadU(d, b + k * bs + i), s[k]);
+  }
+  for (int k = 0; k < K; k++) out[k] = hb::GetLane(hb::SumOfLanes(d, s[k]));
+}
+
+// out[c] = Dot(a, b + c * D, D) for c < n.
+HWY_INLINE void DotRows(const float *a, const float *b, int64_t D, int64_t n, float *out) {
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) DotK<8>(a, b + c * D, D, D, out + c);
+  for (; c + 4 <= n; c += 4) DotK<4>(a, b + c * D, D, D, out + c);
+  for (; c < n; c++) out[c] = Dot(a, b + c * D, D);
+}
+
 // y += a * x
 HWY_INLINE void Axpy(float a, const float *x, float *y, int64_t n) {
   const DB d;
@@ -72,21 +97,79 @@ struct Lin {
 };
 
 // dst = src ([R x C], row-major) quantized along its rows (a domain per
-// column) or its columns (a domain per row) with SR, then dequantized.
+// column) or its columns (a domain per row) with SR, then dequantized. The
+// uniforms of all R x C elements come first, a row of consecutive indices
+// at a time (SIMD Philox, a block for four elements); then each domain's
+// values and uniforms are gathered (x, u) for the SIMD SR quantizer
+// (sr-inl.h), which writes y.
 HWY_INLINE void Qdq(const BwdJob &job, BwdScratch &w, int op, const float *src, int64_t R, int64_t C,
                     bool along_rows, Lin ix, float *dst) {
   const lpattn_attn_problem &pr = job.bp->f;
-  const int fmt = QpFormat(pr.low), G = fmt == QP_FP8 ? 1 : fmt == QP_MXFP4 ? 32 : 16;
+  const int fmt = QpFormat(pr.low);
   const uint64_t key = job.bp->seed + (uint64_t)(op + 1) * 0x9E3779B97F4A7C15ull;
   const int64_t nd = along_rows ? C : R, n = along_rows ? R : C;
   const int64_t es = along_rows ? C : 1, ds = along_rows ? 1 : C;
+  float *x = w.x.data(), *u = w.u.data(), *y = w.y.data(), *U = w.U.data();
+  for (int64_t r = 0; r < R; r++) {
+    if (ix.cs == 1) {
+      SrUniformsRun(key, (uint64_t)(ix.base + r * ix.rs), C, U + r * C);
+    } else {
+      int64_t *idx = w.idx.data();
+      for (int64_t c = 0; c < C; c++) idx[c] = ix.base + r * ix.rs + c * ix.cs;
+      SrUniforms(key, idx, C, U + r * C);
+    }
+  }
+  if (along_rows && SrQdqColumns(fmt, pr.mx_round_up, src, U, R, C, dst)) return;
   for (int64_t a = 0; a < nd; a++) {
-    for (int64_t e = 0; e < n; e++)
-      w.idx[e] = ix.base + (along_rows ? e : a) * ix.rs + (along_rows ? a : e) * ix.cs;
-    float outer;
-    cpu_quantize_domain(fmt, pr.mx_round_up, 1, key, w.idx.data(), src + a * ds, (long)es, (int)n,
-                        w.codes.data(), w.scales.data(), &outer);
-    for (int64_t e = 0; e < n; e++) dst[a * ds + e * es] = cpu_dequant(fmt, w.codes[e], w.scales[e / G], outer);
+    const float *s = src + a * ds, *su = U + a * ds;
+    float *o = dst + a * ds;
+    for (int64_t e = 0; e < n; e++) x[e] = s[e * es], u[e] = su[e * es];
+    SrQdqDomain(fmt, pr.mx_round_up, x, u, n, y);
+    for (int64_t e = 0; e < n; e++) o[e * es] = y[e];
+  }
+}
+
+// Y[j] += (s * A[i * ai + j * aj]) * X[i] over i = 0..ni-1 in that order, for
+// j < nj (rows of D floats): each element sees the MulAdds of Axpy in the
+// same order, the sums held in registers (two rows of Y, four vectors each:
+// eight chains, each X vector loaded once for both).
+HWY_INLINE void AccumOuter(const float *A, int64_t ai, int64_t aj, float s, const float *X, int64_t ni,
+                           float *Y, int64_t nj, int64_t D) {
+  const DB d;
+  const int64_t N = (int64_t)hb::Lanes(d);
+  int64_t j = 0;
+  for (; j + 2 <= nj && D % (4 * N) == 0; j += 2) {
+    float *y = Y + j * D, *z = y + D;
+    const float *a = A + j * aj, *b = a + aj;
+    for (int64_t d0 = 0; d0 < D; d0 += 4 * N) {
+      auto y0 = hb::LoadU(d, y + d0), y1 = hb::LoadU(d, y + d0 + N);
+      auto y2 = hb::LoadU(d, y + d0 + 2 * N), y3 = hb::LoadU(d, y + d0 + 3 * N);
+      auto z0 = hb::LoadU(d, z + d0), z1 = hb::LoadU(d, z + d0 + N);
+      auto z2 = hb::LoadU(d, z + d0 + 2 * N), z3 = hb::LoadU(d, z + d0 + 3 * N);
+      for (int64_t i = 0; i < ni; i++) {
+        const auto va = hb::Set(d, s * a[i * ai]), vb = hb::Set(d, s * b[i * ai]);
+        const float *x = X + i * D + d0;
+        const auto x0 = hb::LoadU(d, x), x1 = hb::LoadU(d, x + N);
+        const auto x2 = hb::LoadU(d, x + 2 * N), x3 = hb::LoadU(d, x + 3 * N);
+        y0 = hb::MulAdd(va, x0, y0), y1 = hb::MulAdd(va, x1, y1);
+        y2 = hb::MulAdd(va, x2, y2), y3 = hb::MulAdd(va, x3, y3);
+        z0 = hb::MulAdd(vb, x0, z0), z1 = hb::MulAdd(vb, x1, z1);
+        z2 = hb::MulAdd(vb, x2, z2), z3 = hb::MulAdd(vb, x3, z3);
+      }
+      hb::StoreU(y0, d, y + d0), hb::StoreU(y1, d, y + d0 + N);
+      hb::StoreU(y2, d, y + d0 + 2 * N), hb::StoreU(y3, d, y + d0 + 3 * N);
+      hb::StoreU(z0, d, z + d0), hb::StoreU(z1, d, z + d0 + N);
+      hb::StoreU(z2, d, z + d0 + 2 * N), hb::StoreU(z3, d, z + d0 + 3 * N);
+    }
+  }
+  for (; j < nj; j++) {  // one row at a time
+    float *y = Y + j * D;
+    const float *a = A + j * aj;
+    for (int64_t d0 = 0; d0 < D; d0 += N) {
+      auto y0 = hb::LoadU(d, y + d0);
+      for (int64_t i = 0; i < ni; i++) y0 = hb::MulAdd(hb::Set(d, s * a[i * ai]), hb::LoadU(d, X + i * D + d0), y0);
+      hb::StoreU(y0, d, y + d0);
+    }
   }
 }
 
@@ -114,38 +197,41 @@ HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq,
   const float *Vd = w.Vd.data() + c0 * D, *Kc = w.Kc.data() + c0 * D;
   // dV = P^T dO, along the query rows
   Qdq(job, w, BOP_P_R, w.P.data(), Bq, Bk, true, iP, A);
-  for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(A[r * Bk + c], w.dOr.data() + r * D, w.dV.data() + (c0 + c) * D, D);
+  AccumOuter(A, Bk, 1, 1.0f, w.dOr.data(), nr, w.dV.data() + c0 * D, nk, D);
   // dP = dO V^T along D; dS = P (dP - Delta)
   memset(Pf, 0, sizeof(float) * (size_t)(Bq * Bk));
-  for (int64_t r = 0; r < nr; r++)
+  for (int64_t r = 0; r < nr; r++) {
+    float *dots = w.dots.data();
+    DotRows(w.dOd.data() + r * D, Vd, D, nk, dots);
     for (int64_t c = 0; c < nk; c++) {
       const float p = w.P[r * Bk + c];
-      Pf[r * Bk + c] = p != 0.0f ? p * (Dot(w.dOd.data() + r * D, Vd + c * D, D) - w.delta[r]) : 0.0f;
+      Pf[r * Bk + c] = p != 0.0f ? p * (dots[c] - w.delta[r]) : 0.0f;
     }
+  }
   // dQ = dS K, along the keys
   Qdq(job, w, BOP_DS_C, Pf, Bq, Bk, false, iP, A);
-  for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], Kc + c * D, w.dQ.data() + r * D, D);
+  AccumOuter(A, 1, Bk, sm, Kc, nk, w.dQ.data(), nr, D);
   // dK = dS^T Q, along the query rows
   Qdq(job, w, BOP_DS_R, Pf, Bq, Bk, true, iP, A);
-  for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nk; c++) Axpy(sm * A[r * Bk + c], w.Qr.data() + r * D, w.dK.data() + (c0 + c) * D, D);
+  AccumOuter(A, Bk, 1, sm, w.Qr.data(), nr, w.dK.data() + c0 * D, nk, D);
 }
 
 HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c0, int64_t nk) {
   const lpattn_attn_problem &pr = job.bp->f;
   const int64_t D = pr.D, Bk = pr.Bk;
-  for (int64_t r = 0; r < nr; r++)
+  for (int64_t r = 0; r < nr; r++) {
+    float *dots = w.dots.data();
+    DotRows(w.dO.data() + r * D, w.Vt.data(), D, nk, dots);  // (reads nothing the Axpys write)
     for (int64_t c = 0; c < nk; c++) {
       const float p = w.P[r * Bk + c];
       if (p == 0.0f) continue;
-      const float *dO = w.dO.data() + r * D, *v = w.Vt.data() + c * D;
-      const float ds = p * (Dot(dO, v, D) - w.delta[r]);
+      const float *dO = w.dO.data() + r * D;
+      const float ds = p * (dots[c] - w.delta[r]);
       Axpy(p, dO, w.dV.data() + (c0 + c) * D, D);
       Axpy(pr.sm_scale * ds, w.Kt.data() + c * D, w.dQ.data() + r * D, D);
       Axpy(pr.sm_scale * ds, w.Q.data() + r * D, w.dK.data() + (c0 + c) * D, D);
     }
+  }
 }
 
 HWY_INLINE void LoadRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n, int64_t D,
@@ -189,18 +275,23 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     if (w.mode[j] == LP_MODE_SKIP) continue;
     const bool low = w.mode[j] == LP_MODE_LOW;
     const int64_t c0 = j * Bk, nk = pr.Skv - c0 < Bk ? pr.Skv - c0 : Bk;
-    memset(w.Kt.data(), 0, sizeof(float) * (size_t)(Bk * D));
-    memset(w.Vt.data(), 0, sizeof(float) * (size_t)(Bk * D));
-    memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
-    memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * (size_t)(nk * D));
-    if (low) ForwardRows(pr, w.Kt.data(), nk, w.lowk.data());
-    const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? w.lowk.data() : w.Kt.data();
+    if (!low || !w.have_kv[j] || !w.have_lowk[j]) {  // (a low pair reads them only to fill its caches)
+      const size_t used = (size_t)(nk * D), pad = (size_t)((Bk - nk) * D);
+      memcpy(w.Kt.data(), w.K.data() + c0 * D, sizeof(float) * used);
+      memcpy(w.Vt.data(), w.V.data() + c0 * D, sizeof(float) * used);
+      memset(w.Kt.data() + used, 0, sizeof(float) * pad);
+      memset(w.Vt.data() + used, 0, sizeof(float) * pad);
+    }
+    float *lowk = w.lowk.data() + c0 * D;
+    if (low && !w.have_lowk[j]) ForwardRows(pr, w.Kt.data(), nk, lowk), w.have_lowk[j] = 1;
+    const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? lowk : w.Kt.data();
     memset(w.P.data(), 0, sizeof(float) * (size_t)(Bq * Bk));
     for (int64_t r = 0; r < nr; r++) {
       const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
       if (w.lse[r] == -INFINITY) continue;
-      for (int64_t c = 0; c < nvis; c++)
-        w.P[r * Bk + c] = expf(Dot(qs + r * D, ks + c * D, D) * pr.sm_scale - w.lse[r]);
+      float *dots = w.dots.data();
+      DotRows(qs + r * D, ks, D, nvis, dots);
+      for (int64_t c = 0; c < nvis; c++) w.P[r * Bk + c] = expf(dots[c] * pr.sm_scale - w.lse[r]);
     }
     if (low)
       LowPair(job, w, b, hq, hk, r0, nr, c0, nk);
@@ -221,6 +312,7 @@ void BackwardItemT(const BwdJob &job, int64_t item, int tid) {
   memset(w.dK.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.dV.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.have_kv.data(), 0, (size_t)job.nkt);
+  memset(w.have_lowk.data(), 0, (size_t)job.nkt);
   for (int64_t g = 0; g < G; g++)
     for (int64_t i = 0; i < lp_tile_count(pr.Sq, pr.Bq); i++) QueryTile(job, w, b, hk * G + g, hk, i);
   StoreRows(bp.dk, b, hk, 0, pr.Skv, D, w.dK.data());
@@ -251,14 +343,14 @@ lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
     const size_t n = (size_t)job.nkt, D = (size_t)pr.D;
     for (BwdScratch &w : scratch) {
       for (auto *v : {&w.K, &w.V, &w.dK, &w.dV}) v->resize(S);
-      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.lowk, &w.A, &w.Pf, &w.P, &w.dQ})
+      for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.A, &w.Pf, &w.P, &w.dQ})
         v->resize(WW);
-      for (auto *v : {&w.delta, &w.lse, &w.x, &w.y}) v->resize(W);
-      for (auto *v : {&w.dOr, &w.dOd, &w.Qr}) v->resize(WW);
-      for (auto *v : {&w.Vd, &w.Kc}) v->resize(n * (size_t)pr.Bk * D);
-      w.have_kv.resize(n);
+      for (auto *v : {&w.delta, &w.lse, &w.x, &w.y, &w.u, &w.dots}) v->resize(W);
+      for (auto *v : {&w.dOr, &w.dOd, &w.Qr, &w.U}) v->resize(WW);
+      for (auto *v : {&w.Vd, &w.Kc, &w.lowk}) v->resize(n * (size_t)pr.Bk * D);
+      w.have_kv.resize(n), w.have_lowk.resize(n);
       w.kbar.resize(n * D), w.qbar.resize(D), w.score.resize(n);
-      w.idx.resize(W), w.kind.resize(n), w.mode.resize(n), w.codes.resize(W), w.scales.resize(W);
+      w.idx.resize(W), w.kind.resize(n), w.mode.resize(n);
     }
   } catch (const std::bad_alloc &) {
     return LPATTN_ERR_OUT_OF_MEMORY;

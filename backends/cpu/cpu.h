@@ -171,6 +171,16 @@ void lpattn_cpu_set_small_q(int on);
 double lpattn_cpu_fma_peak_gflops(int threads);  // f32 FMA peak (CPU-time based)
 // The kernels' SIMD domain quantizer (fmt QP_*): dequantized values.
 void lpattn_cpu_quantize_p_row(int fmt, int mx_up, const float *p, int64_t n, float *out);
+// The backward's SIMD stochastic rounding (sr-inl.h): u[e] = the SR uniform of
+// element index idx[e] under key; out = the SR-quantized (with the uniforms u,
+// fmt QP_NVFP4/MXFP4/FP8) and dequantized n values x of one domain.
+void lpattn_cpu_sr_uniforms(uint64_t key, const int64_t *idx, int64_t n, float *u);
+void lpattn_cpu_sr_qdq(int fmt, int mx_up, const float *x, const float *u, int64_t n, float *out);
+// The same: the uniforms of the consecutive indices i0 .. i0 + n - 1; every column of a
+// finite [R x C] matrix one domain (returns 0, nothing written, when not taken).
+void lpattn_cpu_sr_uniforms_run(uint64_t key, uint64_t i0, int64_t n, float *u);
+int lpattn_cpu_sr_qdq_columns(int fmt, int mx_up, const float *src, const float *U, int64_t R, int64_t C,
+                              float *dst);
 }
 
 #endif

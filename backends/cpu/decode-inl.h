@@ -120,6 +120,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
   const bool use_int8 = use_int && T == 64 && D <= 128;  // eight keys / channels at a time
   IntRow *qi = reinterpret_cast<IntRow *>(w->ib.data()), *pi = qi + R;
+  alignas(32) float sl[64 * 8];  // ScaleLanes of the current tile (64 keys or <= 64 channel pairs)
 #endif
   for (int64_t r = 0; r < R; r++) {
     const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
@@ -183,9 +184,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #if HWY_TARGET == HWY_AVX2
       if (low && use_int8) {
         nx.Plan(T / 8 + D / 8);  // a step a call, scores then P.V
+        ScaleLanes(job, lt, 0, qi[list[0]].idx, sl);
         for (int64_t c = 0; c < T; c += 8) {
           nx.Step();
-          for (int64_t l = 0; l < n; l++) Scores8Int(job, lt, c, qi[list[l]], S + list[l] * T);
+          for (int64_t l = 0; l < n; l++) Scores8Int(job, lt, c, qi[list[l]], sl, S + list[l] * T);
         }
       } else if (low && use_int) {
         for (int64_t c = 0; c < maxvis; c++)
@@ -241,9 +243,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
 #if HWY_TARGET == HWY_AVX2
         if (use_int8) {
+          ScaleLanes(job, lt, 1, pi[list[0]].idx, sl);
           for (int64_t d = 0; d < D; d += 8) {
             nx.Step();
-            for (int64_t l = 0; l < n; l++) PV8Int(job, lt, d, pi[list[l]], acc + list[l] * D);
+            for (int64_t l = 0; l < n; l++) PV8Int(job, lt, d, pi[list[l]], sl, acc + list[l] * D);
           }
         } else if (use_int) {
           for (int64_t d = 0; d < D; d++)

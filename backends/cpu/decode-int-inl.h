@@ -107,7 +107,11 @@ static constexpr int kPvKey[8] = {0, 16, 0, 16, 32, 48, 32, 48}, kPvCh[8] = {0, 
 // x8, csum and the lane constants from x (int order: lane l of a block holds
 // elements 8l..8l+7, i.e. x[4l..4l+3] and x[32+4l..32+4l+3]).
 HWY_INLINE void FinishIntRow(const DecJob &job, int64_t n, bool pv, IntRow *out) {
-  for (int64_t i = 0; i < n; i++) out->x8[i] = (int8_t)out->x[i];
+  {
+    const hn::Full256<int16_t> d16;
+    const hn::Full128<int8_t> d8;
+    for (int64_t i = 0; i < n; i += 16) hn::StoreU(hn::DemoteTo(d8, hn::LoadU(d16, out->x + i)), d8, out->x8 + i);
+  }
   for (int64_t b = 0; b < n; b += 64)
     for (int l = 0; l < 8; l++) {
       int32_t s = 0;
@@ -154,9 +158,15 @@ HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, bool 
     for (int64_t c = g; c < g + G; c += N)
       hq::Store(hq::Mul(E2m1Value(d, hq::Div(hq::LoadU(d, v + c), vd)), two), d, q2 + c);
   }
-  for (int64_t b = 0; b < n; b += 64)  // int order: a block's even elements, then its odd ones
-    for (int64_t i = 0; i < 32; i++)
-      out->x[b + i] = (int16_t)q2[b + 2 * i], out->x[b + 32 + i] = (int16_t)q2[b + 2 * i + 1];
+  const hn::Full256<float> d8;  // int order: a block's even elements, then its odd ones
+  const hn::Full256<int32_t> d32;
+  const hn::Full128<int16_t> d16;
+  for (int64_t b = 0; b < n; b += 64)
+    for (int64_t q = 0; q < 4; q++) {  // (small integers: exact conversions)
+      const auto lo = hn::Load(d8, q2 + b + 16 * q), hi = hn::Load(d8, q2 + b + 16 * q + 8);
+      hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(d32, hn::ConcatEven(d8, hi, lo))), d16, out->x + b + 8 * q);
+      hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(d32, hn::ConcatOdd(d8, hi, lo))), d16, out->x + b + 32 + 8 * q);
+    }
   out->outer = outer;
   FinishIntRow(job, n, pv, out);
   return true;
@@ -194,16 +204,10 @@ HWY_INLINE float DotLowInt(const DecJob &job, const LowTile &t, int v, int64_t i
 // int8 values exactly into 8 lanes of 8 elements, and 12 * sum(x) (IntRow
 // csum) is taken off after a horizontal add that leaves one lane per 16
 // elements. Group scales are decoded from their codes in registers (no table,
-// no gather), multiplied by the row's, and one f32 multiply per lane applies
-// them; eight dot products are then reduced together by horizontal adds.
+// no gather; once per tile, ScaleLanes), multiplied by the row's, and one f32
+// multiply per lane applies them; eight dot products are then reduced
+// together by horizontal adds.
 using VF = hn::Vec<DF>;
-
-HWY_INLINE VF Reduce8(const VF *v) {
-  __m256 a = _mm256_hadd_ps(v[0].raw, v[1].raw), b = _mm256_hadd_ps(v[2].raw, v[3].raw);
-  __m256 c = _mm256_hadd_ps(v[4].raw, v[5].raw), d = _mm256_hadd_ps(v[6].raw, v[7].raw);
-  a = _mm256_hadd_ps(a, b), c = _mm256_hadd_ps(c, d);
-  return VF{_mm256_add_ps(_mm256_permute2f128_ps(a, c, 0x20), _mm256_permute2f128_ps(a, c, 0x31))};
-}
 
 // Lane l of int(codes . x) + 12 * sum(x) over elements 8l..8l+7 of a block
 // of 64 (x: 32 int8 of the even elements, then 32 of the odd ones).
@@ -257,15 +261,56 @@ HWY_INLINE __m256 DecodeScaleCodes(__m128i c, bool mx) {
   return _mm256_cvtph_ps(h);
 }
 
+// The decoded group scales of every key (v = 0: T keys, ng codes each) or
+// channel pair (v = 1: D / 2 pairs, 2 * gpc codes each) of a quantized tile,
+// permuted to the lanes of the horizontal adds (vi: IntRow idx, the same for
+// every row), eight floats a key / pair: decoded once per tile, off the
+// dependency chains of the dot products.
+HWY_INLINE void ScaleLanes(const DecJob &job, const LowTile &t, int v, const int32_t *idx, float *out) {
+  const lp_kv_layout &L = *t.L;
+  const bool mx = L.fmt == LPATTN_FMT_MXFP4;
+  const int64_t per = v ? 2 * (64 >> job.gshift) : job.D >> job.gshift, n = v ? job.D / 2 : job.T;
+  const uint8_t *codes = t.p + (v ? L.vs : L.ks);
+  // Two keys a step: their codes put in lane order by one byte shuffle
+  // (byte 8j + l <- code idx[l] of key j), then decoded as DecodeScaleCodes
+  // does, 16 at a time for E4M3.
+  alignas(16) int8_t ctrl[16];
+  for (int j = 0; j < 2; j++)
+    for (int l = 0; l < 8; l++) ctrl[8 * j + l] = (int8_t)(j * per + idx[l]);
+  const __m128i vctrl = _mm_load_si128(reinterpret_cast<const __m128i *>(ctrl));
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const uint8_t *p = codes + k * per;
+    __m128i c;
+    if (per == 8) c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    else c = LoadCodes(p, (int)(2 * per));
+    c = _mm_shuffle_epi8(c, vctrl);
+    if (mx) {
+      _mm256_store_ps(out + 8 * k, DecodeScaleCodes(c, true));
+      _mm256_store_ps(out + 8 * k + 8, DecodeScaleCodes(_mm_srli_si128(c, 8), true));
+      continue;
+    }
+    const __m256i w = _mm256_cvtepu8_epi16(c);
+    const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7F));
+    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8),
+                                _mm256_slli_epi16(mag, 7));
+    h = _mm256_blendv_epi8(h, _mm256_set1_epi16(0x7E00), _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7F)));
+    _mm256_store_ps(out + 8 * k, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+    _mm256_store_ps(out + 8 * k + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
+  }
+  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(idx));
+  for (; k < n; k++)
+    _mm256_store_ps(out + 8 * k, _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(codes + k * per, (int)per), mx), vi));
+}
+
 // Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x (D = 64
-// or 128: one or two blocks a key).
-HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x,
+// or 128: one or two blocks a key); ksc: the tile's ScaleLanes (v = 0).
+HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x, const float *ksc,
                            float *S) {
   const DF df;
   const lp_kv_layout &L = *t.L;
-  const int64_t D = job.D, ng = D >> job.gshift, nb = D / 64;
+  const int64_t D = job.D, nb = D / 64;
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.idx));
   const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x.corr));
   const __m256 vx = _mm256_loadu_ps(x.sc8);
   VF acc[8];
@@ -275,23 +320,27 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
     const __m256i u = Block64U(codes, x.x8);
     const __m256i v = nb > 1 ? Block64U(codes + 32, x.x8 + 64) : _mm256_setzero_si256();
     const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(u, v), vc);
-    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.ks + c * ng, (int)ng), mx), vi);
-    acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vx))};
+    acc[k] = VF{_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(ksc + 8 * c), vx))};
+    // the first level of the horizontal adds as soon as a pair is done
+    // (fewer live registers)
+    if (k & 1) acc[k / 2] = VF{_mm256_hadd_ps(acc[k - 1].raw, acc[k].raw)};
   }
   const VF f = hn::Set(df, 0.25f * x.outer);
   const VF o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c0), f);
-  hn::StoreU(hn::Mul(Reduce8(acc), o), df, S + c0);
+  const __m256 a = _mm256_hadd_ps(acc[0].raw, acc[1].raw), b = _mm256_hadd_ps(acc[2].raw, acc[3].raw);
+  const VF sum{_mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31))};
+  hn::StoreU(hn::Mul(sum, o), df, S + c0);
 }
 
 // acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys,
 // channels two at a time: _mm256_hadd_epi32 of their lanes gives lanes
-// (channel, 16 keys) = (0, 0) (0, 16) (1, 0) (1, 16) (0, 32) (0, 48) (1, 32) (1, 48).
-HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, float *acc) {
+// (channel, 16 keys) = (0, 0) (0, 16) (1, 0) (1, 16) (0, 32) (0, 48) (1, 32) (1, 48);
+// vsc: the tile's ScaleLanes (v = 1).
+HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const IntRow &p, const float *vsc,
+                       float *acc) {
   const DF df;
   const lp_kv_layout &L = *t.L;
-  const int gpc = 64 >> job.gshift;  // groups per channel
   const bool mx = L.fmt == LPATTN_FMT_MXFP4;
-  const __m256i vi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.idx));
   const __m256i vc = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p.corr));
   const __m256 vp = _mm256_loadu_ps(p.sc8);
   __m256 w[4];
@@ -299,8 +348,7 @@ HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const In
     const int64_t d = d0 + 2 * k;
     const uint8_t *codes = t.p + L.vc + d * 32;
     const __m256i s = _mm256_sub_epi32(_mm256_hadd_epi32(Block64U(codes, p.x8), Block64U(codes + 32, p.x8)), vc);
-    const __m256 sv = _mm256_permutevar8x32_ps(DecodeScaleCodes(LoadCodes(t.p + L.vs + d * gpc, 2 * gpc), mx), vi);
-    w[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, vp));
+    w[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(_mm256_load_ps(vsc + 4 * d), vp));
   }
   // hadd(w0, w1): channels d0..d0+3 in both halves; hadd(w2, w3): d0+4..d0+7.
   const __m256 a = _mm256_hadd_ps(w[0], w[1]), b = _mm256_hadd_ps(w[2], w[3]);
