@@ -61,26 +61,28 @@ HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
   return hb::GetLane(hb::SumOfLanes(d, s));
 }
 
-// out[k] = Dot(a, b + k * bs, n) for k < K (4 or 8), each summed exactly as
-// Dot: K independent chains, so the FMA latency is hidden.
-template <int K>
-HWY_INLINE void DotK(const float *a, const float *b, int64_t bs, int64_t n, float *out) {
+// out[k] = Dot(a, b + k * bs, n) for k < 4, each summed exactly as Dot: four
+// independent chains, so the FMA latency is hidden. Named accumulators, not
+// an array: SVE vectors cannot be array elements.
+HWY_INLINE void Dot4(const float *a, const float *b, int64_t bs, int64_t n, float *out) {
   const DB d;
   const int64_t N = (int64_t)hb::Lanes(d);
-  hb::Vec<DB> s[K];
-  for (int k = 0; k < K; k++) s[k] = hb::Zero(d);
+  auto s0 = hb::Zero(d), s1 = hb::Zero(d), s2 = hb::Zero(d), s3 = hb::Zero(d);
   for (int64_t i = 0; i < n; i += N) {
     const auto va = hb::LoadU(d, a + i);
-    for (int k = 0; k < K; k++) s[k] = hb::MulAdd(va, hb::LoadU(d, b + k * bs + i), s[k]);
+    s0 = hb::MulAdd(va, hb::LoadU(d, b + i), s0);
+    s1 = hb::MulAdd(va, hb::LoadU(d, b + bs + i), s1);
+    s2 = hb::MulAdd(va, hb::LoadU(d, b + 2 * bs + i), s2);
+    s3 = hb::MulAdd(va, hb::LoadU(d, b + 3 * bs + i), s3);
   }
-  for (int k = 0; k < K; k++) out[k] = hb::GetLane(hb::SumOfLanes(d, s[k]));
+  out[0] = hb::GetLane(hb::SumOfLanes(d, s0)), out[1] = hb::GetLane(hb::SumOfLanes(d, s1));
+  out[2] = hb::GetLane(hb::SumOfLanes(d, s2)), out[3] = hb::GetLane(hb::SumOfLanes(d, s3));
 }
 
 // out[c] = Dot(a, b + c * D, D) for c < n.
 HWY_INLINE void DotRows(const float *a, const float *b, int64_t D, int64_t n, float *out) {
   int64_t c = 0;
-  for (; c + 8 <= n; c += 8) DotK<8>(a, b + c * D, D, D, out + c);
-  for (; c + 4 <= n; c += 4) DotK<4>(a, b + c * D, D, D, out + c);
+  for (; c + 4 <= n; c += 4) Dot4(a, b + c * D, D, D, out + c);
   for (; c < n; c++) out[c] = Dot(a, b + c * D, D);
 }
 

@@ -246,6 +246,20 @@ static void do_decode(pz *z, fz_in *r) {
   else if (fz_pick(r, 2)) Sq = 1;
   pz_batch c;
   make_batch(z, r, &c, 0, Sq);
+  int32_t kvs[MAXB], qss[MAXB];
+  if (fz_rare(r, 6)) { /* sharded decode (lpattn_kv_batch kv_start/q_start): the last run, an
+                          earlier one, or nonsense */
+    for (int i = 0; i < c.S; i++) {
+      const int64_t len = c.len[i] > 0 ? c.len[i] : 0;
+      const int m = fz_pick(r, 4);
+      kvs[i] = m == 3 ? (int32_t)fz_pick(r, 200) - 50 : (int32_t)(T * fz_pick(r, 3));
+      qss[i] = m == 0   ? (int32_t)(kvs[i] + len - Sq)
+               : m == 1 ? (int32_t)(kvs[i] + len + T * fz_pick(r, 3))
+                        : (int32_t)fz_pick(r, 1000) - 10;
+    }
+    c.b.kv_start = lpattn_tensor_4d(kvs, LPATTN_I32, 1, 1, 1, c.S);
+    if (!fz_rare(r, 16)) c.b.q_start = lpattn_tensor_4d(qss, LPATTN_I32, 1, 1, 1, c.S);
+  }
   lpattn_attn_params p;
   attn_params(r, &p, &sane);
   const int64_t qs[4] = {c.S, z->p.num_q_heads, Sq, z->p.head_dim}, rows[4] = {c.S, qs[1], Sq, 1};
