@@ -37,6 +37,24 @@ HWY_INLINE void MulWide(V a, V m, V *hi, V *lo) {
   const auto po = hs::MulEven(hs::BitCast(du, hs::ShiftRight<32>(hs::BitCast(d64, a))), m);
   *hi = hs::OddEven(hs::BitCast(du, po), hs::BitCast(du, hs::ShiftRight<32>(pe)));
 }
+
+// Philox4x32-10 (SPEC 2) of one counter block per lane: c0..c3 in, the
+// block's four output words out.
+template <class V>
+HWY_INLINE void Philox10(uint64_t key, V *c0, V *c1, V *c2, V *c3) {
+  const DSU du;
+  const auto M0 = hs::Set(du, 0xD2511F53u), M1 = hs::Set(du, 0xCD9E8D57u);
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    if (r) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    V h0, l0, h1, l1;
+    MulWide(*c0, M0, &h0, &l0);
+    MulWide(*c2, M1, &h1, &l1);
+    const V n0 = hs::Xor(hs::Xor(h1, *c1), hs::Set(du, k0));
+    const V n2 = hs::Xor(hs::Xor(h0, *c3), hs::Set(du, k1));
+    *c1 = l1, *c3 = l0, *c0 = n0, *c2 = n2;
+  }
+}
 #endif
 
 // u[e] = cpu_sr_uniform(key, idx[e]) for e < n: word idx % 4 of the block
@@ -51,23 +69,13 @@ HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u
   const int64_t N = (int64_t)hs::Lanes(du);
   alignas(64) uint32_t lo[16], hi[16], sel[16];
   alignas(64) float tmp[16];
-  const auto M0 = hs::Set(du, 0xD2511F53u), M1 = hs::Set(du, 0xCD9E8D57u);
   for (int64_t e0 = 0; e0 < n; e0 += N) {
     for (int64_t l = 0; l < N; l++) {
       const uint64_t x = e0 + l < n ? (uint64_t)idx[e0 + l] : 0, c = x >> 2;
       lo[l] = (uint32_t)c, hi[l] = (uint32_t)(c >> 32), sel[l] = (uint32_t)x & 3u;
     }
     auto c0 = hs::Load(du, lo), c1 = hs::Load(du, hi), c2 = hs::Zero(du), c3 = hs::Zero(du);
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-    for (int r = 0; r < 10; r++) {
-      if (r) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-      hs::Vec<DSU> h0, l0, h1, l1;
-      MulWide(c0, M0, &h0, &l0);
-      MulWide(c2, M1, &h1, &l1);
-      const auto n0 = hs::Xor(hs::Xor(h1, c1), hs::Set(du, k0));
-      const auto n2 = hs::Xor(hs::Xor(h0, c3), hs::Set(du, k1));
-      c1 = l1, c3 = l0, c0 = n0, c2 = n2;
-    }
+    Philox10(key, &c0, &c1, &c2, &c3);
     const auto s = hs::Load(du, sel);
     const auto w = hs::IfThenElse(hs::Eq(s, hs::Zero(du)), c0,
                                   hs::IfThenElse(hs::Eq(s, hs::Set(du, 1u)), c1,
@@ -96,22 +104,12 @@ HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
   const int64_t N = (int64_t)hs::Lanes(du);
   alignas(64) uint32_t lo[16], hi[16];
   alignas(64) float w[4][16];
-  const auto M0 = hs::Set(du, 0xD2511F53u), M1 = hs::Set(du, 0xCD9E8D57u);
   const uint64_t first = i0 >> 2, last = (i0 + (uint64_t)n - 1) >> 2;  // counters
   const int64_t skip = (int64_t)(i0 & 3);  // words of the first block before i0
   for (uint64_t b0 = first; b0 <= last; b0 += (uint64_t)N) {
     for (int64_t l = 0; l < N; l++) lo[l] = (uint32_t)(b0 + l), hi[l] = (uint32_t)((b0 + l) >> 32);
     auto c0 = hs::Load(du, lo), c1 = hs::Load(du, hi), c2 = hs::Zero(du), c3 = hs::Zero(du);
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-    for (int r = 0; r < 10; r++) {
-      if (r) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-      hs::Vec<DSU> h0, l0, h1, l1;
-      MulWide(c0, M0, &h0, &l0);
-      MulWide(c2, M1, &h1, &l1);
-      const auto n0 = hs::Xor(hs::Xor(h1, c1), hs::Set(du, k0));
-      const auto n2 = hs::Xor(hs::Xor(h0, c3), hs::Set(du, k1));
-      c1 = l1, c3 = l0, c0 = n0, c2 = n2;
-    }
+    Philox10(key, &c0, &c1, &c2, &c3);
     const auto k24 = hs::Set(df, 5.9604644775390625e-08f);
     hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c0))), k24), df, w[0]);
     hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c1))), k24), df, w[1]);
