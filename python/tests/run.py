@@ -1,4 +1,5 @@
-"""Runs one test module of python/tests (argument: its name) with unittest and
+"""Runs test modules of python/tests (arguments: their names; none: every
+test_*.py here) with unittest and
 prints 'N passed, N failed, N skipped'; exit 77 (meson's skip) when every test
 skipped, e.g. test_torch without torch."""
 import os
@@ -14,7 +15,8 @@ def main():
     except ImportError:
         print("SKIP: NumPy is not installed")
         sys.exit(77)
-    suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1])
+    names = sys.argv[1:] or sorted(f[:-3] for f in os.listdir(here) if f.startswith("test_") and f.endswith(".py"))
+    suite = unittest.defaultTestLoader.loadTestsFromNames(names)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)

@@ -11,6 +11,11 @@ static void decode_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_precision prec, 
   cp.num_seqs = S, cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D;
   cp.max_tokens = 700, cp.high_dtype = dt, cp.precision = prec, cp.pasa = pasa;
   lpattn_kv_cache *cc = NULL, *rc = NULL;
+  if (ct_cache_unsupported(prec, pasa)) {
+    CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_ERR_UNSUPPORTED);
+    printf("%s: no cache of precision %d pasa %d\n", CT_NAME, (int)(prec), pasa);
+    return;
+  }
   CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_OK);
   CHECK_STATUS(lpattn_kv_cache_create(ref, &cp, &rc), LPATTN_OK);
   if (!cc || !rc) return;
@@ -74,6 +79,11 @@ static void decode_pasa_tile0(lpattn_ctx *cu, lpattn_ctx *ref) {
   lpattn_kv_cache_params_init(&cp);
   cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D, cp.max_tokens = 128, cp.pasa = 1;
   lpattn_kv_cache *cc = NULL, *rc = NULL;
+  if (ct_cache_unsupported(LPATTN_PREC_HIGH, 1)) {
+    CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_ERR_UNSUPPORTED);
+    printf("%s: no cache of precision %d pasa %d\n", CT_NAME, (int)(LPATTN_PREC_HIGH), 1);
+    return;
+  }
   CHECK_STATUS(lpattn_kv_cache_create(cu, &cp, &cc), LPATTN_OK);
   CHECK_STATUS(lpattn_kv_cache_create(ref, &cp, &rc), LPATTN_OK);
   if (!cc || !rc) return;
@@ -122,6 +132,11 @@ static void decode_vs_prefill(lpattn_ctx *ctx, int host, lpattn_precision prec, 
   cp.num_q_heads = Hq, cp.num_kv_heads = Hkv, cp.head_dim = D, cp.max_tokens = 256;
   cp.precision = prec, cp.pasa = pasa;
   lpattn_kv_cache *c = NULL;
+  if (!host && ct_cache_unsupported(prec, pasa)) {
+    CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_ERR_UNSUPPORTED);
+    ct_free(&q), ct_free(&k), ct_free(&v), ct_free(&o);
+    return;
+  }
   CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
   CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, host ? &k.h : &k.d, host ? &v.h : &v.d, host ? &q.h : &q.d), LPATTN_OK);
   /* the last query row as a [1, Hq, 1, D] view */

@@ -107,7 +107,9 @@ static void one_l(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt
   /* f32 accumulation against ref's f64; PASA/score_f16 round to f16 (one
    * f16 ulp may flip); FP4/FP8 re-round P, where a flip moves one code. */
   const int f16ish = va->pasa || va->score_f16 || dt != LPATTN_F32;
-  const double tol = va->prec != LPATTN_PREC_HIGH ? 5e-3 : f16ish ? 2e-3 : 2e-5;
+  /* bf16 inputs: P enters the P V product in bf16 (2^-9), as on CUDA
+   * (tests/cuda/test_cuda_attn.c takes 5e-3 there too) */
+  const double tol = va->prec != LPATTN_PREC_HIGH || dt == LPATTN_BF16 ? 5e-3 : f16ish ? 2e-3 : 2e-5;
   const double tol_row = va->prec != LPATTN_PREC_HIGH || f16ish ? 2e-2 : 1e-4;
   printf("D=%3lld %-4s Bq=%3d Bk=%3d Sq=%3lld Skv=%3lld causal=%d%s%s %-12s O relerr %.2e  lse %.1e  "
          "ent %.1e\n", (long long)sh.D, dt == LPATTN_F32 ? "f32" : dt == LPATTN_F16 ? "f16" : "bf16",
@@ -122,7 +124,9 @@ static void one_l(lpattn_ctx *hip, lpattn_ctx *ref, ht_shape sh, lpattn_dtype dt
     ph.precision = LPATTN_PREC_HIGH;
     ht_attention(ref, sh, dt, q, k, v, &ph, hi.o, NULL, NULL, NULL, 0);
     const double eq = relerr(b.o, hi.o, ht_nq(sh));
-    CHECK(e < 0.1 * eq, "%s: hip-ref %.2e not far below the quantization error %.2e", va->name, e, eq);
+    /* with bf16 inputs the kernel's own floor (bf16 P, ~2e-3) is part of e */
+    const double floor = dt == LPATTN_BF16 ? 2.5e-3 : 0.0;
+    CHECK(e < 0.1 * eq + floor, "%s: hip-ref %.2e not far below the quantization error %.2e", va->name, e, eq);
   }
   res_free(&a), res_free(&b), res_free(&hi);
   free(q), free(k), free(v);
