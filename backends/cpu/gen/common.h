@@ -91,7 +91,9 @@ static inline int64_t cpu_off(const int64_t *s, int64_t a, int64_t b, int64_t c,
 /* Outer scale of a domain whose finite values have amax (format 0 NVFP4,
  * 1 MXFP4, 2 FP8): amax / (6 * 448), 1, amax / 448. */
 static inline float cpu_outer_scale(int format, float amax) {
-  return format == 2 ? amax / 448.0f : format == 1 ? 1.0f : amax / 2688.0f;
+  /* amax 0 is not divided: a GPU's 0 / x fails its range check (slow path) */
+  const float a = amax == 0.0f ? 1.0f : amax;
+  return format == 1 ? 1.0f : amax == 0.0f ? amax : format == 2 ? a / 448.0f : a / 2688.0f;
 }
 
 /* E8M0 code of an MXFP4 group of finite amax >= 0, from the exponent bits:
@@ -262,7 +264,9 @@ typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } cpu_step;
 static inline cpu_step cpu_row_begin(const cpu_row *st, float smax, float c) {
   cpu_step s;
   int n = st->n + 1;
-  s.G_new = ((float)(n - 1) * st->G + c) / (float)n;
+  /* a zero sum (no PASA) is not divided: a GPU's 0 / x takes a slow path */
+  const float gsum = (float)(n - 1) * st->G + c;
+  s.G_new = gsum == 0.0f ? gsum : (gsum == 0.0f ? 1.0f : gsum) / (float)n;
   s.dm_prev = st->G - s.G_new;
   s.dm_cur = c - s.G_new;
   float old = st->m + s.dm_prev, cur = smax + s.dm_cur;

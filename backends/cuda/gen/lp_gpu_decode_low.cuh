@@ -137,8 +137,12 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
             const uint8_t *ksr = sb + ks_ + key * (D / GS);
             const int g0 = CW * t / GS;
             int kmax = 0;
-            if (FMT == LPATTN_FMT_MXFP4)
-              for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
+            if (FMT == LPATTN_FMT_MXFP4) {
+              if (D == 128) /* the key's 4 scales in one load (ks is 16-byte aligned) */
+                kmax = (int)lpd_max4(*(const uint32_t *)ksr);
+              else
+                for (int k = 0; k < D / 32; k++) kmax = max(kmax, (int)ksr[k]);
+            }
 #pragma unroll
             for (int k = 0; k < NGL; k++) {
               const uint32_t sbyte = ksr[g0 + k];
