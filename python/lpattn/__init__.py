@@ -1,6 +1,6 @@
 """lpattn: low-precision attention kernels (FP4/FP8/f16) for Python.
 
-Tensors cross zero-copy through DLPack (torch, NumPy, CuPy, JAX on the CPU);
+Tensors cross zero-copy through DLPack (torch, NumPy, CuPy, JAX);
 results come back in the caller's kind, on the caller's current CUDA stream.
 Failures raise LpattnError with the C status and a precise detail.
 

@@ -22,8 +22,8 @@ def _views(*named, stream_of=None):
         raise ValueError("tensors on different devices: " + ", ".join(
             f"{v.name} on {v.device_type}:{v.device_id}" for v in vs))
     for v in vs:
-        if v.on_gpu and _dlpack.namespace_of(v.obj) not in ("torch", "cupy"):
-            raise TypeError(f"{v.name}: GPU arrays are taken from torch and CuPy "
+        if v.on_gpu and _dlpack.namespace_of(v.obj) not in ("torch", "cupy", "jax"):
+            raise TypeError(f"{v.name}: GPU arrays are taken from torch, CuPy and JAX "
                             f"(got {type(v.obj).__name__})")
     return vs
 

@@ -116,9 +116,28 @@ def namespace_of(obj):
             "jax": "jax"}.get(mod, "other")
 
 
+def _jax_gpu(like):
+    """The CUDA device index of a JAX array on a GPU, else None."""
+    if namespace_of(like) != "jax":
+        return None
+    dev = next(iter(like.devices()))
+    return dev.id if dev.platform == "gpu" else None
+
+
 def empty(like, shape, dtype_name):
-    """An uninitialised array of `like`'s kind and device."""
+    """An uninitialised array of `like`'s kind and device. JAX arrays are
+    immutable: a JAX array on a GPU gets a torch (or CuPy) buffer on its
+    device, which finish() hands to JAX zero-copy."""
     kind = namespace_of(like)
+    gpu = _jax_gpu(like)
+    if gpu is not None:
+        try:
+            import torch
+            return torch.empty(shape, dtype=getattr(torch, dtype_name), device=f"cuda:{gpu}")
+        except ImportError:
+            import cupy
+            with cupy.cuda.Device(gpu):
+                return cupy.empty(shape, dtype=dtype_name)
     if kind == "torch":
         import torch
         return torch.empty(shape, dtype=getattr(torch, dtype_name), device=like.device)
@@ -134,8 +153,12 @@ def empty(like, shape, dtype_name):
 
 
 def finish(like, arr):
-    """Hand an output made by empty() back in `like`'s kind (JAX: copied)."""
+    """Hand an output made by empty() back in `like`'s kind (JAX on the CPU: copied;
+    on a GPU: zero-copy)."""
     if namespace_of(like) == "jax":
+        if _jax_gpu(like) is not None:  # written on the legacy default stream: see current_stream
+            import jax.dlpack
+            return jax.dlpack.from_dlpack(arr)
         import jax.numpy as jnp
         return jnp.asarray(arr)
     return arr
@@ -152,4 +175,7 @@ def current_stream(like, view):
     if kind == "cupy":
         import cupy
         return cupy.cuda.get_current_stream().ptr
+    # JAX has no user-visible stream: its arrays are exported ready (DLPack),
+    # lpattn runs on the legacy default stream (0), which torch/CuPy outputs
+    # handed back to JAX are ordered after
     return 0

@@ -4,6 +4,7 @@ decode and the ring backward equal the single-process call within the bounds
 of docs/SEMANTICS.md "Absolute positions"; the causal leak test holds across
 shard borders. Skipped without torch / torch.distributed / gloo."""
 import os
+import sys
 import tempfile
 import unittest
 
@@ -221,6 +222,11 @@ def _worker(rank, world, init):
 
 @unittest.skipIf(not HAVE, "torch.distributed with gloo is not available")
 class Helpers(unittest.TestCase):
+    def need_backend(self):
+        import lpattn
+        if BACKEND not in lpattn.available_backends():
+            self.skipTest(f"the {BACKEND} backend is not built")
+
     def test_pair_kw(self):
         import lpattn.distributed as ld
         self.assertIsNone(ld._pair_kw(True, 0, 64, 64, 64, 64))  # keys all in the future
@@ -243,6 +249,7 @@ class Helpers(unittest.TestCase):
         self.assertEqual(ld.page_split(40, 2, page_size=32), [0, 0, 40])  # all in the last
 
     def test_pool_positions_errors(self):
+        self.need_backend()
         import lpattn
         (k, v), q = data(100)[1:], data(100)[0][:, :, -1:]
         for prec, err in (("nvfp4", None), ("thrift", lpattn.UnsupportedError)):
@@ -261,6 +268,7 @@ class Helpers(unittest.TestCase):
                     pool.decode(q, slots, lens, table, kv_start=kv0, q_start=q0)
 
     def test_positions_errors(self):
+        self.need_backend()
         import lpattn
         q, k, v = data(128)
         with self.assertRaisesRegex(lpattn.LpattnError, "multiple of block_k = 64"):
@@ -274,6 +282,7 @@ class Helpers(unittest.TestCase):
         self.assertTrue(torch.equal(a, b))
 
     def test_one_rank(self):
+        self.need_backend()
         import lpattn
         import lpattn.distributed as ld
         with tempfile.TemporaryDirectory() as tmp:
@@ -301,8 +310,9 @@ class Distributed(unittest.TestCase):
             # fork: the workers inherit the imported torch (spawn re-imports it
             # in every process: ~5 s of CPU each). No torch op has run in this
             # process yet (unittest runs Distributed before Helpers: classes
-            # sorted by name), so no OpenMP pool is forked.
-            method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+            # sorted by name; run.py runs test_distributed first), so no OpenMP
+            # pool is forked. JAX starts threads when imported: then spawn.
+            method = "fork" if "fork" in mp.get_all_start_methods() and "jax" not in sys.modules else "spawn"
             mp.start_processes(_worker, args=(world, os.path.join(tmp, "rendezvous")),
                                nprocs=world, join=True, start_method=method)
 

@@ -22,7 +22,8 @@ except ImportError:
 @unittest.skipIf(jax is None, "jax is not installed")
 class Jax(unittest.TestCase):
     def test_attention_returns_jax_arrays(self):
-        q, k, v = (jnp.asarray(rand(1, 2, 64, 64, seed=s)) for s in (1, 2, 3))
+        cpu = jax.devices("cpu")[0]  # f32 attention: the CPU backends
+        q, k, v = (jax.device_put(jnp.asarray(rand(1, 2, 64, 64, seed=s)), cpu) for s in (1, 2, 3))
         out, lse = lpattn.attention(q, k, v, causal=True, precision="high", return_lse=True)
         self.assertIsInstance(out, jax.Array)
         want, want_lse = reference(np.asarray(q), np.asarray(k), np.asarray(v), True)
@@ -31,6 +32,20 @@ class Jax(unittest.TestCase):
         bf = lpattn.attention(q.astype(jnp.bfloat16), k.astype(jnp.bfloat16),
                               v.astype(jnp.bfloat16), causal=True, precision="high")
         self.assertEqual(bf.dtype, jnp.bfloat16)
+
+    def test_gpu_arrays_zero_copy(self):
+        gpus = [d for d in jax.devices() if d.platform == "gpu"] if jax.default_backend() == "gpu" else []
+        if not gpus or "cuda" not in lpattn.available_backends():
+            self.skipTest("no JAX GPU device or lpattn built without cuda")
+        host = [rand(1, 2, 128, 64, seed=s).astype(np.float16) for s in (7, 8, 9)]
+        q, k, v = (jax.device_put(jnp.asarray(x), gpus[0]) for x in host)
+        out, lse = lpattn.attention(q, k, v, causal=True, precision="high", return_lse=True)
+        self.assertIsInstance(out, jax.Array)
+        self.assertEqual(next(iter(out.devices())).platform, "gpu")
+        self.assertEqual(out.dtype, jnp.float16)
+        want, want_lse = reference(*(x.astype(np.float32) for x in host), True)
+        np.testing.assert_allclose(np.asarray(out, dtype=np.float32), want, atol=5e-3)
+        np.testing.assert_allclose(np.asarray(lse), want_lse, atol=5e-3)
 
 
 @unittest.skipIf(ml_dtypes is None, "ml_dtypes is not installed")
