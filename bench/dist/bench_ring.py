@@ -176,6 +176,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cpu", action="store_true", help="gloo and the cpu backend, tiny sizes")
+    ap.add_argument("--sizes", help="prefill tokens, comma-separated (default 128k,256k,512k)")
+    ap.add_argument("--decode-tokens", type=int, help="decode context (default 1M)")
+    ap.add_argument("--precisions", default="high,nvfp4")
     a = ap.parse_args()
     global DEV, BACKEND
     rank = int(os.environ.get("RANK", 0))
@@ -188,11 +191,15 @@ def main():
         dist.init_process_group("nccl")
         sizes = [8192, 16384] if a.quick else [131072, 262144, 524288]
         dec = 65536 if a.quick else 1 << 20
+    if a.sizes:
+        sizes = [int(x) for x in a.sizes.split(",")]
+    if a.decode_tokens:
+        dec = a.decode_tokens
     world = dist.get_world_size()
     if rank == 0:
         name = torch.cuda.get_device_name() if DEV == "cuda" else "CPU (gloo)"
         print(f"lpattn {lpattn.__version__}, {world} ranks, {name}")
-    for prec in ("high", "nvfp4"):
+    for prec in a.precisions.split(","):
         for n in sizes:
             prefill(n, prec, a.reps, world, rank)
         decode(dec, prec, a.reps, world, rank)
