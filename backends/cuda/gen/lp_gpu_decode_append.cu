@@ -182,12 +182,26 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
     if (lane == 0) gpu_w[n] = L, gpu_w[n + 1] = H;
   }
   __syncthreads();
+  /* the loads do not depend on w (an empty chunk's partial is read, not
+   * used), so 8 are in flight at once; the sum keeps chunk order */
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float y = 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < n; i++) {
+    const float *po = a.part_o + row * a.D + d;
+    const int64_t step = rows * a.D;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; u++) v[u] = po[(i + u) * step];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        const float wi = gpu_w[i + u];
+        y = wi > 0.0f ? y + wi * v[u] : y;
+      }
+    }
+    for (; i < n; i++) {
       const float wi = gpu_w[i];
-      if (wi > 0.0f) y += wi * a.part_o[(i * rows + row) * a.D + d];
+      if (wi > 0.0f) y += wi * po[i * step];
     }
     gpu_store(a.out, a.out_dtype, gpu_off(a.sout, b, h, s, d), y);
   }

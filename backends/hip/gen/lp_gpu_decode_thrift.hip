@@ -20,6 +20,13 @@
 #include "thrift_k.h"
 
 namespace lpattn_hip {
+/* One count into a shared-memory histogram from every lane where `act`,
+ * for a whole warp (every lane calls it): CUDA adds once per distinct bin
+ * (the keys of a pass mostly share a few bins, and lanes hitting one
+ * address would be serialized); HIP adds per lane. */
+__device__ __forceinline__ void lpt_hist_add(uint32_t *hist, bool act, uint32_t bin) {
+  if (act) atomicAdd(&hist[bin], 1u);
+}
 
 __device__ __forceinline__ float lpt_term(float x) { return isfinite(x) ? x : 0.0f; }
 
@@ -216,8 +223,11 @@ __global__ void __launch_bounds__(LPT_THREADS) lpt_select_kernel(const lp_gpu_pd
     for (int shift = 24; shift >= 0; shift -= 8) {
       if (tid < 256) hist[tid] = 0u;
       __syncthreads();
-      for (int j = tid; j < ni; j += blockDim.x)
-        if ((kg[j] & mask) == prefix) atomicAdd(&hist[(kg[j] >> shift) & 255u], 1u);
+      for (int j0w = 0; j0w < ni; j0w += blockDim.x) { /* whole warps (lpt_hist_add) */
+        const int j = j0w + tid;
+        const uint32_t kj = j < ni ? kg[j] : 0u;
+        lpt_hist_add(hist, j < ni && (kj & mask) == prefix, (kj >> shift) & 255u);
+      }
       __syncthreads();
       lpt_pick_bin(hist, part, need, &sh_bin, &sh_above);
       __syncthreads();
