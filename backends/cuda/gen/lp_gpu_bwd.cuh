@@ -15,8 +15,8 @@
  *     dO V^T, dS and dQ += dS K (scaled by s at the end).
  * The matrix products are the forward's (gpu_mm_scores, gpu_mm_pv of
  * inc/attn_cuda.j2: ldmatrix + mma.sync m16n8k16, f32 accumulation), read
- * with the roles of their operands exchanged; P and dS are rounded to the
- * input type before they enter a product, as the forward rounds P. Q/dO
+ * with the roles of their operands exchanged; P and dS enter a product in
+ * the input type, as the forward's P does (bf16: as two terms, gpu_bwd_pv). Q/dO
  * (dkdv) and K/V (dq) tiles are double-buffered with cp.async. */
 #ifndef LP_GPU_BWD_CUH
 #define LP_GPU_BWD_CUH
@@ -54,6 +54,29 @@ template <int D> struct gpu_bwd_smem {
   static constexpr int T64 = 64 * gpu_smem<D>::LD;
   static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4;
 };
+
+/* acc += P V for the backward's products with a rounded factor (dV += P^T
+ * dO, dK += dS^T Q, dQ += dS K). bf16 keeps 8 bits of P/dS, which alone
+ * costs ~2e-3 relative (SPEC 10 allows 2e-3 for HIGH): there the factor is
+ * split exactly into two bf16 terms, hi = bf16(x) and lo = x - hi (f32,
+ * exact), and both products are accumulated (2^-16 relative left); f16
+ * keeps 11 bits and takes one product. Fixed order: still deterministic. */
+template <typename T> struct gpu_bwd_split { static constexpr bool on = false; };
+template <> struct gpu_bwd_split<gpu_bf16> { static constexpr bool on = true; };
+template <typename T, int D>
+__device__ __forceinline__ void gpu_bwd_pv(float (&acc)[2][D / 4], const float (&x)[2][16], const unsigned short *Bs,
+                                           int lane) {
+  typedef gpu_mma<T> HI;
+  gpu_mm_pv<HI, D>(acc, x, Bs, lane);
+  if (gpu_bwd_split<T>::on) {
+    float lo[2][16];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int sl = 0; sl < 16; sl++) lo[hh][sl] = x[hh][sl] - HI::tof(HI::bits(x[hh][sl]));
+    gpu_mm_pv<HI, D>(acc, lo, Bs, lane);
+  }
+}
 
 /* 1. Delta and the row LSE, a warp per row of [B, Hq, Sq]. */
 template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep(const lp_gpu_bwd_args a) {
@@ -153,13 +176,13 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
     gpu_mm_scores<HI, D>(s, Kw, Qs, lane); /* S^T = K Q^T */
     gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, edge_k || (a.causal && c0 + 63 > r0 + off), a);
-    gpu_mm_pv<HI, D>(dv, s, Os, lane);      /* dV += P^T dO */
+    gpu_bwd_pv<T, D>(dv, s, Os, lane);      /* dV += P^T dO */
     gpu_mm_scores<HI, D>(dp, Vw, Os, lane); /* dP^T = V dO^T */
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - dl[lay.key(sl)]);
-    gpu_mm_pv<HI, D>(dk, s, Qs, lane); /* dK += dS^T Q */
+    gpu_bwd_pv<T, D>(dk, s, Qs, lane); /* dK += dS^T Q */
     __syncthreads(); /* buffer buf is refilled by step t + 2 */
   }
   gpu_cp_wait<0>();
@@ -239,7 +262,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - del[hh]);
-    gpu_mm_pv<HI, D>(dq, s, Ks, lane); /* dQ += dS K */
+    gpu_bwd_pv<T, D>(dq, s, Ks, lane); /* dQ += dS K */
     __syncthreads();
   }
 
