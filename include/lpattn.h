@@ -357,8 +357,7 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * matmuls of a low tile quantize their operands in the tile's format along
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
  * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. CUDA
- * (HIGH, D = 64/128) is experimental until validated on a GPU: UNSUPPORTED
- * unless the environment variable LPATTN_GPU_BACKWARD=1 is set (SEMANTICS).
+ * takes precision HIGH at D = 64/128 (other precisions: UNSUPPORTED there).
  * Absolute positions as in the forward: given the whole rows' out and lse, a
  * shard's dq (over its keys) and dk/dv (from its queries) are partial sums. */
 LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,

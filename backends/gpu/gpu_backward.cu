@@ -4,9 +4,7 @@
  * HIP has none yet). One call = three asynchronous launches
  * (gen/lp_gpu_bwd.cuh) after two workspace rows per query row (Delta, LSE).
  *
- * Experimental until validated on a GPU: the kernels have been compiled but
- * never run, so the entry answers UNSUPPORTED unless the environment variable
- * LPATTN_GPU_BACKWARD is set to 1 (tests/cuda/test_cuda_backward.c sets it).
+ * Validated on an H100 (tests/cuda/test_cuda_backward.c against the f64 ref).
  *
  * Not done yet: low tiles (precision != HIGH answers UNSUPPORTED). The plan:
  * five of the eight SR operands do not depend on the tile pair (dO_r, dO_d,
@@ -28,17 +26,9 @@
 
 namespace GPU_NS {
 
-static int bwd_enabled(void) {
-  const char *e = getenv("LPATTN_GPU_BACKWARD");
-  return e && strcmp(e, "1") == 0;
-}
-
 lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   const lpattn_attn_problem *pr = &bp->f;
   gpu_impl *im = impl_of(ctx);
-  if (!bwd_enabled())
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward is experimental until validated on a GPU: "
-                   "set LPATTN_GPU_BACKWARD=1 to use it");
   if (pr->precision != LPATTN_PREC_HIGH)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no low tiles yet: precision HIGH only");
   if (pr->causal && pr->off != pr->Skv - pr->Sq)

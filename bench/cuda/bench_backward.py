@@ -5,10 +5,8 @@ backward (flash and cuDNN backends) on the same shapes in the same run
 markdown table.
 
 Usage: LPATTN_LIBRARY=.../liblpattn.so bench_backward.py OUT.md [S,S,...]
-(the lpattn Python package on PYTHONPATH, e.g. PYTHONPATH=python). The CUDA
-backward is experimental until validated on a GPU: this script sets
-LPATTN_GPU_BACKWARD=1 for itself. Each backward is timed alone (the forward
-that produced out/LSE, or SDPA's graph, is built once outside the timing);
+(the lpattn Python package on PYTHONPATH, e.g. PYTHONPATH=python). Each
+backward is timed alone (the forward that produced out/LSE, or SDPA's graph, is built once outside the timing);
 the median of the repetitions is reported, and FLOP/s counts 2.5 forward
 matmuls' worth (4 S^2 D H per forward, halved when causal).
 """
@@ -16,7 +14,6 @@ import os
 import platform
 import sys
 
-os.environ["LPATTN_GPU_BACKWARD"] = "1"
 
 import torch  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
