@@ -174,6 +174,7 @@ static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
   s.slots = (const int32_t *)b->slots.data, s.lens = (const int32_t *)b->lengths.data;
   s.table = (const int32_t *)b->page_table.data;
   s.table_stride = b->page_table.stride[2], s.max_pages = b->page_table.shape[3];
+  s.kv_start = (const int32_t *)b->kv_start.data, s.q_start = (const int32_t *)b->q_start.data;
   return s;
 }
 
@@ -248,7 +249,11 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   if (Sq < 1 || Sq > L->T) return LPATTN_ERR_INVALID_ARGUMENT;
   CK(cudaSetDevice(k->device));
   const int64_t span = (int64_t)L->T * LP_DECODE_CHUNK_TILES;
-  const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1);
+  const int shard = batch->kv_start.data != NULL; /* chunks in the sequence's tiles: one more */
+#if defined(LPATTN_HIP)
+  if (shard) return LPATTN_ERR_UNSUPPORTED; /* the HIP decode kernel (inc/decode_hip.j2) takes no positions yet */
+#endif
+  const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1) + shard;
   const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
   const size_t qbytes = L->has_low ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
   /* THRIFT: the selection masks, [num_seqs][Hq][2 query tiles][words] */

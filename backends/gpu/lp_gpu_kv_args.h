@@ -34,6 +34,7 @@ typedef struct {
   const int32_t *slots, *lens, *table;
   int64_t table_stride; /* elements between two sequences' rows */
   int64_t max_pages;    /* columns of the table */
+  const int32_t *kv_start, *q_start; /* sharded decode (lpattn_kv_batch), or NULL */
 } lp_gpu_seqs;
 
 /* Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]; q

@@ -20,11 +20,10 @@ row says so). Decode: one query token (batch 8 sequences), the cache of
 quantized by the call: this measures the sharded attention + merge). Pool
 decode: the same over paged KVPools (bf16 high copies, page 64), each rank's
 pool holding its lpattn.distributed.page_split run of every sequence
-(paged_decode); rows say UNSUPPORTED while the GPU backends refuse positions
-in the paged decode. Precisions: high and nvfp4.
+(paged_decode; a row says UNSUPPORTED where the backend refuses positions in
+the paged decode: HIP). Precisions: high and nvfp4.
 
-Written for the two-H200 run; not run on GPUs at the time of writing (no GPU
-in that session); `--cpu` (2 gloo processes, the cpu backend) ran as a check
+Ran on two H200 (bench/RESULTS_cuda_h100.md); `--cpu` (2 gloo processes, the cpu backend) ran as a check
 of the script, its times mean nothing. The GPU backends take positions only for fully visible and
 equal-length diagonal blocks, which is what the zigzag ring produces.
 """

@@ -204,9 +204,17 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.bars = (uint64_t *)(C.xm + 2 * 4 * 8) + 4 * C.warp;
   C.rsel = (uint32_t *)((uint64_t *)(C.xm + 2 * 4 * 8) + 4 * 4);
   C.thrift = LOW && P.has_qmean, C.pasa = P.pasa != 0;
-  C.jdiag = max(C.len - a.Sq, 0) / T;
+  /* sharded decode (core/kvpage.h): the slot's tile 0 is the sequence's
+   * tile t0, chunks are counted in the sequence's tiles, and q's rows sit at
+   * q_start - kv_start of the slot (past all its tiles in an earlier shard).
+   * The device does not check the shard rules of lpattn.h (no host read):
+   * a shard that breaks them gets unspecified values, read in bounds. */
+  const bool shard = a.seqs.kv_start != nullptr;
+  const int t0m = shard ? max(a.seqs.kv_start[C.b], 0) / T % a.chunk_tiles : 0;
+  C.q0 = shard ? a.seqs.q_start[C.b] - a.seqs.kv_start[C.b] : C.len - a.Sq;
+  C.jdiag = max(C.q0, 0) / T;
   const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
-  C.j0 = C.chunk * a.chunk_tiles, C.j1 = min(C.j0 + a.chunk_tiles, ntile);
+  C.j0 = max(C.chunk * a.chunk_tiles - t0m, 0), C.j1 = min((C.chunk + 1) * a.chunk_tiles - t0m, ntile);
   C.slot = a.seqs.slots[C.b];
   if (C.j0 >= C.j1 || C.slot < 0 || C.slot >= P.num_slots) {
     if (threadIdx.x < 8 && C.live(threadIdx.x)) {
@@ -219,7 +227,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   for (int i = 0; i < 2; i++) {
     const int r = C.g + 8 * i, rl = 2 * C.t + i;
     C.R.live[i] = C.live(r), C.RL.live[i] = C.live(rl);
-    C.R.p[i] = C.len - C.Sq + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.len - C.Sq + (8 * C.rb + rl) % C.Sq;
+    C.R.p[i] = C.q0 + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.q0 + (8 * C.rb + rl) % C.Sq;
   }
   if (threadIdx.x < 8) C.rsel[threadIdx.x] = lpd_sel_bits(C.selmask(threadIdx.x), C.j0, C.j1);
   lpd_load_q<D, FMT>(C);

@@ -41,7 +41,8 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
   }
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
   const bool pasa = C.pasa; /* scores in one absolute frame: f16(shifted score) + c */
-  const int jl1 = min(j1, (len - 1) / T);
+  /* below the last row's tile (the slot's last tile, or all of an earlier shard's) */
+  const int jl1 = min(j1, (C.q0 + C.Sq - 1) / T);
   const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
   float mrun[2] = {gpu_ninf(), gpu_ninf()};
   const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */

@@ -154,6 +154,7 @@ template <int D> struct lpd_ctx {
   float *qf, *xm;         /* per-row Q factors, the round's row maxima */
   uint64_t *bars;         /* this warp's 4 mbarriers (low-tile ring) */
   uint32_t *rsel;         /* THRIFT: block row r's selected tiles of the chunk, bit j - j0 */
+  int q0;                 /* slot position of q's first row: len - Sq, or q_start - kv_start (shards) */
   int jdiag;              /* the tile of the call's first query position */
   bool thrift, pasa;
   const int32_t *table;
