@@ -190,8 +190,8 @@ def main():
         dist.init_process_group("nccl")
         sizes = [8192, 16384] if a.quick else [131072, 262144, 524288]
         dec = 65536 if a.quick else 1 << 20
-    if a.sizes:
-        sizes = [int(x) for x in a.sizes.split(",")]
+    if a.sizes is not None:  # "" or "none": decode only
+        sizes = [int(x) for x in a.sizes.split(",") if x and x != "none"]
     if a.decode_tokens:
         dec = a.decode_tokens
     world = dist.get_world_size()
