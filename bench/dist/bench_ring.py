@@ -133,8 +133,8 @@ def fill_pool(prec, batch, a, b, page=64, step=65536):
                          backend=BACKEND)
     i32 = dict(dtype=torch.int32, device=DEV)
     slots, table = torch.arange(batch, **i32), torch.arange(batch * npg, **i32).view(batch, npg)
-    g = torch.Generator(device=DEV).manual_seed(2 + a)
-    for t in range(a, b, step):
+    for t in range(a, b, step):  # token t's data depends on t alone (shards = the whole)
+        g = torch.Generator(device=DEV).manual_seed(2 + t)
         m = min(step, b - t)
         kv = torch.randn(batch, 8, m, 128, device=DEV, dtype=torch.bfloat16, generator=g)
         pool.append(kv, kv, slots, torch.full((batch,), t - a, **i32), table, max_length=t - a)
@@ -148,10 +148,11 @@ def decode_pool(n, prec, reps, world, rank, batch=8):
     the row then says so."""
     g = torch.Generator(device=DEV).manual_seed(1)
     q = torch.randn(batch, 32, 1, 128, device=DEV, dtype=torch.bfloat16, generator=g)
-    t1 = None
+    t1 = want = None
     if rank == 0:
         whole = fill_pool(prec, batch, 0, n)
         t1 = single(lambda: whole[0].decode(q, *whole[1:], max_length=n), reps)
+        want = whole[0].decode(q, *whole[1:], max_length=n).float()
         del whole
     else:
         single(None, reps)
@@ -168,6 +169,10 @@ def decode_pool(n, prec, reps, world, rank, batch=8):
             print(f"pool     {n:>8d} {prec:6s} sharded pool decode: {e}")
         return
     row("pool", n, prec, t1, tr, world)
+    got = ld.paged_decode(pool, q, slots, lens, table, kv0, q_start=qs, max_length=n).float()
+    if rank == 0 and want is not None:
+        print(f"         sharded vs one pool: max |dO| {(got - want).abs().max().item():.2e} "
+              f"(|O| max {want.abs().max().item():.2e}, {q.dtype} outputs)", flush=True)
 
 
 def main():

@@ -343,6 +343,9 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
     and CUDA backends (THRIFT, PASA and HIP pools: UnsupportedError for now)."""
     rank, world = _group_info(group)
     n, Sq = q.shape[0], q.shape[2]
+    if torch.as_tensor(slots).device.type != "cpu":
+        return _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start, group,
+                                    return_lse, world, kw)
     lens = torch.as_tensor(lengths).detach().to("cpu", torch.int64)
     starts = torch.as_tensor(kv_start).detach().to("cpu", torch.int64)
     if q_start is None:
@@ -366,6 +369,47 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
     state = None
     for o_r, l_r in zip(os_, ls_):
         state = _merge(state, o_r, l_r)
+    out = state[0].to(q.dtype)
+    return (out, state[1]) if return_lse else out
+
+
+def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start, group, return_lse,
+                         world, kw):
+    """paged_decode on a GPU pool without a host round trip: every sequence
+    decoded (one the rank holds nothing of gets LSE -inf from the kernel),
+    (O, LSE, error flag) packed into one all-gather, merged in rank order."""
+    dev, i32 = slots.device, dict(dtype=torch.int32)
+    starts = torch.as_tensor(kv_start).detach().to(dev, **i32).contiguous()
+    lens = torch.as_tensor(lengths).detach().to(dev, **i32)
+    Sq = q.shape[2]
+    if q_start is None:
+        end = torch.where(lens > 0, starts + lens, torch.zeros_like(lens))
+        dist.all_reduce(end, op=dist.ReduceOp.MAX, group=group)
+        q_start = end - Sq
+    q_start = torch.as_tensor(q_start).detach().to(dev, **i32).contiguous()
+    rows = q.shape[0] * q.shape[1] * Sq
+    err, o, lse = None, None, None
+    try:
+        o, lse = pool.decode(q, slots, lengths, page_table, kv_start=starts, q_start=q_start,
+                             return_lse=True, **kw)
+    except Exception as e:  # the others must not wait for this rank's partial
+        err = e
+    packed = torch.zeros(rows * (q.shape[3] + 1) + 1, dtype=torch.float32, device=q.device)
+    if err is None:
+        packed[:rows * q.shape[3]] = o.float().reshape(-1)
+        packed[rows * q.shape[3]:-1] = lse.reshape(-1)
+    else:
+        packed[-1] = 1.0
+    parts = [torch.empty_like(packed) for _ in range(world)]
+    dist.all_gather(parts, packed, group=group)
+    if err is not None:
+        raise err
+    state = None
+    for x in parts:  # queued before the flags are read: one wait, at the end
+        state = _merge(state, x[:rows * q.shape[3]].view(q.shape),
+                       x[rows * q.shape[3]:-1].view(q.shape[:3]))
+    if bool(torch.stack([x[-1] for x in parts]).any()):
+        raise RuntimeError("lpattn.distributed: another rank failed (its exception says why)")
     out = state[0].to(q.dtype)
     return (out, state[1]) if return_lse else out
 
