@@ -160,7 +160,7 @@ def decode_pool(n, prec, reps, world, rank, batch=8):
     b = ld.page_split(n, world)
     pool, slots, lens, table = fill_pool(prec, batch, b[rank], b[rank + 1])
     kv0 = torch.full((batch,), b[rank], dtype=torch.int32, device=DEV)
-    qs = torch.full((batch,), n - 1, dtype=torch.int32)
+    qs = torch.full((batch,), n - 1, dtype=torch.int32, device=DEV)
     try:
         tr = timed(lambda: ld.paged_decode(pool, q, slots, lens, table, kv0, q_start=qs,
                                            max_length=n), reps)

@@ -390,13 +390,14 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
     rows = q.shape[0] * q.shape[1] * Sq
     err, o, lse = None, None, None
     try:
+        o = torch.empty(q.shape, dtype=torch.float32, device=q.device)  # partials unrounded
         o, lse = pool.decode(q, slots, lengths, page_table, kv_start=starts, q_start=q_start,
-                             return_lse=True, **kw)
+                             return_lse=True, out=o, **kw)
     except Exception as e:  # the others must not wait for this rank's partial
         err = e
     packed = torch.zeros(rows * (q.shape[3] + 1) + 1, dtype=torch.float32, device=q.device)
     if err is None:
-        packed[:rows * q.shape[3]] = o.float().reshape(-1)
+        packed[:rows * q.shape[3]] = o.reshape(-1)
         packed[rows * q.shape[3]:-1] = lse.reshape(-1)
     else:
         packed[-1] = 1.0
