@@ -124,6 +124,17 @@ def decode(n, prec, reps, world, rank, batch=8):
     row("decode", n, prec, t1, tr, world)
 
 
+def _tokens(batch, t, m):
+    """K/V of tokens [t, t + m) [batch, 8, m, 128] bf16, a function of the
+    global token, head and channel alone: the same on every device (a
+    seeded torch generator is not across GPUs), so shards = the whole."""
+    f = lambda n, c: (torch.arange(n, device=DEV, dtype=torch.float32) * c)  # noqa: E731
+    tok = torch.remainder(torch.arange(t, t + m, device=DEV, dtype=torch.float64) * 0.6180340, 1.0)
+    x = (f(batch, 0.2360679)[:, None, None, None] + f(8, 0.4142136)[None, :, None, None]
+         + tok.float()[None, None, :, None] + f(128, 0.7320508))
+    return ((torch.remainder(torch.sin(x * 12.9898) * 43758.5453, 1.0) - 0.5) * 3.4).to(torch.bfloat16)
+
+
 def fill_pool(prec, batch, a, b, page=64, step=65536):
     """A KVPool holding tokens [a, b) of `batch` sequences (random bf16 K/V
     appended `step` tokens at a time), with its slots, lengths and table."""
@@ -133,10 +144,9 @@ def fill_pool(prec, batch, a, b, page=64, step=65536):
                          backend=BACKEND)
     i32 = dict(dtype=torch.int32, device=DEV)
     slots, table = torch.arange(batch, **i32), torch.arange(batch * npg, **i32).view(batch, npg)
-    for t in range(a, b, step):  # token t's data depends on t alone (shards = the whole)
-        g = torch.Generator(device=DEV).manual_seed(2 + t)
+    for t in range(a, b, step):
         m = min(step, b - t)
-        kv = torch.randn(batch, 8, m, 128, device=DEV, dtype=torch.bfloat16, generator=g)
+        kv = _tokens(batch, t, m)
         pool.append(kv, kv, slots, torch.full((batch,), t - a, **i32), table, max_length=t - a)
     return pool, slots, torch.full((batch,), b - a, **i32), table
 
