@@ -182,7 +182,9 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
   }
 }
 
-template <typename HT, int D, int FMT, int RING>
+/* PASA: the pool is a PASA pool (a constant, so that the other kernels'
+ * tile loops carry no PASA code; the launcher picks the kernel by the pool). */
+template <typename HT, int D, int FMT, int RING, bool PASA>
 __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   typedef lpd_smem<D> SM;
   constexpr int T = LPD_T, LDH = SM::LDH;
@@ -203,7 +205,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.qf = (float *)(C.Ql + (LOW ? 8 * D : 0)), C.xm = C.qf + 8;
   C.bars = (uint64_t *)(C.xm + 2 * 4 * 8) + 4 * C.warp;
   C.rsel = (uint32_t *)((uint64_t *)(C.xm + 2 * 4 * 8) + 4 * 4);
-  C.thrift = LOW && P.has_qmean, C.pasa = P.pasa != 0;
+  C.thrift = LOW && P.has_qmean, C.pasa = PASA;
   /* sharded decode (core/kvpage.h): the slot's tile 0 is the sequence's
    * tile t0, chunks are counted in the sequence's tiles, and q's rows sit at
    * q_start - kv_start of the slot (past all its tiles in an earlier shard).

@@ -55,10 +55,13 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     for (int k = 0; k < RING; k++) lpd_bar_init(bars + k);
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   __syncwarp();
+  /* issue(q) is called for q = 0, 1, 2, ... in order, so the V half (q odd)
+   * reuses the page its K half (q - 1) looked up: one page-table read per tile */
+  const uint8_t *src = nullptr;
   auto issue = [&](int q) {
     const int r = q >> 1, j = j0 + 4 * r + warp;
     if (r < rounds && j < jl1) {
-      const uint8_t *src = C.page_ptr(j);
+      if (!(q & 1)) src = C.page_ptr(j);
       uint8_t *dst = slot(q);
       const int o0 = (q & 1) ? vc_ : 0, o1 = (q & 1) ? hb_ : vc_;
       if (src) {

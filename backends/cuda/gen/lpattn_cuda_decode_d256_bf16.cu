@@ -5,28 +5,31 @@
 #include "lp_gpu_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d256_bf16_high(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, -1, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, -1, 3, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_bf16_nvfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 0, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 0, 2, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d256_bf16_mxfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 1, 2>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 1, 2, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d256_bf16_fp8(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 2, 3>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_bf16, 256, 2, 3, false>(a);
 }
 
 namespace lpattn_cuda {
-lpattn_status lpattn_cuda_decode_d256_bf16(const lp_gpu_pdecode_args *a, cudaStream_t s) {
+static lpattn_status lpattn_cuda_decode_d256_bf16_launch(const lp_gpu_pdecode_args *a, cudaStream_t s) {
   if (!a->pool.has_low) return lpd_launch<::lpattn_cuda_decode_d256_bf16_high, 256, false, 3>(a, s);
   switch (a->pool.fmt) {
   case LPATTN_FMT_NVFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_nvfp4, 256, true, 2>(a, s);
   case LPATTN_FMT_MXFP4: return lpd_launch<::lpattn_cuda_decode_d256_bf16_mxfp4, 256, true, 2>(a, s);
   default: return lpd_launch<::lpattn_cuda_decode_d256_bf16_fp8, 256, true, 3>(a, s);
   }
+}
+lpattn_status lpattn_cuda_decode_d256_bf16(const lp_gpu_pdecode_args *a, cudaStream_t s) {
+  return a->pool.pasa ? LPATTN_ERR_UNSUPPORTED : lpattn_cuda_decode_d256_bf16_launch(a, s); /* PASA pools are f16 */
 }
 } // namespace lpattn_cuda
