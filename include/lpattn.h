@@ -304,8 +304,8 @@ typedef struct {
    * when it starts a multiple of block_q after the whole call's first query.
    * A key shard other than the sequence's last must hold whole tiles.
    * THRIFT with a nonzero start: UNSUPPORTED (its top-k needs every tile's
-   * score). cuda/hip: UNSUPPORTED unless q_start - kv_start == Skv - Sq (the
-   * bottom-right mask; non-causal calls ignore the starts). With positions =
+   * score). cuda/hip: causal calls take |q_start - kv_start| <= 2^30
+   * (UNSUPPORTED beyond); non-causal calls ignore the starts. With positions =
    * 1 and zero starts, a call with Sq == Skv is bitwise the default call. */
   int64_t q_start;
   int64_t kv_start;

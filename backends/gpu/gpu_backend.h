@@ -33,6 +33,8 @@
 #define GPU_VTABLE_FN lpattn_cuda_backend
 #define GPU_DEQUANT_KV 1
 #endif
+/* the kernels hold the causal offset (pr->off) and row/key indices as int */
+#define GPU_OFF_MAX (1 << 30)
 
 #define CK(call) \
   do { if ((call) != cudaSuccess) return LPATTN_ERR_BACKEND; } while (0)

@@ -31,9 +31,8 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   gpu_impl *im = impl_of(ctx);
   if (pr->precision != LPATTN_PREC_HIGH)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no low tiles yet: precision HIGH only");
-  if (pr->causal && pr->off != pr->Skv - pr->Sq)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward takes causal positions only bottom-right "
-                   "aligned (kv_start + Skv = q_start + Sq)");
+  if (pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward takes q_start - kv_start within +-2^30");
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || pr->v->dtype != dt || bp->dout->dtype != dt)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward needs q, k, v and dout of one dtype");
@@ -58,7 +57,7 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   a.dq_dtype = bp->dq->dtype, a.dk_dtype = bp->dk->dtype, a.dv_dtype = bp->dv->dtype;
   a.rowlse = (float *)((char *)im->ws + lse_at), a.delta = (float *)((char *)im->ws + delta_at);
   a.B = (int)pr->B, a.Hq = (int)pr->Hq, a.Hkv = (int)pr->Hkv, a.Sq = (int)pr->Sq, a.Skv = (int)pr->Skv;
-  a.D = (int)pr->D, a.causal = pr->causal, a.sm_scale = pr->sm_scale;
+  a.D = (int)pr->D, a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.sm_scale = pr->sm_scale;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v) && vec_ok(bp->dout);
   return fn(&a, im->stream);
 }

@@ -10,9 +10,9 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
   if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
-  /* The kernels mask with Skv - Sq: other absolute positions are not taken
-   * (lpattn.h "Absolute positions") until a GPU test checks them. */
-  if (pr->causal && pr->off != pr->Skv - pr->Sq) return LPATTN_ERR_UNSUPPORTED;
+  /* causal offsets (lpattn.h "Absolute positions") in the kernels' int range */
+  if (pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX)) return LPATTN_ERR_UNSUPPORTED;
+  const int off = pr->causal ? (int)pr->off : 0; /* non-causal calls ignore the starts */
   if (pr->pasa && dt != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* f16 scores need f16 Q */
   gpu_attn_fn fn = find_attn(pr->D, dt);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
@@ -70,7 +70,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     s.q = pr->q->data, s.qdt = dt;
     strides(pr->q, s.sq);
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = Skv, s.D = D, s.T = 64;
-    s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
+    s.off = off, s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
     s.leaky = pr->leaky, s.nkt = nkt, s.kmean = kmean, s.kmean_tiles = nkt;
     s.k = pr->thrift_k, s.sel = (int *)(ws + sel_at), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
     if (pr->selection) {
@@ -87,7 +87,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   if (pr->lse) a.lse = (float *)pr->lse->data, strides(pr->lse, a.sl);
   if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
   a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
-  a.causal = pr->causal, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
+  a.causal = pr->causal, a.off = off, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
   a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
   a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt, a.split = 1;

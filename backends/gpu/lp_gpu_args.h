@@ -32,6 +32,8 @@ typedef struct {
   int64_t sl[4], se[4];
   int B, Hq, Hkv, Sq, Skv, D;
   const int *lens;  /* per-b key count (decode) or NULL (all Skv) */
+  int off;          /* without lens: causal row r sees key c iff c <= r + off (pr->off:
+                     * Skv - Sq, or q_start - kv_start with absolute positions) */
   int abs_tiles;
   int causal, leaky, prec, low, pasa, score_f16, mx_round_up;
   float sm_scale, pasa_beta;

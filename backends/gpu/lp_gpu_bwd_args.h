@@ -28,6 +28,7 @@ typedef struct {
   float *rowlse, *delta;
   int B, Hq, Hkv, Sq, Skv, D;
   int causal;
+  int off; /* causal row r sees key c iff c <= r + off (Skv - Sq, or q_start - kv_start) */
   float sm_scale;
   int vec16; /* q, k, v, dout rows are 16-byte aligned and contiguous in D */
 } lp_gpu_bwd_args;

@@ -31,6 +31,7 @@ typedef struct {
   const float *qring;
   int B, Hq, Hkv, Sq, Skv, D, T;
   const int *lens;
+  int off; /* without lens: the causal offset (lp_gpu_attn_args) */
   int abs_tiles, causal, sel_causal, leaky;
   int nkt;
   const float *kmean;

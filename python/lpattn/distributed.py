@@ -121,8 +121,8 @@ def _pair_kw(causal, qpos, nq, kpos, nk, bk):
     None when every key is in every row's future, else attention keywords.
     Pairs whose every KV tile (a partial last one counted whole: it is
     diagonal, SEMANTICS) is in every row's past run non-causal, diagonal
-    pairs of equal extent bottom-right, so the GPU backends (no other
-    offsets yet) take the pairs a zigzag ring makes."""
+    pairs of equal extent bottom-right (the plain call), the others with
+    their positions."""
     if not causal:
         return {"causal": False}
     if kpos > qpos + nq - 1:

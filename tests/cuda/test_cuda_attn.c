@@ -1,5 +1,6 @@
 /* CUDA prefill attention against ref: every precision, causal and not,
- * GQA, Sq != Skv, f16/bf16 inputs, LSE/entropy/selection outputs; the SPEC 4
+ * GQA, Sq != Skv, absolute positions (masks that are not bottom-right),
+ * f16/bf16 inputs, LSE/entropy/selection outputs; the SPEC 4
  * leak test bitwise; PASA NaN-free on SPEC 8 data; unsupported inputs. */
 #include "cudatest.h"
 #if defined(LPATTN_TEST_HIP)
@@ -51,11 +52,11 @@ static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
 
-static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec,
-                   int causal, int pasa, int leaky) {
-  lpattn_attn_params ap;
-  lpattn_attn_params_init(&ap);
-  ap.precision = prec, ap.causal = causal, ap.pasa = pasa, ap.leaky = leaky;
+/* The call ap on both backends, compared (ap.thrift_budget 0.3 under THRIFT). */
+static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const lpattn_attn_params *ap_in) {
+  lpattn_attn_params ap = *ap_in;
+  const lpattn_precision prec = ap.precision;
+  const int causal = ap.causal, pasa = ap.pasa, leaky = ap.leaky;
   ap.thrift_budget = 0.3f;
   int k = 0;
   if (prec == LPATTN_PREC_THRIFT) {
@@ -69,9 +70,10 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_pre
          eh = ct_maxabs(&p.ent.h, &r.ent.h);
   /* ref is f64; the kernel rounds P to the input type for high tiles */
   double tol = s->in == LPATTN_BF16 ? 5e-3 : 2e-3;
-  printf("parity %-6s D=%-3lld %s causal=%d pasa=%d leaky=%d Sq=%lld Skv=%lld: O %.2e LSE %.2e H %.2e\n",
-         PN[prec], (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal, pasa, leaky,
-         (long long)s->Sq, (long long)s->Skv, e, el, eh);
+  printf("parity %-6s D=%-3lld %s causal=%d pasa=%d leaky=%d Sq=%lld Skv=%lld", PN[prec], (long long)s->D,
+         s->in == LPATTN_F16 ? "f16 " : "bf16", causal, pasa, leaky, (long long)s->Sq, (long long)s->Skv);
+  if (ap.positions) printf(" q_start=%lld kv_start=%lld", (long long)ap.q_start, (long long)ap.kv_start);
+  printf(": O %.2e LSE %.2e H %.2e\n", e, el, eh);
   CHECK(e < tol, "%s O rel err %g >= %g", PN[prec], e, tol);
   CHECK(el < 1e-3, "%s LSE max err %g", PN[prec], el);
   CHECK(eh < 1e-3, "%s entropy max err %g", PN[prec], eh);
@@ -80,6 +82,48 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_pre
   }
 done:
   prob_free(&p), prob_free(&r);
+}
+
+static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec,
+                   int causal, int pasa, int leaky) {
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = causal, ap.pasa = pasa, ap.leaky = leaky;
+  parity_ap(cu, ref, s, &ap);
+}
+
+/* Absolute positions (lpattn.h): causal masks that are not bottom-right
+ * aligned. Rows before the first key (q_start < kv_start) see nothing (O = 0,
+ * LSE = -inf); q_start - kv_start past Skv makes every tile visible; a
+ * top-left mask (both starts 0, Sq != Skv). THRIFT takes zero starts only. */
+static void positions(lpattn_ctx *cu, lpattn_ctx *ref) {
+  const shape_t s = {1, 4, 2, 200, 300, 64, LPATTN_F16, LPATTN_F32};
+  const int64_t starts[][2] = {{0, 0}, {0, 64}, {37, 0}, {700, 128}, {130, 64}};
+  for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+    for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
+      for (int pasa = 0; pasa < 2; pasa++) {
+        if (prec == LPATTN_PREC_THRIFT && (starts[i][0] || starts[i][1])) continue;
+        lpattn_attn_params ap;
+        lpattn_attn_params_init(&ap);
+        ap.precision = (lpattn_precision)prec, ap.causal = 1, ap.pasa = pasa;
+        ap.positions = 1, ap.q_start = starts[i][0], ap.kv_start = starts[i][1];
+        parity_ap(cu, ref, &s, &ap);
+      }
+  /* non-causal calls ignore the starts: any start, bitwise the default call */
+  shape_t s2 = s;
+  prob_t a = prob_make(&s2, 0), b = prob_make(&s2, 0);
+  ct_fill(&a.q, 0.0, 1.0), ct_fill(&a.k, 0.3, 1.0), ct_fill(&a.v, 0.0, 1.0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = LPATTN_PREC_NVFP4;
+  CHECK_STATUS(lpattn_attention(cu, &a.q.d, &a.k.d, &a.v.d, &a.o.d, &ap, NULL), LPATTN_OK);
+  ap.positions = 1, ap.q_start = (int64_t)1 << 40, ap.kv_start = 64;
+  CHECK_STATUS(lpattn_attention(cu, &a.q.d, &a.k.d, &a.v.d, &b.o.d, &ap, NULL), LPATTN_OK);
+  ct_down(&a.o), ct_down(&b.o);
+  CHECK(memcmp(a.o.h.data, b.o.h.data, a.o.bytes) == 0, "non-causal call with starts differs from the default");
+  ap.causal = 1; /* a causal offset past the kernels' int range */
+  CHECK_STATUS(lpattn_attention(cu, &a.q.d, &a.k.d, &a.v.d, &b.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
+  prob_free(&a), prob_free(&b);
 }
 
 /* Every attn variant of the table (gen/registry.inc, rendered from the
@@ -234,6 +278,7 @@ int main(void) {
   for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) leak(cu, (lpattn_precision)prec, 0, 100);
   leak(cu, LPATTN_PREC_NVFP4, 1, 127);
   leak(cu, LPATTN_PREC_THRIFT, 1, 64);
+  positions(cu, ref);
   pasa_overflow(cu, ref);
   pasa_causal_x0(cu, ref);
   bad_inputs(cu);

@@ -1,5 +1,6 @@
 /* CUDA attention backward (SPEC 10) against ref, precision HIGH: GQA, causal
- * and not, Sq < Skv and Sq > Skv (rows that see no key), partial tiles,
+ * and not, Sq < Skv and Sq > Skv (rows that see no key), absolute positions
+ * (causal masks that are not bottom-right), partial tiles,
  * D = 64 and 128, f16/bf16, strided inputs; bitwise determinism (two runs);
  * the causal leak test for gradients (dO zero after row t, Q/K/V after t
  * perturbed: dQ rows <= t bitwise unchanged); the precisions the kernel
@@ -74,10 +75,12 @@ static lpattn_status ref_bwd(lpattn_ctx *ref, prob_t *p, prob_t *r, const lpattn
 
 /* ref is f64; the kernel rounds P and dS to the input type before their
  * products (as the forward rounds P), so bf16 gets the wider tolerance. */
-static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal) {
+static void parity_at(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal, int64_t q_start,
+                      int64_t kv_start) {
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.causal = causal;
+  ap.positions = q_start || kv_start, ap.q_start = q_start, ap.kv_start = kv_start;
   shape_t sr = *s;
   sr.grad = LPATTN_F32;
   prob_t p = prob_make(s), r = prob_make(&sr);
@@ -87,9 +90,10 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal
   CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
   const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
   const double tol = 2e-3; /* SPEC 10: HIGH within 2e-3 relative L2 of the f64 gradient */
-  printf("backward D=%-3lld %s causal=%d B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld: dq %.2e dk %.2e dv %.2e\n",
-         (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal, (long long)s->B, (long long)s->Hq,
-         (long long)s->Hkv, (long long)s->Sq, (long long)s->Skv, eq, ek, ev);
+  printf("backward D=%-3lld %s causal=%d B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld q_start=%lld kv_start=%lld: "
+         "dq %.2e dk %.2e dv %.2e\n", (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal,
+         (long long)s->B, (long long)s->Hq, (long long)s->Hkv, (long long)s->Sq, (long long)s->Skv,
+         (long long)q_start, (long long)kv_start, eq, ek, ev);
   CHECK(eq < tol && ek < tol && ev < tol, "rel err dq %g dk %g dv %g >= %g", eq, ek, ev, tol);
   /* deterministic: a second run gives the same bits */
   ct_pair keep[3] = {p.dq, p.dk, p.dv};
@@ -101,6 +105,10 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal
     free(h[t]);
   }
   prob_free(&p), prob_free(&r);
+}
+
+static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal) {
+  parity_at(cu, ref, s, causal, 0, 0);
 }
 
 /* q, k, v and dout as views with a row pitch of D + 3 elements: the kernel's
@@ -201,6 +209,11 @@ int main(void) {
   };
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], causal);
+  /* absolute positions (causal masks that are not bottom-right): rows before
+   * the first key, a top-left mask, every key visible */
+  const int64_t starts[][2] = {{0, 64}, {37, 0}, {700, 128}};
+  for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+    parity_at(cu, ref, &shapes[0], 1, starts[i][0], starts[i][1]);
   strided(cu, ref);
   leak(cu, 100);
   leak(cu, 127);

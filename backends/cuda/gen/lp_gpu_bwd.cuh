@@ -104,7 +104,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep
 template <bool KEYROWS>
 __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase,
                                               const float *lse, bool edge, const lp_gpu_bwd_args &a) {
-  const int off = a.Skv - a.Sq;
+  const int off = a.off;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++)
 #pragma unroll
@@ -128,7 +128,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int hk = blockIdx.y, b = blockIdx.z, G = a.Hq / a.Hkv, Sq = a.Sq, Skv = a.Skv;
-  const int c0 = blockIdx.x * 64, off = Skv - Sq, nqt = (Sq + 63) / 64;
+  const int c0 = blockIdx.x * 64, off = a.off, nqt = (Sq + 63) / 64;
   /* causal: the first query tile with a row r + off >= c0 */
   const int i0 = a.causal ? max(0, gpu_floordiv(c0 - off, 64)) : 0;
   const int nq = max(nqt - i0, 0), n = G * nq;
@@ -212,7 +212,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv), Sq = a.Sq, Skv = a.Skv;
   /* causal: the longest rows (most key tiles) first */
   const int r0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 64;
-  const int r1 = min(r0 + 63, Sq - 1), off = Skv - Sq, nkt = (Skv + 63) / 64;
+  const int r1 = min(r0 + 63, Sq - 1), off = a.off, nkt = (Skv + 63) / 64;
   const int nj = a.causal ? min(nkt, gpu_floordiv(r1 + off, 64) + 1) : nkt; /* tiles 0..nj-1 */
 
   float lse[2], del[2];

@@ -48,7 +48,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   float *qbar = gpu_sel_smem, *score = qbar + a.D;
   unsigned char *mode = (unsigned char *)(score + a.nkt);
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv);
-  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = Skv - Sq, T = a.T;
+  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = a.lens ? Skv - Sq : a.off, T = a.T;
   const int pos0 = a.abs_tiles ? off : 0, qi = pos0 / T + x, base = qi * T - pos0;
   const int r0 = max(base, 0), r1 = min(base + T, Sq) - 1;
   if (r0 > r1) return;

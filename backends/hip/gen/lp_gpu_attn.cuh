@@ -277,7 +277,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
   const int G = a.Hq / a.Hkv, b = blockIdx.z;
   const int hk = a.gqa_pack ? blockIdx.y : blockIdx.y / G;
   const int h = a.gqa_pack ? hk * G + min(warp, G - 1) : blockIdx.y; /* this warp's head */
-  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = Skv - Sq;
+  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = a.lens ? Skv - Sq : a.off;
   const int pos0 = a.abs_tiles ? off : 0;
   const int xi = (a.causal && !a.abs_tiles) ? a.nqx - 1 - x : x; /* long tiles first */
   const int qi = pos0 / BQ + xi;
