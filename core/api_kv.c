@@ -358,9 +358,6 @@ static lpattn_status check_positions(const lpattn_ctx *ctx, const lpattn_kv_pool
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch.kv_start/q_start: sharded decode of a %s pool (its "
                    "%s needs the whole sequence's tiles)", pp->pasa ? "PASA" : "THRIFT",
                    pp->pasa ? "diagonal shift" : "top-k");
-  if (ctx->kind == LPATTN_BACKEND_HIP)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch.kv_start/q_start: the %s backend has no sharded "
-                   "paged decode yet", lpattn_backend_name(ctx->kind));
   if (!host(ctx)) return LPATTN_OK; /* device arrays: the kernel reads them (lpattn.h) */
   const int64_t T = pp->page_size;
   for (int64_t i = 0; i < b->num_seqs; i++) {

@@ -534,7 +534,7 @@ LPATTN_API size_t lpattn_kv_pool_bytes(const lpattn_kv_pool *pool);
  * rounding. Decode only (append stores a shard's tokens in its own order and
  * ignores both). Host backends: kv_start or q_start < 0, kv_start not a
  * multiple of page_size, or a shard of neither kind -> INVALID_ARGUMENT.
- * THRIFT or PASA pools, HIP -> UNSUPPORTED. CUDA: device I32 arrays, read by
+ * THRIFT or PASA pools -> UNSUPPORTED. CUDA/HIP: device I32 arrays, read by
  * the kernel; the run rules are not checked there (no host wait): a run that
  * breaks them gets unspecified values, read in bounds. */
 typedef struct {

@@ -250,9 +250,6 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   CK(cudaSetDevice(k->device));
   const int64_t span = (int64_t)L->T * LP_DECODE_CHUNK_TILES;
   const int shard = batch->kv_start.data != NULL; /* chunks in the sequence's tiles: one more */
-#if defined(LPATTN_HIP)
-  if (shard) return LPATTN_ERR_UNSUPPORTED; /* the HIP decode kernel (inc/decode_hip.j2) takes no positions yet */
-#endif
   const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1) + shard;
   const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
   const size_t qbytes = L->has_low ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;

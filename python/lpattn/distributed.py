@@ -340,7 +340,7 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
     Runs in rank order should follow the sequence (key order: the merge's
     rounding then matches page_split's bound). kw: KVPool.decode's keywords
     (sm_scale, max_length, check_finite). FP8/NVFP4/MXFP4/HIGH pools, host
-    and CUDA backends (THRIFT, PASA and HIP pools: UnsupportedError for now)."""
+    and GPU backends (THRIFT and PASA pools: UnsupportedError for now)."""
     rank, world = _group_info(group)
     n, Sq = q.shape[0], q.shape[2]
     if torch.as_tensor(slots).device.type != "cpu":

@@ -1,4 +1,4 @@
-/* CUDA sharded paged decode (lpattn.h lpattn_kv_batch kv_start/q_start,
+/* CUDA (and HIP, tests/hip) sharded paged decode (lpattn.h lpattn_kv_batch kv_start/q_start,
  * SEMANTICS "Sharded paged decode"): each "rank" is a device pool holding a
  * run of each sequence's pages; the ranks' decodes with positions, merged by
  * SPEC 7 (in f64 here, key order), equal the single-pool decode:

@@ -81,14 +81,21 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
   const int len = a.seqs.lens[b];
   const int32_t slot = a.seqs.slots[b];
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
-  const int j0 = chunk * a.chunk_tiles, j1 = min(j0 + a.chunk_tiles, ntile);
+  /* sharded decode (core/kvpage.h, as the CUDA kernel): the slot's tile 0 is
+   * the sequence's tile t0, chunks are counted in the sequence's tiles, q's
+   * rows sit at q0 = q_start - kv_start of the slot; unchecked on the device
+   * (a shard that breaks lpattn.h's rules gets unspecified values, in bounds) */
+  const bool shard = a.seqs.kv_start != nullptr;
+  const int t0m = shard ? max(a.seqs.kv_start[b], 0) / T % a.chunk_tiles : 0;
+  const int q0 = shard ? a.seqs.q_start[b] - a.seqs.kv_start[b] : len - Sq;
+  const int j0 = max(chunk * a.chunk_tiles - t0m, 0), j1 = min((chunk + 1) * a.chunk_tiles - t0m, ntile);
   auto live = [&](int r) { return R * rb + r < Gq * Sq; };
   auto qhead = [&](int r) { return h * Gq + (R * rb + r) / Sq; };
   auto prow = [&](int r) -> int64_t { /* partial-state row of block row r */
     const int rr = R * rb + r;
     return (((int64_t)chunk * a.seqs.num_seqs + b) * P.Hq + qhead(r)) * Sq + rr % Sq;
   };
-  auto pos = [&](int r) { return len - Sq + (R * rb + r) % Sq; };
+  auto pos = [&](int r) { return q0 + (R * rb + r) % Sq; };
   if (j0 >= j1 || slot < 0 || slot >= P.num_slots) {
     if (tid < R && live(tid)) a.part_l[prow(tid)] = gpu_ninf(), a.part_h[prow(tid)] = 0.0f;
     return;
@@ -302,8 +309,9 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
     }
   };
 
-  const int jl1 = LOW ? min(j1, (len - 1) / T) : j0; /* low tiles [j0, jl1) */
-  const int jh0 = LOW ? max(j0, max(len - Sq, 0) / T) : j0;
+  /* low tiles [j0, jl1): below the last row's tile (all of an earlier shard's) */
+  const int jl1 = LOW ? min(j1, (q0 + Sq - 1) / T) : j0;
+  const int jh0 = LOW ? max(j0, max(q0, 0) / T) : j0;
   for (int j = j0; j < jl1; j++) tile(j, true);
   for (int j = jh0; j < j1; j++) tile(j, false);
 
