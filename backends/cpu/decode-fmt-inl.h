@@ -17,11 +17,41 @@ namespace HWY_NAMESPACE {
 
 // FP4 codes come two a byte; a block of 2N elements is decoded as N even
 // elements then N odd ones ("FP4 order"). Operands dotted with decoded FP4
-// data are put in the same order first.
+// data are put in the same order first. n is even; a last block of m < 2N
+// elements (head_dim 16 mod 32 where N = 16, as on AVX-512) is m / 2 even
+// then m / 2 odd, decoded with scalar code (Fp4Tail*).
+HWY_INLINE int64_t Fp4Whole(int64_t n) { return n - n % (2 * (int64_t)hn::Lanes(DF())); }
+
 HWY_INLINE void Fp4Order(const float *x, int64_t n, float *y) {
-  const int64_t N = hn::Lanes(DF());
-  for (int64_t b = 0; b < n; b += 2 * N)
+  const int64_t N = hn::Lanes(DF()), nw = Fp4Whole(n);
+  for (int64_t b = 0; b < nw; b += 2 * N)
     for (int64_t i = 0; i < N; i++) y[b + i] = x[b + 2 * i], y[b + N + i] = x[b + 2 * i + 1];
+  const int64_t m = (n - nw) / 2;
+  for (int64_t i = 0; i < m; i++) y[nw + i] = x[nw + 2 * i], y[nw + m + i] = x[nw + 2 * i + 1];
+}
+
+// The last block [nw, n) of FP4 elements in FP4 order: sum of x * value, or
+// the values into out; element e's scale is sc[e >> gshift].
+HWY_INLINE float Fp4TailDot(const uint8_t *codes, const float *sc, int gshift, int64_t nw, int64_t n,
+                            const float *x) {
+  const int64_t m = (n - nw) / 2;
+  float s = 0.0f;
+  for (int64_t i = 0; i < m; i++) {
+    const uint8_t c = codes[nw / 2 + i];
+    const float lo = cpu_e2m1_decode((uint8_t)(c & 15)), hi = cpu_e2m1_decode((uint8_t)(c >> 4));
+    s += (x[nw + i] * lo + x[nw + m + i] * hi) * sc[(nw + 2 * i) >> gshift];
+  }
+  return s;
+}
+HWY_INLINE void Fp4TailDecode(const uint8_t *codes, const float *sc, int gshift, int64_t nw, int64_t n,
+                              float *out) {
+  const int64_t m = (n - nw) / 2;
+  for (int64_t i = 0; i < m; i++) {
+    const uint8_t c = codes[nw / 2 + i];
+    const float s = sc[(nw + 2 * i) >> gshift];
+    out[nw + i] = cpu_e2m1_decode((uint8_t)(c & 15)) * s;
+    out[nw + m + i] = cpu_e2m1_decode((uint8_t)(c >> 4)) * s;
+  }
 }
 
 // E2M1 values of 4-bit codes in u32 lanes: a lane permute of the value
@@ -56,8 +86,9 @@ HWY_INLINE float DotFp4(const uint8_t *codes, const float *sc, int gshift, int64
   const hn::Rebind<uint8_t, DF> d8;
   const int64_t N = hn::Lanes(df);
   const auto first = hn::FirstN(df, (size_t)(N / 2));
+  const int64_t nw = Fp4Whole(n);
   auto acc = hn::Zero(df);
-  for (int64_t b = 0; b < n; b += 2 * N) {
+  for (int64_t b = 0; b < nw; b += 2 * N) {
     const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, codes + b / 2));
     const auto lo = E2m1Decode(hn::And(bytes, hn::Set(du, 15u)));
     const auto hi = E2m1Decode(hn::ShiftRight<4>(bytes));
@@ -68,7 +99,8 @@ HWY_INLINE float DotFp4(const uint8_t *codes, const float *sc, int gshift, int64
                         : hn::Set(df, sc[g]);
     acc = hn::MulAdd(t, sv, acc);
   }
-  return hn::GetLane(hn::SumOfLanes(df, acc));
+  const float s = hn::GetLane(hn::SumOfLanes(df, acc));
+  return nw == n ? s : s + Fp4TailDot(codes, sc, gshift, nw, n, x);
 }
 
 // n FP4 elements (n / 2 bytes of codes) with one decoded scale per group of
@@ -79,7 +111,8 @@ HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int gshift, int
   const hn::Rebind<uint8_t, DF> d8;
   const int64_t N = hn::Lanes(df);
   const auto first = hn::FirstN(df, (size_t)(N / 2));
-  for (int64_t b = 0; b < n; b += 2 * N) {
+  const int64_t nw = Fp4Whole(n);
+  for (int64_t b = 0; b < nw; b += 2 * N) {
     const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, codes + b / 2));
     const auto lo = E2m1Decode(hn::And(bytes, hn::Set(du, 15u)));
     const auto hi = E2m1Decode(hn::ShiftRight<4>(bytes));
@@ -90,6 +123,7 @@ HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int gshift, int
     hn::StoreU(hn::Mul(lo, sv), df, out + b);
     hn::StoreU(hn::Mul(hi, sv), df, out + b + N);
   }
+  if (nw != n) Fp4TailDecode(codes, sc, gshift, nw, n, out);
 }
 
 // n E4M3 elements times `scale`, in natural order (E4M3 -> f16 bits -> f32,
