@@ -16,6 +16,14 @@
 #include "lp_gpu_args.h"
 #include "lp_gpu_kv_args.h"
 
+/* HIP's decode kernel reads its queries' codes from a quantize launch; the
+ * CUDA kernel quantizes its rows itself (the same quantizer, no launch). */
+#if defined(LPATTN_HIP)
+#define GPU_DECODE_QUANT_Q 1
+#else
+#define GPU_DECODE_QUANT_Q 0
+#endif
+
 namespace GPU_NS {
 
 /* ---- kernels: decode variants and the quantizer (gen/registry.inc) -------- */
@@ -252,7 +260,9 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   const int shard = batch->kv_start.data != NULL; /* chunks in the sequence's tiles: one more */
   const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1) + shard;
   const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
-  const size_t qbytes = L->has_low ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
+  /* HIP: the queries quantized by the backend's quantizer first; the CUDA
+   * kernel quantizes its rows itself (lp_gpu_decode.cuh, the same quantizer) */
+  const size_t qbytes = L->has_low && GPU_DECODE_QUANT_Q ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
   /* THRIFT: the selection masks, [num_seqs][Hq][2 query tiles][words] */
   const int64_t maxtiles = (batch->max_length + L->T - 1) / L->T;
   const int words = L->has_qmean ? (int)((maxtiles + 31) / 32 > 0 ? (maxtiles + 31) / 32 : 1) : 0;
@@ -274,7 +284,7 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   memcpy(a.sq, pr->q->stride, sizeof a.sq);
   a.Sq = Sq, a.nchunk = nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
   a.part_o = k->part, a.part_l = k->part + rows * D, a.part_h = a.part_l + rows;
-  if (L->has_low) { /* the queries quantized once per token, by the backend's quantizer */
+  if (L->has_low && GPU_DECODE_QUANT_Q) { /* the queries quantized once per token (HIP) */
     uint8_t *qb = (uint8_t *)(a.part_h + rows);
     const int G = L->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
     lp_gpu_quant_args qa;

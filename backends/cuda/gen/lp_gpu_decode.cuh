@@ -14,7 +14,8 @@
  *   powers of two relative to the key's (channel's) largest, times 2^8,
  *   the largest applied in f32 after the product; FP8 codes convert exactly
  *   (cvt.rn.f16x2.e4m3x2).
- *   Q (quantized once per call by the backend quantizer) and K are read in
+ *   Q (quantized by each CTA for its rows with the backend quantizer's own
+ *   domain function, lp_gpu_quant.cuh: no separate launch) and K are read in
  *   a d order that gives each lane one contiguous run of codes (a dot
  *   product does not depend on the order of d); keys are permuted so that a
  *   lane's 16 keys are contiguous, which makes a 16-key P/V group lane-local.
@@ -39,6 +40,7 @@
 #define LP_GPU_DECODE_CUH
 #include "lp_gpu_decode_low.cuh"
 #include "lp_gpu_decode_high.cuh"
+#include "lp_gpu_quant.cuh"
 
 namespace lpattn_cuda {
 
@@ -73,7 +75,11 @@ struct lpd_sel_pages {
 /* Q of the CTA's rows into shared memory: high rows (Qh, zero-padded to
  * 16), and for low pools the inner values (codes x group scale, MXFP4
  * relative to the row's largest scale) of the quantized rows (Ql) with
- * each row's outer factor (qf). */
+ * each row's outer factor (qf). Low pools quantize the rows here, warp w
+ * rows w and w + 4, with lpattn_quantize's own domain quantizer
+ * (lp_gpu_quant.cuh: the same codes as the backend's quantize kernel, so no
+ * separate launch), into the warps' regions of shared memory (free until
+ * the tile steps start). */
 template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_ctx<D> &C) {
   constexpr int LDH = lpd_smem<D>::LDH;
   constexpr bool LOW = FMT >= 0;
@@ -82,6 +88,23 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
   const int G = C.G, Sq = C.Sq, h = C.h, rb = C.rb, b = C.b;
   unsigned short *Qh = C.Qh, *Ql = C.Ql;
   float *qf = C.qf;
+  /* scratch: codes [8][D] (FP4: D / 2 bytes a row), scales [8][D / 16], outer [8] */
+  uint8_t *qcodes = C.sm, *qscales = qcodes + 8 * D;
+  float *qouter = (float *)(qscales + 8 * (D / 16));
+  if (LOW) {
+    lp_gpu_quant_args qa;
+    memset(&qa, 0, sizeof qa);
+    qa.format = FMT, qa.mx_round_up = P.mx_round_up;
+    qa.codes = qcodes, qa.scales = qscales, qa.outer = qouter;
+    for (int r = C.warp; r < 8; r += 4) {
+      if (!C.live(r)) continue;
+      const int rr = 8 * rb + r, qh = h * G + rr / Sq, s = rr % Sq;
+      auto load = [&](int i) -> float { return gpu_load(a.q, P.hdt, gpu_off(a.sq, b, qh, s, i)); };
+      auto sr_index = [&](int) -> uint64_t { return 0; }; /* RNE: no uniforms */
+      gpu_quant_domain(qa, C.lane, D, load, sr_index, (int64_t)r * D, r);
+    }
+    __syncthreads();
+  }
   /* a thread takes d, d + 1 of a row (one code byte of E2M1); rows 8..15
    * of Qh (the m16 padding of the high tiles) are zero */
   for (int e = threadIdx.x; e < 8 * D / 2; e += blockDim.x) {
@@ -94,17 +117,17 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
       const int64_t o = gpu_off(a.sq, b, qh, s, d);
       v = q[o] | (uint32_t)q[o + a.sq[3]] << 16;
       if (LOW) {
-        const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
+        const int row = r; /* the scratch rows of gpu_quant_domain above */
         if (FMT == LPATTN_FMT_FP8) {
-          x[0] = gpu_e4m3_decode(a.qcodes[row * D + d]), x[1] = gpu_e4m3_decode(a.qcodes[row * D + d + 1]);
-          f = a.qouter[row];
+          x[0] = gpu_e4m3_decode(qcodes[row * D + d]), x[1] = gpu_e4m3_decode(qcodes[row * D + d + 1]);
+          f = qouter[row];
         } else {
-          const uint8_t c = a.qcodes[row * (D / 2) + d / 2]; /* codes d (low nibble), d + 1 */
+          const uint8_t c = qcodes[row * (D / 2) + d / 2]; /* codes d (low nibble), d + 1 */
           float sc;
           if (FMT == LPATTN_FMT_NVFP4) {
-            sc = gpu_e4m3_decode(a.qscales[row * (D / 16) + d / 16]), f = a.qouter[row];
+            sc = gpu_e4m3_decode(qscales[row * (D / 16) + d / 16]), f = qouter[row];
           } else {
-            const uint8_t *sr = a.qscales + row * (D / 32);
+            const uint8_t *sr = qscales + row * (D / 32);
             int emax = 0;
             for (int k = 0; k < D / 32; k++) emax = max(emax, (int)sr[k]);
             sc = gpu_pow2(max((int)sr[d / 32] - emax, -140));

@@ -14,7 +14,8 @@
  *   powers of two relative to the key's (channel's) largest, times 2^8,
  *   the largest applied in f32 after the product; FP8 codes convert exactly
  *   (cvt.rn.f16x2.e4m3x2).
- *   Q (quantized once per call by the backend quantizer) and K are read in
+ *   Q (quantized by each CTA for its rows with the backend quantizer's own
+ *   domain function, lp_gpu_quant.cuh: no separate launch) and K are read in
  *   a d order that gives each lane one contiguous run of codes (a dot
  *   product does not depend on the order of d); keys are permuted so that a
  *   lane's 16 keys are contiguous, which makes a 16-key P/V group lane-local.
@@ -39,6 +40,7 @@
 #define LP_GPU_DECODE_CUH
 #include "lp_gpu_decode_low.cuh"
 #include "lp_gpu_decode_high.cuh"
+#include "lp_gpu_quant.cuh"
 
 namespace lpattn_hip {
 } // namespace lpattn_hip
