@@ -138,10 +138,11 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
       }
     }
     *(uint32_t *)&Qh[r * LDH + d] = v, *(uint32_t *)&Qh[(r + 8) * LDH + d] = 0u;
-    if (LOW) {
-      Ql[r * D + d] = __half_as_ushort(__float2half_rn(x[0]));
-      Ql[r * D + d + 1] = __half_as_ushort(__float2half_rn(x[1]));
-      if (d == 0) qf[r] = f;
+    if (LOW) { /* by low slot (lpd_lslot) */
+      const int sl = lpd_lslot(r);
+      Ql[sl * D + d] = __half_as_ushort(__float2half_rn(x[0]));
+      Ql[sl * D + d + 1] = __half_as_ushort(__float2half_rn(x[1]));
+      if (d == 0) qf[sl] = f;
     }
   }
 }
@@ -156,7 +157,7 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
 #pragma unroll
   for (int ct = 0; ct < NB / 2; ct++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) mo[((2 * warp) * 8 + 2 * t + (e & 1)) * D + 16 * ct + g + 8 * (e >> 1)] = A.accl[ct][e];
+    for (int e = 0; e < 4; e++) mo[((2 * warp) * 8 + lpd_lrow(2 * t + (e & 1))) * D + 16 * ct + g + 8 * (e >> 1)] = A.accl[ct][e];
 #pragma unroll
   for (int nb = 0; nb < NB; nb++)
 #pragma unroll
@@ -164,7 +165,7 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
   if (g == 0)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      float *x = mr + ((2 * warp) * 8 + 2 * t + i) * 4;
+      float *x = mr + ((2 * warp) * 8 + lpd_lrow(2 * t + i)) * 4;
       x[0] = A.stl[i].m, x[1] = A.stl[i].l, x[2] = A.stl[i].r, x[3] = (float)A.stl[i].n;
     }
   if (t == 0) {
@@ -250,7 +251,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   }
 #pragma unroll
   for (int i = 0; i < 2; i++) {
-    const int r = C.g + 8 * i, rl = 2 * C.t + i;
+    const int r = C.g + 8 * i, rl = lpd_lrow(2 * C.t + i); /* low: slot 2t + i */
     C.R.live[i] = C.live(r), C.RL.live[i] = C.live(rl);
     C.R.p[i] = C.q0 + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.q0 + (8 * C.rb + rl) % C.Sq;
   }
@@ -258,7 +259,8 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   lpd_load_q<D, FMT>(C);
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[2 * C.t + i];
+  for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[lpd_lrow(2 * C.t + i)];
+  C.two = C.live(4);
   /* the chunk's tiles computed high (bit j - j0): every tile of HIGH pools;
    * of low pools the diagonal tile(s) of the call's rows and (THRIFT) the
    * tiles selected for any row of the block (CTA-uniform) */

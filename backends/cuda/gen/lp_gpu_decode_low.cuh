@@ -41,6 +41,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
   }
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
   const bool pasa = C.pasa; /* scores in one absolute frame: f16(shifted score) + c */
+  const bool two = C.two;   /* odd slots hold rows (lpd_lrow) */
   /* below the last row's tile (the slot's last tile, or all of an earlier shard's) */
   const int jl1 = min(j1, (C.q0 + C.Sq - 1) / T);
   const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
@@ -95,8 +96,8 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
       double part[2] = {0.0, 0.0};
       for (int d = g * (D / 8); d < (g + 1) * (D / 8); d++) {
         const double ks = C.kshift(j, d, true);
-        part[0] = __dadd_rn(part[0], __dmul_rn((double)gpu_f16_tof(C.Qh[(2 * t) * LDH + d]), ks));
-        part[1] = __dadd_rn(part[1], __dmul_rn((double)gpu_f16_tof(C.Qh[(2 * t + 1) * LDH + d]), ks));
+        part[0] = __dadd_rn(part[0], __dmul_rn((double)gpu_f16_tof(C.Qh[lpd_lrow(2 * t) * LDH + d]), ks));
+        part[1] = __dadd_rn(part[1], __dmul_rn((double)gpu_f16_tof(C.Qh[lpd_lrow(2 * t + 1) * LDH + d]), ks));
       }
       cl[0] = lpd_pasa_c(part[0], 4, 16, a.sm_scale), cl[1] = lpd_pasa_c(part[1], 4, 16, a.sm_scale);
     }
@@ -171,11 +172,18 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           }
         }
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = e & 1;
-          const float v = ((c[e] + c2[e]) * kf[e >> 1]) * (i ? qs1 : qs0);
-          s[mt][e] = vis[i] ? (pasa ? gpu_round_f16(v) + cl[i] : v) : gpu_ninf();
-          tm[i] = fmaxf(tm[i], s[mt][e]);
+        for (int i = 0; i < 2; i++) {
+          if (i && !two) { /* odd slots empty: their P is 0 (the exp pass skips them) */
+            s[mt][1] = s[mt][3] = 0.0f;
+            break;
+          }
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int e = 2 * h + i;
+            const float v = ((c[e] + c2[e]) * kf[h]) * (i ? qs1 : qs0);
+            s[mt][e] = vis[i] ? (pasa ? gpu_round_f16(v) + cl[i] : v) : gpu_ninf();
+            tm[i] = fmaxf(tm[i], s[mt][e]);
+          }
         }
       }
     }
@@ -208,31 +216,40 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
       }
 #pragma unroll
-      for (int mt = 0; mt < 4; mt++)
+      for (int i = 0; i < 2; i++) {
+        if (i && !two) break; /* warp-uniform: empty odd slots keep P = 0 */
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = e & 1;
-          const float v = s[mt][e];
-          /* a row sees a low tile in full (v finite) or not at all (v = -inf,
-           * bias 0: p = 0; its sums are not used) */
-          const float p = __expf(v + sp[i].bias);
-          ps[i] += p;
-          pss[i] += p * v;
-          ga[i] = fmaxf(ga[i], p);
-          s[mt][e] = p;
-        }
+        for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int e = 2 * h + i;
+            const float v = s[mt][e];
+            /* a row sees a low tile in full (v finite) or not at all (v = -inf,
+             * bias 0: p = 0; its sums are not used) */
+            const float p = __expf(v + sp[i].bias);
+            ps[i] += p;
+            pss[i] += p * v;
+            ga[i] = fmaxf(ga[i], p);
+            s[mt][e] = p;
+          }
+      }
       float prw[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) {
+        if (i && !two) break;
         const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
         if (vis[i]) gpu_row_end(&A.stl[i], &sp[i], sum, sums);
       }
       if (FMT == LPATTN_FMT_FP8) {
         prw[0] = prw[1] = 1.0f / 448.0f;
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++)
+        for (int i = 0; i < 2; i++) {
+          if (i && !two) break;
 #pragma unroll
-          for (int e = 0; e < 4; e++) s[mt][e] = gpu_e4m3_round(__fmul_rn(s[mt][e], 448.0f));
+          for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = gpu_e4m3_round(__fmul_rn(s[mt][2 * h + i], 448.0f));
+        }
       } else {
         /* The group scale step of templates/common/quant.j2, once per (row,
          * group): a 16-key group is held by lanes g, g ^ 1 (32 keys by
@@ -268,9 +285,13 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           prw[0] = odd ? ou_o : outer, prw[1] = odd ? outer : ou_o;
         }
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++)
+        for (int i = 0; i < 2; i++) {
+          if (i && !two) break;
 #pragma unroll
-          for (int e = 0; e < 4; e++) s[mt][e] = gpu_e2m1_round(s[mt][e] * rd[e & 1]) * sv[e & 1];
+          for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = gpu_e2m1_round(s[mt][2 * h + i] * rd[i]) * sv[i];
+        }
       }
       uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
 #pragma unroll
@@ -320,8 +341,12 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           }
         }
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-          A.accl[ct][e] = A.accl[ct][e] * sp[e & 1].alpha + (c[e] * prw[e & 1]) * vcol[e >> 1];
+        for (int i = 0; i < 2; i++) {
+          if (i && !two) break; /* empty odd slots: their accumulators are not read */
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            A.accl[ct][2 * h + i] = A.accl[ct][2 * h + i] * sp[i].alpha + (c[2 * h + i] * prw[i]) * vcol[h];
+        }
       }
     }
     __syncwarp();

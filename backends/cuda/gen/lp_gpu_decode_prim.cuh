@@ -120,6 +120,14 @@ template <int D> struct lpd_smem {
   }
 };
 
+/* Low tiles hold the 8 block rows as the n columns ("slots") of S^T = K Q^T,
+ * a lane's slots being 2t and 2t + 1. Rows 0..3 go to the even slots and rows
+ * 4..7 to the odd ones, so that a block of at most 4 live rows (GQA 4, Sq = 1)
+ * leaves every lane's odd slot empty and the per-element softmax and P
+ * quantization of that slot are skipped (lpd_ctx::two). */
+__device__ __forceinline__ int lpd_lrow(int slot) { return (slot & 1) ? 4 + (slot >> 1) : slot >> 1; }
+__device__ __forceinline__ int lpd_lslot(int row) { return row < 4 ? 2 * row : 2 * (row - 4) + 1; }
+
 struct lpd_rows { /* the two rows of a lane (g, g + 8) */
   int live[2], p[2];
   uint32_t sel[2]; /* THRIFT: the row's tiles of the chunk selected high, bit j - j0 */
@@ -157,6 +165,7 @@ template <int D> struct lpd_ctx {
   int q0;                 /* slot position of q's first row: len - Sq, or q_start - kv_start (shards) */
   int jdiag;              /* the tile of the call's first query position */
   bool thrift, pasa;
+  bool two;               /* the block has rows in odd low slots (more than 4 live rows) */
   const int32_t *table;
   int64_t pages0;         /* byte offset of page 0 in the pool */
   lpd_rows R, RL;         /* rows g, g + 8 (high tiles) and 2t, 2t + 1 (low tiles) */
