@@ -412,6 +412,12 @@ template <int W> __device__ __forceinline__ float gpu_rsum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+/* 2^x, one MUFU (results below 2^-126 flush to 0): the plain prefill's P */
+__device__ __forceinline__ float gpu_exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 /* cp.async of 16 bytes; bytes = 0 zero-fills the destination. */
 __device__ __forceinline__ void gpu_cp16(void *dst, const void *src, int bytes) {

@@ -267,8 +267,21 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
 }
 
 
-template <typename T, int D>
-__device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by value: fewer spills */
+/* PLAIN: the call is precision HIGH without PASA or f16 scores (and a plain
+ * prefill: one split, no decode fields), so the compiler drops every other
+ * path: a kernel of its own for the common case (registers, instruction
+ * cache). gpu_attn_plain() says when a call may take it. */
+__host__ __device__ inline bool gpu_attn_plain(const lp_gpu_attn_args &a) {
+  return a.prec == LPATTN_PREC_HIGH && !a.pasa && !a.score_f16 && a.split == 1 && !a.gqa_pack &&
+         !a.abs_tiles && !a.lens && !a.maxpass && !a.sel && !a.kd;
+}
+template <typename T, int D, bool PLAIN>
+__device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* by value: fewer spills */
+  lp_gpu_attn_args a = a_in;
+  if (PLAIN) { /* constants the compiler folds (gpu_attn_plain holds) */
+    a.prec = LPATTN_PREC_HIGH, a.pasa = 0, a.score_f16 = 0, a.split = 1, a.gqa_pack = 0;
+    a.abs_tiles = 0, a.lens = nullptr, a.maxpass = 0, a.sel = nullptr, a.kd = nullptr, a.vd = nullptr;
+  }
   typedef gpu_smem<D> SM;
   constexpr int BQ = GPU_BQ, BK = GPU_BK, LD = SM::LD, LDV = SM::LDV;
   constexpr int W = gpu_warp_size(), NT = 4 * W; /* threads of the CTA */
@@ -660,16 +673,41 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a) { /* by 
           if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
           psum[hh] = pssum[hh] = 0.0f;
         }
+        if (PLAIN) { /* P = 2^(v log2 e + bias log2 e): FFMA + MUFU (masked v = -inf: 0) */
+          constexpr float L2E = 1.4426950408889634f;
+          const bool ent = a.ent != nullptr; /* the entropy sum only where it is returned */
 #pragma unroll
-        for (int hh = 0; hh < FR; hh++)
+          for (int hh = 0; hh < FR; hh++) {
+            const float b2 = stp[hh].bias * L2E;
+            if (ent) {
 #pragma unroll
-          for (int sl = 0; sl < NS; sl++) {
-            const float v = s[hh][sl];
-            const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
-            psum[hh] += p;
-            if (p != 0.0f) pssum[hh] += p * v;
-            s[hh][sl] = p;
+              for (int sl = 0; sl < NS; sl++) {
+                const float v = s[hh][sl], p = gpu_exp2_fast(fmaf(v, L2E, b2));
+                psum[hh] += p;
+                if (p != 0.0f) pssum[hh] += p * v;
+                s[hh][sl] = p;
+              }
+            } else {
+#pragma unroll
+              for (int sl = 0; sl < NS; sl++) {
+                const float p = gpu_exp2_fast(fmaf(s[hh][sl], L2E, b2));
+                psum[hh] += p;
+                s[hh][sl] = p;
+              }
+            }
           }
+        } else {
+#pragma unroll
+          for (int hh = 0; hh < FR; hh++)
+#pragma unroll
+            for (int sl = 0; sl < NS; sl++) {
+              const float v = s[hh][sl];
+              const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
+              psum[hh] += p;
+              if (p != 0.0f) pssum[hh] += p * v;
+              s[hh][sl] = p;
+            }
+        }
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
           const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);

@@ -433,6 +433,7 @@ template <int W> __device__ inline float gpu_rsum(float x) {
   for (int m = 16; m < W; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m, W);
   return x;
 }
+__device__ inline float gpu_exp2_fast(float x) { return exp2f(x); } /* the plain prefill's P */
 
 /* No asynchronous copies: a 16-byte copy in step (the kernel never
  * prefetches when GPU_ASYNC is 0; these keep its one code path). */
