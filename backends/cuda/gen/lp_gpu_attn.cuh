@@ -267,21 +267,26 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
 }
 
 
-/* PLAIN: the call is precision HIGH without PASA or f16 scores (and a plain
- * prefill: one split, no decode fields), so the compiler drops every other
- * path: a kernel of its own for the common case (registers, instruction
- * cache). gpu_attn_plain() says when a call may take it. */
-__host__ __device__ inline bool gpu_attn_plain(const lp_gpu_attn_args &a) {
-  return a.prec == LPATTN_PREC_HIGH && !a.pasa && !a.score_f16 && a.split == 1 && !a.gqa_pack &&
-         !a.abs_tiles && !a.lens && !a.maxpass && !a.sel && !a.kd;
+/* Specialized kernels, so that the compiler drops the paths a call cannot
+ * take (registers, instruction cache): SPEC 0, precision HIGH; SPEC 1 + f,
+ * low tiles of format f (FP8/NVFP4/MXFP4 or THRIFT over f); both without PASA
+ * or f16 scores, a plain prefill (one split, no decode fields). SPEC -1: the
+ * generic kernel. gpu_attn_spec() says which one a call may take. */
+__host__ __device__ inline int gpu_attn_spec(const lp_gpu_attn_args &a) {
+  if (a.pasa || a.score_f16 || a.split != 1 || a.gqa_pack || a.abs_tiles || a.lens || a.maxpass) return -1;
+  if (a.prec == LPATTN_PREC_HIGH) return a.sel || a.kd ? -1 : 0;
+  if (GPU_ASYNC && !a.kd) return -1; /* cp.async streams the dequantized copies */
+  return a.low >= 0 && a.low <= 2 ? 1 + a.low : -1;
 }
-template <typename T, int D, bool PLAIN>
+template <typename T, int D, int SPEC>
 __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* by value: fewer spills */
+  constexpr bool PLAIN = SPEC == 0;
   lp_gpu_attn_args a = a_in;
-  if (PLAIN) { /* constants the compiler folds (gpu_attn_plain holds) */
-    a.prec = LPATTN_PREC_HIGH, a.pasa = 0, a.score_f16 = 0, a.split = 1, a.gqa_pack = 0;
-    a.abs_tiles = 0, a.lens = nullptr, a.maxpass = 0, a.sel = nullptr, a.kd = nullptr, a.vd = nullptr;
+  if (SPEC >= 0) { /* constants the compiler folds (gpu_attn_spec holds) */
+    a.pasa = 0, a.score_f16 = 0, a.split = 1, a.gqa_pack = 0, a.abs_tiles = 0, a.lens = nullptr, a.maxpass = 0;
   }
+  if (PLAIN) a.prec = LPATTN_PREC_HIGH, a.sel = nullptr, a.kd = nullptr, a.vd = nullptr;
+  if (SPEC > 0) a.low = SPEC - 1;
   typedef gpu_smem<D> SM;
   constexpr int BQ = GPU_BQ, BK = GPU_BK, LD = SM::LD, LDV = SM::LDV;
   constexpr int W = gpu_warp_size(), NT = 4 * W; /* threads of the CTA */
@@ -410,7 +415,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
   /* Tiles copied as they are (high without PASA, or low from the dequantized
    * prefill workspace) are prefetched with cp.async one tile ahead. */
-  const bool lowdq = GPU_ASYNC && a.kd != nullptr;
+  const bool lowdq = GPU_ASYNC && (SPEC > 0 || a.kd != nullptr); /* SPEC > 0: gpu_attn_spec checked kd */
   const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
   auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
   auto issue = [&](int j, int buf, bool lw) {
