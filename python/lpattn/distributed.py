@@ -322,7 +322,7 @@ def page_split(length, world, page_size=64, reserve=None):
 
 
 def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None, group=None,
-                 return_lse=False, **kw):
+                 return_lse=False, check_errors=True, **kw):
     """Decode against paged KV pools sharded over the ranks of `group`.
 
     pool: this rank's lpattn.KVPool, holding a run of each sequence's pages.
@@ -340,12 +340,19 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
     Runs in rank order should follow the sequence (key order: the merge's
     rounding then matches page_split's bound). kw: KVPool.decode's keywords
     (sm_scale, max_length, check_finite). FP8/NVFP4/MXFP4/HIGH pools, host
-    and GPU backends (THRIFT and PASA pools: UnsupportedError for now)."""
+    and GPU backends (THRIFT and PASA pools: UnsupportedError for now).
+
+    check_errors (GPU pools): True, a failure on any rank raises on every rank,
+    which reads the ranks' error flags on the host once per call (a wait for
+    the device). False: no host wait, so the next step's launches overlap this
+    one's work; a rank's own failure still raises there, another rank's shows
+    as NaN in the merged out and lse (its partial is NaN). Host pools always
+    check (they wait for their results anyway)."""
     rank, world = _group_info(group)
     n, Sq = q.shape[0], q.shape[2]
     if torch.as_tensor(slots).device.type != "cpu":
         return _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start, group,
-                                    return_lse, world, kw)
+                                    return_lse, world, kw, check_errors)
     lens = torch.as_tensor(lengths).detach().to("cpu", torch.int64)
     starts = torch.as_tensor(kv_start).detach().to("cpu", torch.int64)
     if q_start is None:
@@ -374,10 +381,12 @@ def paged_decode(pool, q, slots, lengths, page_table, kv_start, *, q_start=None,
 
 
 def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start, group, return_lse,
-                         world, kw):
+                         world, kw, check_errors=True):
     """paged_decode on a GPU pool without a host round trip: every sequence
     decoded (one the rank holds nothing of gets LSE -inf from the kernel),
-    (O, LSE, error flag) packed into one all-gather, merged in rank order."""
+    (O, LSE, error flag) packed into one all-gather, merged in rank order; the
+    flags are read on the host only with check_errors. (Host pools take the
+    same path in the tests.)"""
     dev, i32 = slots.device, dict(dtype=torch.int32)
     starts = torch.as_tensor(kv_start).detach().to(dev, **i32).contiguous()
     lens = torch.as_tensor(lengths).detach().to(dev, **i32)
@@ -387,6 +396,8 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
         dist.all_reduce(end, op=dist.ReduceOp.MAX, group=group)
         q_start = end - Sq
     q_start = torch.as_tensor(q_start).detach().to(dev, **i32).contiguous()
+    if kw.get("max_length") is None:  # sizes the launch: the table's reach, not a read of lengths
+        kw = dict(kw, max_length=int(page_table.shape[-1]) * int(pool.page_size))
     rows = q.shape[0] * q.shape[1] * Sq
     err, o, lse = None, None, None
     try:
@@ -395,11 +406,13 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
                              return_lse=True, out=o, **kw)
     except Exception as e:  # the others must not wait for this rank's partial
         err = e
-    packed = torch.zeros(rows * (q.shape[3] + 1) + 1, dtype=torch.float32, device=q.device)
+    packed = torch.empty(rows * (q.shape[3] + 1) + 1, dtype=torch.float32, device=q.device)
     if err is None:
         packed[:rows * q.shape[3]] = o.reshape(-1)
         packed[rows * q.shape[3]:-1] = lse.reshape(-1)
-    else:
+        packed[-1] = 0.0
+    else:  # a failed rank's partial is NaN: merged rows show it even unchecked
+        packed.fill_(float("nan"))
         packed[-1] = 1.0
     parts = [torch.empty_like(packed) for _ in range(world)]
     dist.all_gather(parts, packed, group=group)
@@ -409,9 +422,12 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
     for x in parts:  # queued before the flags are read: one wait, at the end
         state = _merge(state, x[:rows * q.shape[3]].view(q.shape),
                        x[rows * q.shape[3]:-1].view(q.shape[:3]))
-    if bool(torch.stack([x[-1] for x in parts]).any()):
+    if check_errors and bool(torch.stack([x[-1] for x in parts]).any()):
         raise RuntimeError("lpattn.distributed: another rank failed (its exception says why)")
-    out = state[0].to(q.dtype)
+    out = state[0]
+    if not check_errors:  # a NaN partial merges to LSE NaN and O 0: make O say it too
+        out = out.masked_fill(torch.isnan(state[1]).unsqueeze(-1), float("nan"))
+    out = out.to(q.dtype)
     return (out, state[1]) if return_lse else out
 
 

@@ -167,6 +167,39 @@ def check_paged(rank, world, ld, lpattn):
                           f"{bound:.3g}), max |dLSE| {dl:.3g}")
 
 
+def check_paged_device_path(rank, world, ld, lpattn):
+    """The GPU pools' path of paged_decode (every sequence decoded, one packed
+    all-gather, no host round trip) run on host pools: it equals the host
+    path; unchecked (check_errors=False) a failure raises on its own rank and
+    is NaN in the others' merged rows. (Host pools check lengths >= Sq on the
+    host, so here every rank holds some of every sequence; the GPU kernel
+    takes empty runs.)"""
+    T, lens = 32, (1600, 3000)
+    seqs = [data(n, seed=50 + i)[1:] for i, n in enumerate(lens)]
+    qs = [data(n, seed=50 + i)[0] for i, n in enumerate(lens)]
+    mine = [(s[rank], s[rank + 1]) for s in (ld.page_split(n, world, page_size=T) for n in lens)]
+    q = torch.cat([x[:, :, n - 1:n] for x, n in zip(qs, lens)])
+    pool, slots, held, table = _pool_with(lpattn, "nvfp4", T, seqs, mine)
+    kv0 = torch.tensor([a for a, _ in mine], dtype=torch.int32)
+    want, want_lse = ld.paged_decode(pool, q, slots, held, table, kv0, return_lse=True)
+    for check in (True, False):
+        got, lse = ld._paged_decode_device(pool, q, slots, held, table, kv0, None, None, True, world,
+                                           {}, check)
+        d, dl = maxdiff(got, want), maxdiff(lse, want_lse)
+        assert d <= 1e-6 and dl <= 1e-6, ("device path", world, check, d, dl)
+    bad = kv0.clone()
+    if rank == 0:
+        bad[0] += 1  # not a multiple of page_size: this rank's decode fails
+    try:
+        got = ld._paged_decode_device(pool, q, slots, held, table, bad, None, None, False, world, {}, False)
+        assert rank != 0, "rank 0 decoded a bad kv_start"
+        assert bool(torch.isnan(got).all()), ("unchecked failure not NaN", rank)
+    except lpattn.LpattnError:
+        assert rank == 0
+    if rank == 0:
+        print(f"paged decode device path on host pools, world {world}: equal to the host path")
+
+
 def check_backward(rank, world, ld, lpattn):
     c = 64
     n = 2 * world * c
@@ -214,6 +247,7 @@ def _worker(rank, world, init):
         check_leak(rank, world, ld)
         check_decode(rank, world, ld, lpattn)
         check_paged(rank, world, ld, lpattn)
+        check_paged_device_path(rank, world, ld, lpattn)
         check_backward(rank, world, ld, lpattn)
         check_errors(rank, world, ld)
     finally:
