@@ -13,15 +13,16 @@ enum { T = 32, H = 4, HKV = 2, D = 64, LEN = 40, DMAX = 80 };
 
 static float kbuf[HKV * LEN * DMAX], vbuf[HKV * LEN * DMAX], qbuf[H * DMAX], o1[H * D], o2[H * D];
 
-static lpattn_kv_pool *make_pool(lpattn_ctx *ctx, lpattn_precision prec) {
+static lpattn_kv_pool *make_pool_d(lpattn_ctx *ctx, lpattn_precision prec, int dh) {
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
-  pp.num_kv_heads = HKV, pp.num_q_heads = H, pp.head_dim = D, pp.page_size = T;
+  pp.num_kv_heads = HKV, pp.num_q_heads = H, pp.head_dim = dh, pp.page_size = T;
   pp.precision = prec, pp.num_pages = 4, pp.num_slots = 1;
   lpattn_kv_pool *pool = NULL;
   CHECK_STATUS(lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool), LPATTN_OK);
   return pool;
 }
+static lpattn_kv_pool *make_pool(lpattn_ctx *ctx, lpattn_precision prec) { return make_pool_d(ctx, prec, D); }
 
 static long max_rss_kb(void) {
   struct rusage u;
@@ -114,12 +115,7 @@ static void odd_head_dim(lpattn_precision prec, int dh) {
     lpattn_ctx *ctx = NULL;
     CHECK_STATUS(lpattn_create(bi ? LPATTN_BACKEND_CPU : LPATTN_BACKEND_REF, NULL, &ctx), LPATTN_OK);
     if (!ctx) return;
-    lpattn_kv_pool_params pp;
-    lpattn_kv_pool_params_init(&pp);
-    pp.num_kv_heads = HKV, pp.num_q_heads = H, pp.head_dim = dh, pp.page_size = T;
-    pp.precision = prec, pp.num_pages = 4, pp.num_slots = 1;
-    lpattn_kv_pool *pool = NULL;
-    CHECK_STATUS(lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool), LPATTN_OK);
+    lpattn_kv_pool *pool = make_pool_d(ctx, prec, dh);
     int32_t slot = 0, len = 0, table[2] = {2, 0};
     lpattn_kv_batch b;
     lpattn_kv_batch_init(&b);

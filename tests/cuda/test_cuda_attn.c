@@ -34,12 +34,14 @@ static void prob_free(prob_t *p) {
   ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
 }
 
-/* Run on both backends; returns 1 when both succeeded. r holds ref's outputs. */
-static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
-                    const lpattn_attn_params *ap, int want_sel) {
+/* Run on both backends; returns 1 when both succeeded. r holds ref's outputs.
+ * want_ent 0: the entropy is not asked for (the kernels' path without it). */
+static int run_both_ent(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
+                        const lpattn_attn_params *ap, int want_sel, int want_ent) {
   lpattn_attn_aux ah, ad;
   lpattn_attn_aux_init(&ah), lpattn_attn_aux_init(&ad);
-  ah.lse = r->lse.h, ah.entropy = r->ent.h, ad.lse = p->lse.d, ad.entropy = p->ent.d;
+  ah.lse = r->lse.h, ad.lse = p->lse.d;
+  if (want_ent) ah.entropy = r->ent.h, ad.entropy = p->ent.d;
   if (want_sel) ah.selection = r->sel.h, ad.selection = p->sel.d;
   ct_poison(&p->o), ct_poison(&p->lse), ct_poison(&p->ent), ct_poison(&p->sel);
   lpattn_status sr = lpattn_attention(ref, &p->q.h, &p->k.h, &p->v.h, &r->o.h, ap, &ah);
@@ -48,6 +50,10 @@ static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
         lpattn_status_string(sc));
   ct_down(&p->o), ct_down(&p->lse), ct_down(&p->ent), ct_down(&p->sel);
   return sr == LPATTN_OK && sc == LPATTN_OK;
+}
+static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r, const lpattn_attn_params *ap,
+                    int want_sel) {
+  return run_both_ent(cu, ref, p, r, ap, want_sel, 1);
 }
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
@@ -191,13 +197,7 @@ static void no_entropy(lpattn_ctx *cu, lpattn_ctx *ref) {
       ap.precision = (lpattn_precision)prec, ap.causal = causal;
       prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
       ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
-      lpattn_attn_aux ah, ad;
-      lpattn_attn_aux_init(&ah), lpattn_attn_aux_init(&ad);
-      ah.lse = r.lse.h, ad.lse = p.lse.d;
-      ct_poison(&p.o), ct_poison(&p.lse);
-      CHECK_STATUS(lpattn_attention(ref, &p.q.h, &p.k.h, &p.v.h, &r.o.h, &ap, &ah), LPATTN_OK);
-      CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, &ad), LPATTN_OK);
-      ct_down(&p.o), ct_down(&p.lse);
+      run_both_ent(cu, ref, &p, &r, &ap, 0, 0);
       const double e = ct_relerr(&p.o.h, &r.o.h), el = ct_maxabs(&p.lse.h, &r.lse.h);
       printf("no entropy %-6s causal=%d: O %.2e LSE %.2e\n", PN[prec], causal, e, el);
       CHECK(e < 2e-3 && el < 1e-3, "%s causal=%d without entropy: O %g LSE %g", PN[prec], causal, e, el);
