@@ -60,7 +60,10 @@ for s in "${steps[@]}"; do
   backward) run bench-backward env LPATTN_LIBRARY="$LIB" PYTHONPATH="$SRC/python" \
     python3 bench/cuda/bench_backward.py "$OUT/backward.md" ;;
   ncu-decode) run ncu-decode ncu --set full -k regex:decode_d128_f16_nvfp4 -c 1 -o "$OUT/decode_nvfp4" \
-    "$B/cuda/bench/cuda/bench_paged" 16 131072 nvfp4 ;;
+    "$B/cuda/bench/cuda/bench_paged" 16 131072 nvfp4 &&
+    ncu --import "$OUT/decode_nvfp4.ncu-rep" --page details >"$OUT/ncu_decode_details.txt" 2>&1 &&
+    ncu --import "$OUT/decode_nvfp4.ncu-rep" --page source --print-source sass --csv 2>/dev/null |
+      gzip >"$OUT/ncu_decode_sass.csv.gz" ;;
   *) log "unknown step $s" ;;
   esac
 done

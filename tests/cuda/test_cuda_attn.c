@@ -76,6 +76,11 @@ static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const l
          eh = ct_maxabs(&p.ent.h, &r.ent.h);
   /* ref is f64; the kernel rounds P to the input type for high tiles */
   double tol = s->in == LPATTN_BF16 ? 5e-3 : 2e-3;
+  /* MXFP4 under PASA: P's power-of-two group scale jumps where the group max
+   * crosses 2^e, and PASA's f16 scores (rounded after an f32 sum whose order
+   * is free) put a few rows there; each such row moves by up to ~1e-1
+   * (SEMANTICS, PASA; the cpu backend shows the same, 2e-3..6e-3) */
+  if (prec == LPATTN_PREC_MXFP4 && pasa) tol = 2e-2;
   printf("parity %-6s D=%-3lld %s causal=%d pasa=%d leaky=%d Sq=%lld Skv=%lld", PN[prec], (long long)s->D,
          s->in == LPATTN_F16 ? "f16 " : "bf16", causal, pasa, leaky, (long long)s->Sq, (long long)s->Skv);
   if (ap.positions) printf(" q_start=%lld kv_start=%lld", (long long)ap.q_start, (long long)ap.kv_start);
