@@ -57,7 +57,6 @@ typedef struct {
   const void *q;
   int64_t sq[4];
   int Sq, nchunk, chunk_tiles;
-  int cpc; /* CUDA: chunks per CTA, consecutive (the launcher sets it; results do not depend on it) */
   float sm_scale;
   /* low pools: q quantized per token (lpattn_qtensor AXIS_D layout, [num_seqs][Hq][Sq]) */
   const uint8_t *qcodes, *qscales;

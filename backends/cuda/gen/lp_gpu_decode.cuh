@@ -217,7 +217,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   lpd_ctx<D> C(a);
   const lp_gpu_pool &P = a.pool;
   C.warp = threadIdx.x >> 5, C.lane = threadIdx.x & 31, C.g = C.lane >> 2, C.t = C.lane & 3;
-  C.chunk = blockIdx.x, C.b = blockIdx.z; /* chunk: set per chunk below */
+  C.chunk = blockIdx.x, C.b = blockIdx.z;
   C.G = P.Hq / P.Hkv;
   const int nrb = (C.G * a.Sq + 7) / 8; /* blocks of 8 query rows */
   C.h = blockIdx.y / nrb, C.rb = blockIdx.y % nrb;
@@ -240,87 +240,52 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.q0 = shard ? a.seqs.q_start[C.b] - a.seqs.kv_start[C.b] : C.len - a.Sq;
   C.jdiag = max(C.q0, 0) / T;
   const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
+  C.j0 = max(C.chunk * a.chunk_tiles - t0m, 0), C.j1 = min((C.chunk + 1) * a.chunk_tiles - t0m, ntile);
   C.slot = a.seqs.slots[C.b];
-  /* the CTA's chunks: cpc consecutive ones (the launcher's choice; a chunk's
-   * result does not depend on it), sharing Q (loaded and quantized once) */
-  const int cpc = max(a.cpc, 1), c_first = blockIdx.x * cpc, c_end = min(c_first + cpc, a.nchunk);
-  auto empty = [&](int ch) {
-    return max(ch * a.chunk_tiles - t0m, 0) >= min((ch + 1) * a.chunk_tiles - t0m, ntile);
-  };
-  int c_live = c_first; /* the first chunk with tiles (CTA-uniform) */
-  while (c_live < c_end && empty(c_live)) c_live++;
-  const bool bad_slot = C.slot < 0 || C.slot >= P.num_slots;
-  for (int ch = c_first; ch < c_end; ch++) /* empty chunks (all of them with a bad slot): no keys */
-    if (bad_slot || empty(ch)) {
-      C.chunk = ch;
-      if (threadIdx.x < 8 && C.live(threadIdx.x)) {
-        a.part_l[C.prow(threadIdx.x)] = gpu_ninf();
-        a.part_h[C.prow(threadIdx.x)] = 0.0f;
-      }
+  if (C.j0 >= C.j1 || C.slot < 0 || C.slot >= P.num_slots) {
+    if (threadIdx.x < 8 && C.live(threadIdx.x)) {
+      a.part_l[C.prow(threadIdx.x)] = gpu_ninf();
+      a.part_h[C.prow(threadIdx.x)] = 0.0f;
     }
-  if (bad_slot || c_live >= c_end) return;
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int r = C.g + 8 * i, rl = lpd_lrow(2 * C.t + i); /* low: slot 2t + i */
     C.R.live[i] = C.live(r), C.RL.live[i] = C.live(rl);
     C.R.p[i] = C.q0 + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.q0 + (8 * C.rb + rl) % C.Sq;
   }
+  if (threadIdx.x < 8) C.rsel[threadIdx.x] = lpd_sel_bits(C.selmask(threadIdx.x), C.j0, C.j1);
   lpd_load_q<D, FMT>(C);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[lpd_lrow(2 * C.t + i)];
   C.two = C.live(4);
+  /* the chunk's tiles computed high (bit j - j0): every tile of HIGH pools;
+   * of low pools the diagonal tile(s) of the call's rows and (THRIFT) the
+   * tiles selected for any row of the block (CTA-uniform) */
+  uint32_t hmask = 0;
+  for (int j = max(C.j0, LOW ? C.jdiag : 0); j < C.j1; j++) hmask |= 1u << (j - C.j0);
+  for (int r = 0; r < 8 && C.thrift; r++) hmask |= C.rsel[r];
+
+  lpd_acc<D> A;
+  gpu_row_init(&A.st[0]), gpu_row_init(&A.st[1]), gpu_row_init(&A.stl[0]), gpu_row_init(&A.stl[1]);
+#pragma unroll
+  for (int nb = 0; nb < D / 8; nb++) A.acc[nb][0] = A.acc[nb][1] = A.acc[nb][2] = A.acc[nb][3] = 0.0f;
+#pragma unroll
+  for (int ct = 0; ct < D / 16; ct++) A.accl[ct][0] = A.accl[ct][1] = A.accl[ct][2] = A.accl[ct][3] = 0.0f;
   C.mybuf = lpd_sm + (size_t)C.warp * C.wr;
   C.pages0 = P.num_slots * P.slot_bytes;
   C.table = a.seqs.table + (int64_t)C.b * a.seqs.table_stride;
 
-  for (int ch = c_live; ch < c_end; ch++) {
-    if (empty(ch)) continue; /* written above */
-    C.chunk = ch;
-    C.j0 = max(ch * a.chunk_tiles - t0m, 0), C.j1 = min((ch + 1) * a.chunk_tiles - t0m, ntile);
-    __syncthreads(); /* Q written; the previous chunk's merge has read shared memory */
-    if (threadIdx.x < 8) C.rsel[threadIdx.x] = lpd_sel_bits(C.selmask(threadIdx.x), C.j0, C.j1);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[lpd_lrow(2 * C.t + i)];
-    /* the chunk's tiles computed high (bit j - j0): every tile of HIGH pools;
-     * of low pools the diagonal tile(s) of the call's rows and (THRIFT) the
-     * tiles selected for any row of the block (CTA-uniform) */
-    uint32_t hmask = 0;
-    for (int j = max(C.j0, LOW ? C.jdiag : 0); j < C.j1; j++) hmask |= 1u << (j - C.j0);
-    for (int r = 0; r < 8 && C.thrift; r++) hmask |= C.rsel[r];
-
-    lpd_acc<D> A;
-    gpu_row_init(&A.st[0]), gpu_row_init(&A.st[1]), gpu_row_init(&A.stl[0]), gpu_row_init(&A.stl[1]);
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++) A.acc[nb][0] = A.acc[nb][1] = A.acc[nb][2] = A.acc[nb][3] = 0.0f;
-#pragma unroll
-    for (int ct = 0; ct < D / 16; ct++) A.accl[ct][0] = A.accl[ct][1] = A.accl[ct][2] = A.accl[ct][3] = 0.0f;
-
-    if (LOW) {
-      lpd_low_tiles<D, FMT, RING>(C, A, lpd_sel_ring());
-      lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_ring());
-    } else {
-      lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_pages());
-    }
-    __syncthreads();
-    lpd_merge_warps<D>(C, A);
+  if (LOW) {
+    lpd_low_tiles<D, FMT, RING>(C, A, lpd_sel_ring());
+    lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_ring());
+  } else {
+    lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_pages());
   }
-}
-
-/* Chunks per CTA: a CTA takes consecutive chunks of its (sequence, kv head,
- * row block) when there are many CTAs, which loads and quantizes Q once for
- * them and keeps the tile loop in the instruction cache; never so many that
- * the grid stops filling the GPU. LPATTN_DECODE_CPC (1..16) overrides it
- * (benchmarks). Results do not depend on it. */
-static inline int lpd_cpc(int nchunk, int64_t others) {
-  static int env = -1;
-  if (env < 0) {
-    const char *e = getenv("LPATTN_DECODE_CPC");
-    env = e ? atoi(e) : 0;
-    if (env < 0 || env > 16) env = 0;
-  }
-  if (env > 0) return env;
-  int cpc = 1; /* at least ~4 waves of 4 CTAs per SM on a 132-SM part */
-  while (cpc < 4 && (int64_t)((nchunk + 2 * cpc - 1) / (2 * cpc)) * others >= 4 * 4 * 132) cpc *= 2;
-  return cpc;
+  __syncthreads();
+  lpd_merge_warps<D>(C, A);
 }
 
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
@@ -331,10 +296,8 @@ static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 7) / 8;
-  lp_gpu_pdecode_args b = *a;
-  b.cpc = lpd_cpc(b.nchunk, (int64_t)a->pool.Hkv * nrb * a->seqs.num_seqs);
-  dim3 grid((unsigned)((b.nchunk + b.cpc - 1) / b.cpc), (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
-  K<<<grid, 128, smem, st>>>(b);
+  dim3 grid((unsigned)a->nchunk, (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
+  K<<<grid, 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 } // namespace lpattn_cuda

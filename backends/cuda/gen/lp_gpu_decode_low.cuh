@@ -353,12 +353,6 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     issue(2 * r + RING + 1);
   }
   gpu_cp_wait<0>();
-  /* every copy issued was waited for: the barriers are invalidated so that
-   * the CTA's next chunk initializes them afresh */
-  __syncwarp();
-  if (lane == 0)
-    for (int k = 0; k < RING; k++) lpd_bar_inval(bars + k);
-  __syncwarp();
 }
 } // namespace lpattn_cuda
 #endif

@@ -81,9 +81,6 @@ __device__ __forceinline__ uint32_t lpd_sa(const void *p) { return (uint32_t)__c
 __device__ __forceinline__ void lpd_bar_init(uint64_t *bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(lpd_sa(bar)) : "memory");
 }
-__device__ __forceinline__ void lpd_bar_inval(uint64_t *bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(lpd_sa(bar)) : "memory");
-}
 __device__ __forceinline__ void lpd_bulk(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(lpd_sa(bar)), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
