@@ -42,11 +42,22 @@ static __host__ __device__ __forceinline__ float gpu_e2m1_decode(uint8_t c) {
   return (c & 8) ? -m : m;
 }
 
+/* sm_89+ device code: the same bits from the hardware conversions (RNE,
+ * satfinite clamps |x| > 448 and inf to 448, subnormals kept; NaN is handled
+ * before them), one or two instructions instead of branches. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define GPU_HW_FP8 1
+#endif
 /* E4M3fn: RNE, saturating at 448, NaN -> 0x7F. */
 static __host__ __device__ __forceinline__ uint8_t gpu_e4m3_encode(float x) {
   uint8_t s = (uint8_t)((gpu_bits(x) >> 24) & 0x80);
   float a = fabsf(x);
   if (a != a) return 0x7f;
+#ifdef GPU_HW_FP8
+  unsigned short hw;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hw) : "f"(0.0f), "f"(x));
+  return (uint8_t)(hw & 0xff);
+#endif
   if (a >= 448.0f) return (uint8_t)(s | 0x7e);
   if (a < 0.015625f) return (uint8_t)(s | (uint8_t)rintf(a * 512.0f)); /* subnormal, 2^-9 steps */
   int e = (int)((gpu_bits(a) >> 23) & 0xff) - 127;
@@ -54,6 +65,13 @@ static __host__ __device__ __forceinline__ uint8_t gpu_e4m3_encode(float x) {
   return (uint8_t)(s | (((e + 7) << 3) + (m - 8)));
 }
 static __host__ __device__ __forceinline__ float gpu_e4m3_decode(uint8_t c) {
+#ifdef GPU_HW_FP8
+  unsigned int h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)c));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(h2 & 0xffffu)));
+  return f;
+#endif
   int e = (c >> 3) & 15, m = c & 7;
   float v = (c & 0x7f) == 0x7f ? gpu_from_bits(0x7fc00000u)
           : e == 0 ? (float)m * 0.001953125f : gpu_pow2(e - 7) * (1.0f + (float)m * 0.125f);
@@ -67,6 +85,13 @@ static __host__ __device__ __forceinline__ float gpu_e8m0_decode(uint8_t c) {
 static __host__ __device__ __forceinline__ float gpu_round_f16(float x) {
   float a = fabsf(x);
   if (a != a) return x;
+#ifdef GPU_HW_FP8
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#endif
   if (a >= 65520.0f) return x < 0 ? -gpu_from_bits(0x7f800000u) : gpu_from_bits(0x7f800000u);
   int e = a < 6.103515625e-05f ? -14 : (int)((gpu_bits(a) >> 23) & 0xff) - 127;
   float r = rintf(a * gpu_pow2(10 - e)) * gpu_pow2(e - 10);
