@@ -247,6 +247,33 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
     const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
     const float outer = gpu_outer_scale(fmt, rmax);
     pout[hh] = outer;
+#if defined(GPU_P_SPLIT_SCALES)
+    if constexpr (BK / 16 == 4) { /* lane i of the row's quad computes group i's scale, the quad shares them */
+      const int q = gpu_rindex();
+      float gq = 0.0f; /* group q's amax (MXFP4: of its pair) */
+#pragma unroll
+      for (int m = 0; m < BK / 16; m++) {
+        const int mm = m & ~1;
+        if (m == q) gq = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
+      }
+      uint8_t sc;
+      float denom;
+      const float svq = gpu_group_scale(fmt, gq, 0, outer, mx_round_up, &sc, &denom);
+      const float rdq = denom == 0.0f ? 0.0f : 1.0f / denom; /* 0: the group's codes are 0 */
+#pragma unroll
+      for (int m = 0; m < BK / 16; m++) {
+        const int mm = m & ~1;
+        const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
+        const float sval = gpu_rlane(svq, m), rden = gpu_rlane(rdq, m);
+#pragma unroll
+        for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
+          const float qv = rden == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
+          s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : qv * sval;
+        }
+      }
+    } else
+#endif
+    {
 #pragma unroll
     for (int m = 0; m < BK / 16; m++) {
       const int mm = m & ~1;
@@ -262,6 +289,7 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
         const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
         s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
       }
+    }
     }
   }
 }
@@ -678,16 +706,22 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
           if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
           psum[hh] = pssum[hh] = 0.0f;
         }
-        if (PLAIN) { /* P = 2^(v log2 e + bias log2 e): FFMA + MUFU (masked v = -inf: 0) */
+        if (SPEC >= 0) { /* specialized kernels (no PASA): P = 2^(v log2 e + bias log2 e) (masked v = -inf: 0) */
           constexpr float L2E = 1.4426950408889634f;
           const bool ent = a.ent != nullptr; /* the entropy sum only where it is returned */
+          /* HIGH: one FFMA + MUFU. Low tiles: (v + bias) log2 e, so that the row's
+           * max gives P = 1 exactly, as exp(0) does (MXFP4's power-of-two P scale
+           * jumps at amax = 1: a P of 1 - 2^-24 would saturate to 0.75) */
+          auto pexp = [&](float v, float bias, float b2) {
+            return PLAIN ? gpu_exp2_fast(fmaf(v, L2E, b2)) : gpu_exp2_fast((v + bias) * L2E);
+          };
 #pragma unroll
           for (int hh = 0; hh < FR; hh++) {
-            const float b2 = stp[hh].bias * L2E;
+            const float bias = stp[hh].bias, b2 = bias * L2E;
             if (ent) {
 #pragma unroll
               for (int sl = 0; sl < NS; sl++) {
-                const float v = s[hh][sl], p = gpu_exp2_fast(fmaf(v, L2E, b2));
+                const float v = s[hh][sl], p = pexp(v, bias, b2);
                 psum[hh] += p;
                 if (p != 0.0f) pssum[hh] += p * v;
                 s[hh][sl] = p;
@@ -695,7 +729,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
             } else {
 #pragma unroll
               for (int sl = 0; sl < NS; sl++) {
-                const float p = gpu_exp2_fast(fmaf(s[hh][sl], L2E, b2));
+                const float p = pexp(s[hh][sl], bias, b2);
                 psum[hh] += p;
                 s[hh][sl] = p;
               }
