@@ -446,18 +446,24 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   const bool lowdq = GPU_ASYNC && (SPEC > 0 || a.kd != nullptr); /* SPEC > 0: gpu_attn_spec checked kd */
   const bool vt = !lowdq; /* low V decoded in-kernel is transposed; streamed (lowdq) is not */
   auto async_ok = [&](bool lw) { return GPU_ASYNC && (lw ? lowdq : (a.vec16 && !a.pasa)); };
+  /* A thread copies the same 16-byte column c of rows r0, r0 + RS, ... of
+   * every tile: the addresses are the tile's base plus fixed steps (high:
+   * vec16, so d is contiguous; low copies: [kvbh][Skv][D]). */
   auto issue = [&](int j, int buf, bool lw) {
-    const int c0 = j * BK;
+    constexpr int CPR = D / 8, RS = NT / CPR; /* 16-byte columns per row, rows per pass */
+    const int c0 = j * BK, c = (tid % CPR) * 8, r0 = tid / CPR;
     const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
     const unsigned short *vs = (const unsigned short *)(lw ? a.vd : a.v);
-    for (int i = tid; i < BK * (D / 8); i += blockDim.x) {
-      int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
-      bool ok = key < Skv;
-      int64_t ko = 0, vo = 0;
-      if (ok && lw) ko = vo = (kvbh * a.Skv + key) * D + c;
-      else if (ok) ko = gpu_off(a.sk, b, hk, key, c), vo = gpu_off(a.sv, b, hk, key, c);
-      gpu_cp16(&Kb[buf * SM::KSZ + cr * LD + c], ks + ko, ok ? 16 : 0);
-      gpu_cp16(&Vb[buf * SM::VSZ + cr * LD + c], vs + vo, ok ? 16 : 0);
+    const int64_t kst = lw ? D : a.sk[2], vst = lw ? D : a.sv[2];
+    const unsigned short *kp = ks + (lw ? (kvbh * a.Skv + c0 + r0) * D : gpu_off(a.sk, b, hk, c0 + r0, 0)) + c;
+    const unsigned short *vp = vs + (lw ? (kvbh * a.Skv + c0 + r0) * D : gpu_off(a.sv, b, hk, c0 + r0, 0)) + c;
+    unsigned short *kd = &Kb[buf * SM::KSZ + r0 * LD + c], *vd = &Vb[buf * SM::VSZ + r0 * LD + c];
+#pragma unroll
+    for (int cr = r0; cr < BK; cr += RS) {
+      const bool ok = c0 + cr < Skv; /* past the end: zeros, read nothing */
+      gpu_cp16(kd, ok ? kp : ks, ok ? 16 : 0);
+      gpu_cp16(vd, ok ? vp : vs, ok ? 16 : 0);
+      kp += RS * kst, vp += RS * vst, kd += RS * LD, vd += RS * LD;
     }
     gpu_cp_commit();
   };
