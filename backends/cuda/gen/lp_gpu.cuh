@@ -441,6 +441,8 @@ template <int W> __device__ __forceinline__ float gpu_rsum(float x) {
  * and x as lane i of the quad holds it. The P quantizer computes a row's 4
  * group scales once each, on lane i for group i (GPU_P_SPLIT_SCALES). */
 #define GPU_P_SPLIT_SCALES 1
+/* whether p holds on any lane of the warp (a warp-uniform branch) */
+__device__ __forceinline__ bool gpu_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 __device__ __forceinline__ int gpu_rindex() { return threadIdx.x & 3; }
 __device__ __forceinline__ float gpu_rlane(float x, int i) { return __shfl_sync(0xffffffffu, x, i, 4); }
 /* 2^x, one MUFU (results below 2^-126 flush to 0): the plain prefill's P */

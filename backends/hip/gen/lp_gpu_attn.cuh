@@ -744,8 +744,9 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
         for (int hh = 0; hh < FR; hh++) {
           const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
           if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
+          if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
 #pragma unroll
-          for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
+            for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
         }
 
         if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* inc/attn_plow.j2 */
