@@ -51,6 +51,7 @@
 #define __shfl_down_sync(mask, ...) __shfl_down(__VA_ARGS__)
 #define __shfl_sync(mask, ...) __shfl(__VA_ARGS__)
 #if !defined(__HIP_PLATFORM_NVIDIA__)
+#define __any_sync(mask, p) __any(p)
 /* a wave executes in lockstep: order its shared-memory accesses */
 #define __syncwarp() (__builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront"), __builtin_amdgcn_wave_barrier())
 #endif

@@ -434,7 +434,7 @@ template <int W> __device__ inline float gpu_rsum(float x) {
   return x;
 }
 __device__ inline float gpu_exp2_fast(float x) { return exp2f(x); } /* the plain prefill's P */
-__device__ inline bool gpu_warp_any(bool p) { return __any(p); }
+__device__ inline bool gpu_warp_any(bool p) { return __any_sync(0xffffffffu, p); } /* vendor.h: __any on AMD */
 
 /* No asynchronous copies: a 16-byte copy in step (the kernel never
  * prefetches when GPU_ASYNC is 0; these keep its one code path). */
