@@ -30,13 +30,18 @@ namespace lpattn_cuda {
 template <int D>
 __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *src, const int64_t *s, int b, int h,
                                              int row0, int nrows, bool vec16) {
-  constexpr int LD = gpu_smem<D>::LD;
-  for (int i = threadIdx.x; i < 64 * (D / 8); i += blockDim.x) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+  /* the kernels run 128 threads: a thread copies column c of rows r0, r0 + RS, ...,
+   * its source address computed once and stepped (no 4-D offset per chunk) */
+  constexpr int LD = gpu_smem<D>::LD, CPR = D / 8, RS = 128 / CPR;
+  const int c = (threadIdx.x % CPR) * 8, r0 = threadIdx.x / CPR;
+  const unsigned short *base = (const unsigned short *)src;
+  const unsigned short *p = base + gpu_off(s, b, h, row0 + r0, c);
+  const int64_t step = RS * s[2];
+#pragma unroll
+  for (int r = r0; r < 64; r += RS, p += step) {
     const bool ok = row0 + r < nrows;
-    const unsigned short *p = (const unsigned short *)src + (ok ? gpu_off(s, b, h, row0 + r, c) : 0);
     if (vec16) {
-      gpu_cp16(&dst[r * LD + c], p, ok ? 16 : 0);
+      gpu_cp16(&dst[r * LD + c], ok ? p : base, ok ? 16 : 0);
     } else {
       unsigned short e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       if (ok)
