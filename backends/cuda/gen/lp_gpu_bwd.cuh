@@ -109,6 +109,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep
 template <bool KEYROWS>
 __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase,
                                               const float *lse, bool edge, const lp_gpu_bwd_args &a) {
+  constexpr float L2E = 1.4426950408889634f;
   const int off = a.off;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++)
@@ -119,7 +120,8 @@ __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<3
       const int c = KEYROWS ? cbase + lay.row(hh) : cbase + lay.key(sl);
       const float l = KEYROWS ? lse[lay.key(sl)] : lse[hh];
       const bool m = edge && (c >= a.Skv || (a.causal && c > r + off));
-      s[hh][sl] = m ? 0.0f : __expf(__fmul_rn(s[hh][sl], a.sm_scale) - l);
+      /* one FFMA + MUFU: 2^(S s log2 e - LSE log2 e), results below 2^-126 flush to 0 */
+      s[hh][sl] = m ? 0.0f : gpu_exp2_fast(fmaf(s[hh][sl], a.sm_scale * L2E, -l * L2E));
     }
 }
 
