@@ -44,7 +44,12 @@ static __host__ __device__ __forceinline__ float gpu_e2m1_decode(uint8_t c) {
 
 /* sm_89+ device code: the same bits from the hardware conversions (RNE,
  * satfinite clamps |x| > 448 and inf to 448, subnormals kept; NaN is handled
- * before them), one or two instructions instead of branches. */
+ * before them), one or two instructions instead of branches. Checked over
+ * all 2^32 f32 inputs (encode, f16 rounding) and all 256 codes (decode) on an
+ * H200: equal, except that a decoded NaN code carries another NaN payload and
+ * the f16 rounding keeps the sign of -0 (the code below gives +0; callers
+ * store the f16 bits with the input's sign, and a zero score's sign reaches
+ * no output). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define GPU_HW_FP8 1
 #endif
