@@ -442,12 +442,12 @@ template <int W> __device__ __forceinline__ float gpu_rsum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+/* whether p holds on any lane of the warp (a warp-uniform branch) */
+__device__ __forceinline__ bool gpu_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 /* A row's lanes are the 4 lanes of a quad: this lane's index among them,
  * and x as lane i of the quad holds it. The P quantizer computes a row's 4
  * group scales once each, on lane i for group i (GPU_P_SPLIT_SCALES). */
 #define GPU_P_SPLIT_SCALES 1
-/* whether p holds on any lane of the warp (a warp-uniform branch) */
-__device__ __forceinline__ bool gpu_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 __device__ __forceinline__ int gpu_rindex() { return threadIdx.x & 3; }
 __device__ __forceinline__ float gpu_rlane(float x, int i) { return __shfl_sync(0xffffffffu, x, i, 4); }
 /* 2^x, one MUFU (results below 2^-126 flush to 0): the plain prefill's P */
