@@ -57,6 +57,7 @@ lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s);
 /* ---- context and workspace (gpu_context.cu) ------------------------------ */
 typedef struct {
   int device, nsm, warp;
+  int cc; /* compute capability, major * 10 + minor */
   cudaStream_t stream;
   void *ws;
   size_t ws_size;

@@ -29,6 +29,7 @@ static lpattn_status gpu_init(lpattn_ctx *ctx, const lpattn_context_params *p) {
   if (!im) return LPATTN_ERR_OUT_OF_MEMORY;
   im->device = p->device;
   im->nsm = prop.multiProcessorCount;
+  im->cc = prop.major * 10 + prop.minor;
   im->warp = prop.warpSize; /* 64 on CDNA, 32 on NVIDIA and RDNA: the kernels ask the compiler */
   im->stream = (cudaStream_t)p->stream;
   if (cudaMalloc(&im->flag, sizeof(int)) != cudaSuccess) {

@@ -93,6 +93,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt, a.split = 1;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
   a.warp = im->warp;
+  a.cc = im->cc;
   return fn(&a, im->stream);
 }
 

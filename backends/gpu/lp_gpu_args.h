@@ -52,6 +52,7 @@ typedef struct {
   float *part_m;            /* [split][B][Hq][Sq] score max of each split (FP8/MXFP4 decode) */
   int maxpass;              /* 1: only fill part_m */
   int warp;                 /* lanes of a warp (wave) on the device; the CTA has 4 */
+  int cc;                   /* the device's compute capability, major * 10 + minor (CUDA) */
 } lp_gpu_attn_args;
 
 /* Quantize x into a qtensor (one warp per domain). shift (K under PASA):

@@ -5,7 +5,7 @@
  *   quant:   lpattn_quantize of one [1, 32, S, 128] f16 tensor (the pass a low-precision
  *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
- * Usage: bench_cuda [prefill|quant|decode|all] */
+ * Usage: bench_cuda [prefill|prefill-high|quant|decode|all] (prefill-high: precision HIGH only) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +56,7 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void bench_prefill(lpattn_ctx *ctx) {
+static void bench_prefill(lpattn_ctx *ctx, int last_prec) {
   const int64_t B = 1, H = 32, D = 128;
   const int64_t Ss[4] = {1024, 4096, 16384, 32768};
   cudaEvent_t e0, e1;
@@ -69,7 +69,7 @@ static void bench_prefill(lpattn_ctx *ctx) {
     lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, B, H, S, D), tk = lpattn_tensor_4d(k, LPATTN_F16, B, H, S, D),
                   tv = lpattn_tensor_4d(v, LPATTN_F16, B, H, S, D), to = lpattn_tensor_4d(o, LPATTN_F16, B, H, S, D);
     for (int causal = 0; causal < 2; causal++)
-      for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) {
+      for (int prec = 0; prec <= last_prec; prec++) {
         lpattn_attn_params p;
         lpattn_attn_params_init(&p);
         p.precision = (lpattn_precision)prec, p.causal = causal;
@@ -233,7 +233,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no usable CUDA device\n");
     return 77;
   }
-  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx);
+  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT);
+  if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH);
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);
   if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);
   lpattn_free(ctx);

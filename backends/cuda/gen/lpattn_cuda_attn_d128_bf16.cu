@@ -5,6 +5,7 @@
  * kernel's symbol is the variant's name; the host entry of the same name, in
  * the backend's namespace, launches one of them. */
 #include "lp_gpu_attn.cuh"
+#include "lp_gpu_attn_wg.cuh"
 
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d128_bf16(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_bf16, 128, -1>(a);
@@ -21,11 +22,17 @@ extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d128_bf16_mxfp4(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_bf16, 128, 2>(a);
 }
+/* precision HIGH on sm_90a's warpgroup MMAs (lp_gpu_attn_wg.cuh) */
+extern "C" __global__ void __launch_bounds__(256, 1) lpattn_cuda_attn_d128_bf16_wg(const lp_gpu_attn_args a) {
+  lpattn_cuda::gpu_attn_wg_body<lpattn_cuda::gpu_bf16, 128>(a);
+}
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d128_bf16(const lp_gpu_attn_args *a, cudaStream_t s) {
   switch (gpu_attn_spec(*a)) {
-  case 0: return gpu_attn_launch<::lpattn_cuda_attn_d128_bf16_plain, 128>(a, s);
+  case 0:
+    if (gpu_wg_ok<::lpattn_cuda_attn_d128_bf16_wg>(a)) return gpu_wg_launch<::lpattn_cuda_attn_d128_bf16_wg, 128>(a, s);
+    return gpu_attn_launch<::lpattn_cuda_attn_d128_bf16_plain, 128>(a, s);
   case 1 + LPATTN_FMT_NVFP4: return gpu_attn_launch<::lpattn_cuda_attn_d128_bf16_nvfp4, 128>(a, s);
   case 1 + LPATTN_FMT_MXFP4: return gpu_attn_launch<::lpattn_cuda_attn_d128_bf16_mxfp4, 128>(a, s);
   case 1 + LPATTN_FMT_FP8: return gpu_attn_launch<::lpattn_cuda_attn_d128_bf16_fp8, 128>(a, s);
