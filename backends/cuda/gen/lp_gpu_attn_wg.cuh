@@ -152,11 +152,6 @@ __device__ __forceinline__ void gpu_wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void gpu_wg_commit_wait() {
-#if GPU_WG_ARCH
-  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
 /* cp.async writes (generic proxy) made visible to wgmma's reads (async proxy) */
 __device__ __forceinline__ void gpu_wg_proxy_fence() {
 #if GPU_WG_ARCH
@@ -176,15 +171,39 @@ __device__ __forceinline__ uint64_t gpu_wg_desc(uint32_t saddr, uint32_t lbo, ui
          1ull << 62;
 }
 
-/* Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
- * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8) (the 128-byte
- * swizzle; a tile starts 1024-aligned). 256 threads copy a tile: thread t
- * copies chunk t % CPR of rows t / CPR + RS i. */
+/* mbarriers (shared::cta): init, arrive, the arrival of this thread's
+ * earlier cp.async copies once they land (noinc: counted in the init), and
+ * the wait for the phase of a parity. */
+__device__ __forceinline__ void gpu_mb_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void gpu_mb_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void gpu_mb_cp_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+
+/* The CTA: warpgroup 0 copies (cp.async, each tile announced on an mbarrier
+ * when it has landed), warpgroups 1 and 2 compute 64 query rows each; the
+ * copier gives its registers to them (setmaxnreg). Tiles of R rows x D
+ * 16-bit elements in shared memory: [D/64][R][64], each 128-byte row's
+ * 16-byte chunks permuted by chunk ^ (row % 8) (the 128-byte swizzle; a
+ * tile starts 1024-aligned). Copier thread t copies chunk t % CPR of rows
+ * t / CPR + RS i. */
 template <int D> struct gpu_wg_cfg {
-  static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, NT = 256, STAGES = 2;
-  static constexpr int CPR = D / 8, RS = NT / CPR;
+  static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, STAGES = D <= 128 ? 3 : 2;
+  static constexpr int NT = 384, CPR = D / 8, RS = 128 / CPR;
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
-  static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 1024; /* + alignment */
+  static constexpr int NBAR = 1 + 4 * STAGES; /* Q; K full, K empty, V full, V empty per stage */
+  static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + 1024; /* + alignment */
   /* byte offset of chunk c of row r in a tile of R rows */
   static __device__ __forceinline__ uint32_t at(int R, int r, int c) {
     return (uint32_t)((c >> 3) * R * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
@@ -195,15 +214,20 @@ template <typename T, int D>
 __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
 #if GPU_WG_ARCH
   typedef gpu_wg_cfg<D> C;
-  constexpr int BQ = C::BQ, BK = C::BK, NS = BK / 2, NO = D / 2;
+  constexpr int BQ = C::BQ, BK = C::BK, NS = BK / 2, NO = D / 2, ST = C::STAGES;
   constexpr float L2E = 1.4426950408889634f;
   typedef gpu_mma<T> HI;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
   const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gpu_smem_raw) + 1023u) & ~1023u;
-  const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + C::STAGES * C::KB; /* Q, K stages, V stages */
+  unsigned char *smem = gpu_smem_raw + (s0 - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw));
+  const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB; /* Q, K stages, V stages */
+  const uint32_t bq = sv + ST * C::KB;                            /* mbarriers */
+  auto kfull = [&](int s) { return bq + 8 * (1 + s); };
+  auto kempty = [&](int s) { return bq + 8 * (1 + ST + s); };
+  auto vfull = [&](int s) { return bq + 8 * (1 + 2 * ST + s); };
+  auto vempty = [&](int s) { return bq + 8 * (1 + 3 * ST + s); };
 
-  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int g = lane >> 2, t = lane & 3;
+  const int tid = threadIdx.x, wg = tid >> 7;
   const int G = a.Hq / a.Hkv, b = blockIdx.z, h = blockIdx.y, hk = h / G;
   const int Sq = a.Sq, Skv = a.Skv, off = a.off;
   const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
@@ -211,40 +235,59 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   if (q0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  /* this warpgroup's rows, and the rows (hh = 0, 1) of this thread */
-  const int w0 = q0 + wg * 64, w1 = min(w0 + 63, Sq - 1);
-  int rr[2];
-  rr[0] = w0 + warp * 16 + g, rr[1] = rr[0] + 8;
-
-  /* ---- copies: Q once, K/V tile j into stage s ---------------------------- */
-  unsigned char *smem = gpu_smem_raw + (s0 - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw));
-  const int cc = tid % C::CPR, cr = tid / C::CPR;
-  if (jn > 0) {
-    const unsigned short *qp = (const unsigned short *)a.q + gpu_off(a.sq, b, h, 0, cc * 8);
-#pragma unroll
-    for (int r = cr; r < BQ; r += C::RS) {
-      const bool ok = q0 + r < Sq;
-      gpu_cp16(smem + C::at(BQ, r, cc), ok ? qp + (int64_t)(q0 + r) * a.sq[2] : qp, ok ? 16 : 0);
+  if (tid == 0) {
+    gpu_mb_init(bq, 128);
+    for (int s = 0; s < ST; s++) {
+      gpu_mb_init(kfull(s), 128), gpu_mb_init(vfull(s), 128);
+      gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
     }
   }
-  const int64_t kst = a.sk[2], vst = a.sv[2];
-  const unsigned short *kbase = (const unsigned short *)a.k + gpu_off(a.sk, b, hk, cr, cc * 8);
-  const unsigned short *vbase = (const unsigned short *)a.v + gpu_off(a.sv, b, hk, cr, cc * 8);
-  auto issue = [&](int j, int s) {
-    const int c0 = j * BK;
-    const unsigned short *kp = kbase + (int64_t)c0 * kst, *vp = vbase + (int64_t)c0 * vst;
-    unsigned char *kd = smem + (sk - s0) + s * C::KB, *vd = smem + (sv - s0) + s * C::KB;
-#pragma unroll
-    for (int r = cr; r < BK; r += C::RS) {
-      const bool ok = c0 + r < Skv;
-      const uint32_t o = C::at(BK, r, cc);
-      gpu_cp16(kd + o, ok ? kp : kbase, ok ? 16 : 0);
-      gpu_cp16(vd + o, ok ? vp : vbase, ok ? 16 : 0);
-      kp += C::RS * kst, vp += C::RS * vst;
+  __syncthreads();
+
+  if (wg == 0) { /* ---- the copier ------------------------------------------ */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (jn <= 0) return;
+    const int cc = tid % C::CPR, cr = tid / C::CPR;
+    {
+      const unsigned short *qp = (const unsigned short *)a.q + gpu_off(a.sq, b, h, 0, cc * 8);
+#pragma unroll 1
+      for (int r = cr; r < BQ; r += C::RS) {
+        const bool ok = q0 + r < Sq;
+        gpu_cp16(smem + C::at(BQ, r, cc), ok ? qp + (int64_t)(q0 + r) * a.sq[2] : qp, ok ? 16 : 0);
+      }
+      gpu_mb_cp_arrive(bq);
     }
-    gpu_cp_commit();
-  };
-  if (jn > 0) issue(0, 0); /* one group: Q and tile 0 */
+    const unsigned short *kbase = (const unsigned short *)a.k + gpu_off(a.sk, b, hk, 0, cc * 8);
+    const unsigned short *vbase = (const unsigned short *)a.v + gpu_off(a.sv, b, hk, 0, cc * 8);
+    auto copy_tile = [&](const unsigned short *base, int64_t st, int j, uint32_t dst) {
+      const int c0 = j * BK;
+#pragma unroll 1
+      for (int r = cr; r < BK; r += C::RS) {
+        const bool ok = c0 + r < Skv; /* past the end: zeros, read nothing */
+        gpu_cp16(smem + (dst - s0) + C::at(BK, r, cc), ok ? base + (int64_t)(c0 + r) * st : base, ok ? 16 : 0);
+      }
+    };
+#pragma unroll 1
+    for (int j = 0, s = 0, n = 0; j < jn; j++) {
+      if (n > 0) gpu_mb_wait(kempty(s), (n - 1) & 1);
+      copy_tile(kbase, a.sk[2], j, sk + s * C::KB);
+      gpu_mb_cp_arrive(kfull(s));
+      if (n > 0) gpu_mb_wait(vempty(s), (n - 1) & 1);
+      copy_tile(vbase, a.sv[2], j, sv + s * C::KB);
+      gpu_mb_cp_arrive(vfull(s));
+      if (++s == ST) s = 0, n++;
+    }
+    gpu_cp_wait<0>();
+    return;
+  }
+
+  /* ---- the two computing warpgroups -------------------------------------- */
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  /* this warpgroup's rows, and the rows (hh = 0, 1) of this thread */
+  const int w0 = q0 + cw * 64;
+  int rr[2];
+  rr[0] = w0 + warp * 16 + g, rr[1] = rr[0] + 8;
 
   float oacc[NO];
 #pragma unroll
@@ -252,90 +295,141 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   gpu_row st[2];
   gpu_row_init(&st[0]), gpu_row_init(&st[1]);
   const bool ent = a.ent != nullptr;
-
-  for (int j = 0; j < jn; j++) {
-    const int s = j & 1, c0 = j * BK, c1 = c0 + BK - 1;
-    if (j + 1 < jn) {
-      issue(j + 1, s ^ 1); /* stage s ^ 1 was freed by the barrier that ended tile j - 1 */
-      gpu_cp_wait<1>();
-    } else {
-      gpu_cp_wait<0>();
+  uint32_t pf[BK / 16][4]; /* P of the previous tile: A fragments of k-steps of 16 keys */
+  /* O += P V_jv (MN-major V: LBO steps 64 channels, SBO 8 keys) */
+  auto pv = [&](int jv) {
+    const uint32_t vs = sv + (jv % ST) * C::KB;
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ks++) gpu_wg<T, D, 1>::rs(oacc, pf[ks], gpu_wg_desc(vs + ks * 16 * 128, BK * 128, 1024));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  /* S_j = Q K_j^T (K-major operands; 16 elements = 32 bytes along a row) */
+  auto qk = [&](float (&sacc)[NS], int j) {
+    const uint32_t ks0 = sk + (j % ST) * C::KB;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint32_t ko = (uint32_t)((kk & 3) * 32);
+      const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + cw * 64 * 128 + ko, 16, 1024);
+      const uint64_t dk = gpu_wg_desc(ks0 + (kk >> 2) * BK * 128 + ko, 16, 1024);
+      gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
     }
-    gpu_wg_proxy_fence();
-    __syncthreads();
-    /* a warpgroup none of whose rows sees a key of the tile skips it */
-    if (w0 < Sq && !(a.causal && c0 > w1 + off)) {
-      float sacc[NS];
-      gpu_wg_fence();
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  /* tile j's K (V) is in: its mbarrier's phase j / ST, then the copies
+   * (generic proxy) are made visible to wgmma (async proxy) */
+  auto kin = [&](int j) { gpu_mb_wait(kfull(j % ST), (uint32_t)(j / ST) & 1); };
+  auto vin = [&](int j) { gpu_mb_wait(vfull(j % ST), (uint32_t)(j / ST) & 1); };
+  /* The softmax of tile j: scores (slot i of the accumulator is row
+   * rr[(i >> 1) & 1], key c0 + 8 (i >> 2) + 2t + (i & 1)) -> P in place;
+   * the row states' step in stp, P's row sums in psum / pssum. */
+  gpu_step stp[2];
+  bool vis[2];
+  float psum[2], pssum[2];
+  const float sl2 = a.sm_scale * L2E;
+  auto softmax = [&](float (&sacc)[NS], int j) {
+    const int c0 = j * BK;
+    const bool masked = c0 + BK > Skv || (a.causal && c0 + BK - 1 > w0 + off);
+    /* row maxima of the raw scores (sm_scale > 0: max(s) sm_scale is the max
+     * of the scaled scores); masked keys are -inf */
+    float smax[2] = {gpu_ninf(), gpu_ninf()};
 #pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t ko = (uint32_t)((kk & 3) * 32); /* 16 elements along the 128-byte row */
-        const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + wg * 64 * 128 + ko, 16, 1024);
-        const uint64_t dk = gpu_wg_desc(sk + s * C::KB + (kk >> 2) * BK * 128 + ko, 16, 1024);
-        gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
+    for (int i = 0; i < NS; i++) {
+      const int hh = (i >> 1) & 1;
+      if (masked) {
+        const int key = c0 + 8 * (i >> 2) + 2 * t + (i & 1);
+        if (key >= Skv || (a.causal && key > rr[hh] + off)) sacc[i] = gpu_ninf();
       }
-      gpu_wg_commit_wait();
-      gpu_wg_hold(sacc);
-
-      /* scores: slot i of the accumulator is row rr[(i >> 1) & 1], key c0 + 8 (i >> 2) + 2t + (i & 1) */
-      const bool masked = c0 + BK > Skv || (a.causal && c1 > w0 + off);
-      float smax[2] = {gpu_ninf(), gpu_ninf()};
+      smax[hh] = fmaxf(smax[hh], sacc[i]);
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      vis[hh] = !(a.causal && c0 > rr[hh] + off);
+      stp[hh] = gpu_row_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale), 0.0f);
+      if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
+      psum[hh] = pssum[hh] = 0.0f;
+    }
+    /* P = 2^(s sm_scale log2 e + bias log2 e): one FFMA and one MUFU */
+    const float b2[2] = {stp[0].bias * L2E, stp[1].bias * L2E};
+    if (ent) { /* sum P s, scaled by sm_scale per row in fold */
 #pragma unroll
       for (int i = 0; i < NS; i++) {
         const int hh = (i >> 1) & 1;
-        float v = __fmul_rn(sacc[i], a.sm_scale);
-        if (masked) {
-          const int key = c0 + 8 * (i >> 2) + 2 * t + (i & 1);
-          if (key >= Skv || (a.causal && key > rr[hh] + off)) v = gpu_ninf();
-        }
-        sacc[i] = v;
-        smax[hh] = fmaxf(smax[hh], v);
-      }
-      gpu_step stp[2];
-      float psum[2] = {0.0f, 0.0f}, pssum[2] = {0.0f, 0.0f};
-      bool vis[2];
-#pragma unroll
-      for (int hh = 0; hh < 2; hh++) {
-        vis[hh] = !(a.causal && c0 > rr[hh] + off);
-        stp[hh] = gpu_row_begin(&st[hh], gpu_rmax<32>(smax[hh]), 0.0f);
-        if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
-      }
-      const float b2[2] = {stp[0].bias * L2E, stp[1].bias * L2E};
-#pragma unroll
-      for (int i = 0; i < NS; i++) {
-        const int hh = (i >> 1) & 1;
-        const float v = sacc[i], p = gpu_exp2_fast(fmaf(v, L2E, b2[hh]));
+        const float v = sacc[i], p = gpu_exp2_fast(fmaf(v, sl2, b2[hh]));
         psum[hh] += p;
-        if (ent && p != 0.0f) pssum[hh] += p * v;
+        if (p != 0.0f) pssum[hh] += p * v;
         sacc[i] = p;
       }
+    } else {
 #pragma unroll
-      for (int hh = 0; hh < 2; hh++) {
-        const float sp = gpu_rsum<32>(psum[hh]), sps = ent ? gpu_rsum<32>(pssum[hh]) : 0.0f;
-        if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
-        if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
-#pragma unroll
-          for (int o = 0; o < NO; o++)
-            if (((o >> 1) & 1) == hh) oacc[o] *= stp[hh].alpha;
+      for (int i = 0; i < NS; i++) {
+        const float p = gpu_exp2_fast(fmaf(sacc[i], sl2, b2[(i >> 1) & 1]));
+        psum[(i >> 1) & 1] += p;
+        sacc[i] = p;
       }
-      /* P as the A fragments of k-steps of 16 keys: slots 8ks .. 8ks + 7 */
-      uint32_t pf[BK / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ks++)
-#pragma unroll
-        for (int u = 0; u < 4; u++) pf[ks][u] = HI::pack(sacc[8 * ks + 2 * u], sacc[8 * ks + 2 * u + 1]);
-      gpu_wg_hold(oacc);
-      gpu_wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ks++) {
-        /* V: MN-major; LBO steps 64 channels (BK rows of 128 bytes), SBO 8 keys */
-        const uint64_t dv = gpu_wg_desc(sv + s * C::KB + ks * 16 * 128, BK * 128, 1024);
-        gpu_wg<T, D, 1>::rs(oacc, pf[ks], dv);
-      }
-      gpu_wg_commit_wait();
-      gpu_wg_hold(oacc);
     }
-    __syncthreads(); /* every warpgroup is done with stage s */
+    gpu_wg_hold(sacc); /* P is computed before the caller's wait */
+  };
+  /* After O holds every earlier tile: the row states, O *= alpha, P -> pf. */
+  auto fold = [&](float (&sacc)[NS]) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      const float sp = gpu_rsum<32>(psum[hh]), sps = ent ? __fmul_rn(gpu_rsum<32>(pssum[hh]), a.sm_scale) : 0.0f;
+      if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
+      if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
+#pragma unroll
+        for (int o = 0; o < NO; o++)
+          if (((o >> 1) & 1) == hh) oacc[o] *= stp[hh].alpha;
+    }
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ks++) /* slots 8ks .. 8ks + 7 */
+#pragma unroll
+      for (int u = 0; u < 4; u++) pf[ks][u] = HI::pack(sacc[8 * ks + 2 * u], sacc[8 * ks + 2 * u + 1]);
+  };
+
+  /* Tile 0 alone; then tile j issues S_j = Q K_j^T and O += P_(j-1) V_(j-1)
+   * together, and the softmax of S_j runs while the second is on the tensor
+   * cores. No branch inside a wgmma pipeline stage (ptxas would serialize).
+   * A stage is given back (empty) once this warpgroup's MMAs that read it
+   * have completed. */
+  if (jn > 0) {
+    float sacc[NS];
+    gpu_mb_wait(bq, 0);
+    kin(0);
+    gpu_wg_proxy_fence();
+    gpu_wg_fence();
+    qk(sacc, 0);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_mb_arrive(kempty(0));
+    gpu_wg_hold(sacc);
+    softmax(sacc, 0);
+    fold(sacc);
+  }
+  for (int j = 1; j < jn; j++) {
+    float sacc[NS];
+    kin(j);
+    vin(j - 1);
+    gpu_wg_proxy_fence();
+    gpu_wg_hold(oacc);
+    gpu_wg_fence();
+    qk(sacc, j);
+    pv(j - 1);
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    gpu_mb_arrive(kempty(j % ST));
+    gpu_wg_hold(sacc);
+    softmax(sacc, j);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1) is in */
+    gpu_mb_arrive(vempty((j - 1) % ST));
+    gpu_wg_hold(oacc);
+    fold(sacc);
+  }
+  if (jn > 0) { /* the last tile's P V */
+    vin(jn - 1);
+    gpu_wg_proxy_fence();
+    gpu_wg_hold(oacc);
+    gpu_wg_fence();
+    pv(jn - 1);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_hold(oacc);
   }
 
   /* ---- finish: O = acc / l, LSE, H ------------------------------------- */
