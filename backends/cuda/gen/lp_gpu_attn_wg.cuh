@@ -332,15 +332,15 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
     /* row maxima of the raw scores (sm_scale > 0: max(s) sm_scale is the max
      * of the scaled scores); masked keys are -inf */
     float smax[2] = {gpu_ninf(), gpu_ninf()};
+    if (masked) { /* keys past Skv, or after the row (causal) */
+      const int kl0 = (a.causal ? min(Skv - 1, rr[0] + off) : Skv - 1) - c0 - 2 * t;
+      const int kl1 = (a.causal ? min(Skv - 1, rr[1] + off) : Skv - 1) - c0 - 2 * t;
 #pragma unroll
-    for (int i = 0; i < NS; i++) {
-      const int hh = (i >> 1) & 1;
-      if (masked) {
-        const int key = c0 + 8 * (i >> 2) + 2 * t + (i & 1);
-        if (key >= Skv || (a.causal && key > rr[hh] + off)) sacc[i] = gpu_ninf();
-      }
-      smax[hh] = fmaxf(smax[hh], sacc[i]);
+      for (int i = 0; i < NS; i++)
+        if (8 * (i >> 2) + (i & 1) > ((i >> 1) & 1 ? kl1 : kl0)) sacc[i] = gpu_ninf();
     }
+#pragma unroll
+    for (int i = 0; i < NS; i++) smax[(i >> 1) & 1] = fmaxf(smax[(i >> 1) & 1], sacc[i]);
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
       vis[hh] = !(a.causal && c0 > rr[hh] + off);
