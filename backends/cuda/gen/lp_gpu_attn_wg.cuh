@@ -321,10 +321,8 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   auto vin = [&](int j) { gpu_mb_wait(vfull(j % ST), (uint32_t)(j / ST) & 1); };
   /* The softmax of tile j: scores (slot i of the accumulator is row
    * rr[(i >> 1) & 1], key c0 + 8 (i >> 2) + 2t + (i & 1)) -> P in place;
-   * the row states' step in stp, P's row sums in psum / pssum. */
-  gpu_step stp[2];
-  bool vis[2];
-  float psum[2], pssum[2];
+   * the row states advanced, O's rescale in alpha. */
+  float alpha[2]; /* O's rescale of the tile */
   const float sl2 = a.sm_scale * L2E;
   auto softmax = [&](float (&sacc)[NS], int j) {
     const int c0 = j * BK;
@@ -332,6 +330,8 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
     /* row maxima of the raw scores (sm_scale > 0: max(s) sm_scale is the max
      * of the scaled scores); masked keys are -inf */
     float smax[2] = {gpu_ninf(), gpu_ninf()};
+    gpu_step stp[2];
+    bool vis[2];
     if (masked) { /* keys past Skv, or after the row (causal) */
       const int kl0 = (a.causal ? min(Skv - 1, rr[0] + off) : Skv - 1) - c0 - 2 * t;
       const int kl1 = (a.causal ? min(Skv - 1, rr[1] + off) : Skv - 1) - c0 - 2 * t;
@@ -339,47 +339,60 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
       for (int i = 0; i < NS; i++)
         if (8 * (i >> 2) + (i & 1) > ((i >> 1) & 1 ? kl1 : kl0)) sacc[i] = gpu_ninf();
     }
+    { /* four partial maxima per row: short dependency chains */
+      float mx[2][4];
 #pragma unroll
-    for (int i = 0; i < NS; i++) smax[(i >> 1) & 1] = fmaxf(smax[(i >> 1) & 1], sacc[i]);
+      for (int u = 0; u < 8; u++) mx[u & 1][u >> 1] = gpu_ninf();
+#pragma unroll
+      for (int i = 0; i < NS; i++) mx[(i >> 1) & 1][(i >> 2) & 3] = fmaxf(mx[(i >> 1) & 1][(i >> 2) & 3], sacc[i]);
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++) smax[hh] = fmaxf(fmaxf(mx[hh][0], mx[hh][1]), fmaxf(mx[hh][2], mx[hh][3]));
+    }
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
       vis[hh] = !(a.causal && c0 > rr[hh] + off);
-      stp[hh] = gpu_row_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale), 0.0f);
+      stp[hh] = gpu_row0_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale));
       if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
-      psum[hh] = pssum[hh] = 0.0f;
     }
     /* P = 2^(s sm_scale log2 e + bias log2 e): one FFMA and one MUFU */
     const float b2[2] = {stp[0].bias * L2E, stp[1].bias * L2E};
+    float ps[2][4], pss[2][4]; /* four partial sums per row */
+#pragma unroll
+    for (int u = 0; u < 8; u++) ps[u & 1][u >> 1] = pss[u & 1][u >> 1] = 0.0f;
     if (ent) { /* sum P s, scaled by sm_scale per row in fold */
 #pragma unroll
       for (int i = 0; i < NS; i++) {
-        const int hh = (i >> 1) & 1;
+        const int hh = (i >> 1) & 1, q = (i >> 2) & 3;
         const float v = sacc[i], p = gpu_exp2_fast(fmaf(v, sl2, b2[hh]));
-        psum[hh] += p;
-        if (p != 0.0f) pssum[hh] += p * v;
+        ps[hh][q] += p;
+        if (p != 0.0f) pss[hh][q] += p * v;
         sacc[i] = p;
       }
     } else {
 #pragma unroll
       for (int i = 0; i < NS; i++) {
         const float p = gpu_exp2_fast(fmaf(sacc[i], sl2, b2[(i >> 1) & 1]));
-        psum[(i >> 1) & 1] += p;
+        ps[(i >> 1) & 1][(i >> 2) & 3] += p;
         sacc[i] = p;
       }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) { /* the row states (O is rescaled in fold) */
+      const float sp = gpu_rsum<32>((ps[hh][0] + ps[hh][1]) + (ps[hh][2] + ps[hh][3]));
+      const float sps = ent ? __fmul_rn(gpu_rsum<32>((pss[hh][0] + pss[hh][1]) + (pss[hh][2] + pss[hh][3])), a.sm_scale) : 0.0f;
+      if (vis[hh]) gpu_row0_end(&st[hh], &stp[hh], sp, sps);
+      alpha[hh] = stp[hh].alpha;
     }
     gpu_wg_hold(sacc); /* P is computed before the caller's wait */
   };
   /* After O holds every earlier tile: the row states, O *= alpha, P -> pf. */
   auto fold = [&](float (&sacc)[NS]) {
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      const float sp = gpu_rsum<32>(psum[hh]), sps = ent ? __fmul_rn(gpu_rsum<32>(pssum[hh]), a.sm_scale) : 0.0f;
-      if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
-      if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
+    for (int hh = 0; hh < 2; hh++)
+      if (gpu_warp_any(alpha[hh] != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
 #pragma unroll
         for (int o = 0; o < NO; o++)
-          if (((o >> 1) & 1) == hh) oacc[o] *= stp[hh].alpha;
-    }
+          if (((o >> 1) & 1) == hh) oacc[o] *= alpha[hh];
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ks++) /* slots 8ks .. 8ks + 7 */
 #pragma unroll

@@ -296,6 +296,28 @@ static __host__ __device__ inline void gpu_row_end(gpu_row *st, const gpu_step *
   st->m = s->m_new, st->G = s->G_new, st->n += 1;
 }
 
+/* The same two steps without PASA (c = 0, so G stays 0 and n only counts):
+ * what row_begin / row_end compute then, on m, l, r alone, for kernels
+ * whose registers cannot carry G and n. A row state whose n is unused
+ * (row_finish reads n == 0 as l == 0). */
+static __host__ __device__ inline gpu_step gpu_row0_begin(const gpu_row *st, float smax) {
+  gpu_step s;
+  s.G_new = 0.0f, s.dm_prev = 0.0f, s.dm_cur = 0.0f;
+  s.m_new = st->m > smax ? st->m : smax;
+  if (s.m_new == -gpu_from_bits(0x7f800000u)) {
+    s.alpha = 1.0f, s.bias = 0.0f;
+  } else {
+    s.alpha = expf(st->m - s.m_new);
+    s.bias = -s.m_new;
+  }
+  return s;
+}
+static __host__ __device__ inline void gpu_row0_end(gpu_row *st, const gpu_step *s, float sum_p, float sum_ps) {
+  st->r = s->alpha * st->r + sum_ps;
+  st->l = s->alpha * st->l + sum_p;
+  st->m = s->m_new, st->n = 1;
+}
+
 /* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0.
  * (Not !(l > 0): a NaN l from a non-finite input must stay NaN.) */
 static __host__ __device__ inline void gpu_row_finish(const gpu_row *st, float *inv_l, float *lse, float *ent) {
