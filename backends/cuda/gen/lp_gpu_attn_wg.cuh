@@ -16,6 +16,7 @@
  * image has it, gpu_wg_ok). */
 #ifndef LP_GPU_ATTN_WG_CUH
 #define LP_GPU_ATTN_WG_CUH
+#include <cuda.h> /* CUtensorMap (the encoder is reached through the runtime: no libcuda link) */
 #include "lp_gpu_attn.cuh"
 
 namespace lpattn_cuda {
@@ -152,12 +153,6 @@ __device__ __forceinline__ void gpu_wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-/* cp.async writes (generic proxy) made visible to wgmma's reads (async proxy) */
-__device__ __forceinline__ void gpu_wg_proxy_fence() {
-#if GPU_WG_ARCH
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 /* The compiler sees an accumulator written when the wgmma is issued, not
  * when the wait retires it: this ties every register to the wait. */
 template <int N> __device__ __forceinline__ void gpu_wg_hold(float (&d)[N]) {
@@ -171,18 +166,31 @@ __device__ __forceinline__ uint64_t gpu_wg_desc(uint32_t saddr, uint32_t lbo, ui
          1ull << 62;
 }
 
-/* mbarriers (shared::cta): init, arrive, the arrival of this thread's
- * earlier cp.async copies once they land (noinc: counted in the init), and
- * the wait for the phase of a parity. */
+/* mbarriers (shared::cta): init, arrive, arrive with the bytes a TMA copy
+ * will complete (expect), and the wait for the phase of a parity. */
 __device__ __forceinline__ void gpu_mb_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void gpu_mb_arrive(uint32_t bar) {
   asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void gpu_mb_cp_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+/* TMA descriptors of Q, K and V (kernel parameter, __grid_constant__) */
+struct gpu_tmaps { /* CUtensorMap carries its 128-byte alignment */
+  CUtensorMap q, k, v;
+};
+__device__ __forceinline__ void gpu_mb_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
 }
+/* box (c0 = channel, c1 = row, head, batch) of map m into dst; completes on bar */
+__device__ __forceinline__ void gpu_tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3,
+                                         uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+               ::"r"(dst), "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+/* named barriers of n threads (bar.sync waits, bar.arrive does not) */
+__device__ __forceinline__ void gpu_nb_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void gpu_nb_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   do {
@@ -191,27 +199,23 @@ __device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-/* The CTA: warpgroup 0 copies (cp.async, each tile announced on an mbarrier
- * when it has landed), warpgroups 1 and 2 compute 64 query rows each; the
- * copier gives its registers to them (setmaxnreg). Tiles of R rows x D
- * 16-bit elements in shared memory: [D/64][R][64], each 128-byte row's
- * 16-byte chunks permuted by chunk ^ (row % 8) (the 128-byte swizzle; a
- * tile starts 1024-aligned). Copier thread t copies chunk t % CPR of rows
- * t / CPR + RS i. */
+/* The CTA: warpgroup 0 copies (one thread issues TMA copies, each tile
+ * announced on an mbarrier when it has landed), warpgroups 1 and 2 compute
+ * 64 query rows each; the copier gives its registers to them (setmaxnreg).
+ * Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
+ * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
+ * boxes of 64 channels x R rows with the 128-byte swizzle (a tile starts
+ * 1024-aligned), the layout wgmma's descriptors read. */
 template <int D> struct gpu_wg_cfg {
   static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, STAGES = D <= 128 ? 3 : 2;
-  static constexpr int NT = 384, CPR = D / 8, RS = 128 / CPR;
+  static constexpr int NT = 384;
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
   static constexpr int NBAR = 1 + 4 * STAGES; /* Q; K full, K empty, V full, V empty per stage */
   static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + 1024; /* + alignment */
-  /* byte offset of chunk c of row r in a tile of R rows */
-  static __device__ __forceinline__ uint32_t at(int R, int r, int c) {
-    return (uint32_t)((c >> 3) * R * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-  }
 };
 
 template <typename T, int D>
-__device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
+__device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
 #if GPU_WG_ARCH
   typedef gpu_wg_cfg<D> C;
   constexpr int BQ = C::BQ, BK = C::BK, NS = BK / 2, NO = D / 2, ST = C::STAGES;
@@ -219,7 +223,6 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   typedef gpu_mma<T> HI;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
   const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gpu_smem_raw) + 1023u) & ~1023u;
-  unsigned char *smem = gpu_smem_raw + (s0 - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw));
   const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB; /* Q, K stages, V stages */
   const uint32_t bq = sv + ST * C::KB;                            /* mbarriers */
   auto kfull = [&](int s) { return bq + 8 * (1 + s); };
@@ -236,48 +239,32 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   const int nkt = (Skv + BK - 1) / BK;
   const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
   if (tid == 0) {
-    gpu_mb_init(bq, 128);
+    gpu_mb_init(bq, 1);
     for (int s = 0; s < ST; s++) {
-      gpu_mb_init(kfull(s), 128), gpu_mb_init(vfull(s), 128);
+      gpu_mb_init(kfull(s), 1), gpu_mb_init(vfull(s), 1);
       gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
     }
   }
   __syncthreads();
 
-  if (wg == 0) { /* ---- the copier ------------------------------------------ */
+  if (wg == 0) { /* ---- the copier: one thread issues the TMA copies -------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (jn <= 0) return;
-    const int cc = tid % C::CPR, cr = tid / C::CPR;
-    {
-      const unsigned short *qp = (const unsigned short *)a.q + gpu_off(a.sq, b, h, 0, cc * 8);
-#pragma unroll 1
-      for (int r = cr; r < BQ; r += C::RS) {
-        const bool ok = q0 + r < Sq;
-        gpu_cp16(smem + C::at(BQ, r, cc), ok ? qp + (int64_t)(q0 + r) * a.sq[2] : qp, ok ? 16 : 0);
-      }
-      gpu_mb_cp_arrive(bq);
-    }
-    const unsigned short *kbase = (const unsigned short *)a.k + gpu_off(a.sk, b, hk, 0, cc * 8);
-    const unsigned short *vbase = (const unsigned short *)a.v + gpu_off(a.sv, b, hk, 0, cc * 8);
-    auto copy_tile = [&](const unsigned short *base, int64_t st, int j, uint32_t dst) {
-      const int c0 = j * BK;
-#pragma unroll 1
-      for (int r = cr; r < BK; r += C::RS) {
-        const bool ok = c0 + r < Skv; /* past the end: zeros, read nothing */
-        gpu_cp16(smem + (dst - s0) + C::at(BK, r, cc), ok ? base + (int64_t)(c0 + r) * st : base, ok ? 16 : 0);
-      }
-    };
+    if (tid != 0 || jn <= 0) return;
+    gpu_mb_expect(bq, C::QB);
+#pragma unroll
+    for (int c = 0; c < D / 64; c++) gpu_tma4(sq + c * BQ * 128, &tm.q, 64 * c, q0, h, b, bq);
 #pragma unroll 1
     for (int j = 0, s = 0, n = 0; j < jn; j++) {
       if (n > 0) gpu_mb_wait(kempty(s), (n - 1) & 1);
-      copy_tile(kbase, a.sk[2], j, sk + s * C::KB);
-      gpu_mb_cp_arrive(kfull(s));
+      gpu_mb_expect(kfull(s), C::KB);
+#pragma unroll
+      for (int c = 0; c < D / 64; c++) gpu_tma4(sk + s * C::KB + c * BK * 128, &tm.k, 64 * c, j * BK, hk, b, kfull(s));
       if (n > 0) gpu_mb_wait(vempty(s), (n - 1) & 1);
-      copy_tile(vbase, a.sv[2], j, sv + s * C::KB);
-      gpu_mb_cp_arrive(vfull(s));
+      gpu_mb_expect(vfull(s), C::KB);
+#pragma unroll
+      for (int c = 0; c < D / 64; c++) gpu_tma4(sv + s * C::KB + c * BK * 128, &tm.v, 64 * c, j * BK, hk, b, vfull(s));
       if (++s == ST) s = 0, n++;
     }
-    gpu_cp_wait<0>();
     return;
   }
 
@@ -315,8 +302,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
-  /* tile j's K (V) is in: its mbarrier's phase j / ST, then the copies
-   * (generic proxy) are made visible to wgmma (async proxy) */
+  /* tile j's K (V) is in: its mbarrier's phase j / ST */
   auto kin = [&](int j) { gpu_mb_wait(kfull(j % ST), (uint32_t)(j / ST) & 1); };
   auto vin = [&](int j) { gpu_mb_wait(vfull(j % ST), (uint32_t)(j / ST) & 1); };
   /* The softmax of tile j: scores (slot i of the accumulator is row
@@ -404,13 +390,20 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
    * cores. No branch inside a wgmma pipeline stage (ptxas would serialize).
    * A stage is given back (empty) once this warpgroup's MMAs that read it
    * have completed. */
+  /* The two warpgroups take turns to issue their MMAs (named barriers 1 and
+   * 2: warpgroup cw waits on 1 + cw, then lets the other go), so that one's
+   * softmax runs under the other's MMAs. */
+  auto my_turn = [&]() { gpu_nb_sync(1 + cw, 256); };
+  auto your_turn = [&]() { gpu_nb_arrive(2 - cw, 256); };
+  if (cw == 1) gpu_nb_arrive(1, 256); /* warpgroup 0 starts */
   if (jn > 0) {
     float sacc[NS];
     gpu_mb_wait(bq, 0);
     kin(0);
-    gpu_wg_proxy_fence();
+    my_turn();
     gpu_wg_fence();
     qk(sacc, 0);
+    your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     gpu_mb_arrive(kempty(0));
     gpu_wg_hold(sacc);
@@ -421,11 +414,12 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
     float sacc[NS];
     kin(j);
     vin(j - 1);
-    gpu_wg_proxy_fence();
     gpu_wg_hold(oacc);
+    my_turn();
     gpu_wg_fence();
     qk(sacc, j);
     pv(j - 1);
+    your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
     gpu_mb_arrive(kempty(j % ST));
     gpu_wg_hold(sacc);
@@ -437,13 +431,16 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
   }
   if (jn > 0) { /* the last tile's P V */
     vin(jn - 1);
-    gpu_wg_proxy_fence();
     gpu_wg_hold(oacc);
+    my_turn();
     gpu_wg_fence();
     pv(jn - 1);
+    your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     gpu_wg_hold(oacc);
   }
+
+  if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
 
   /* ---- finish: O = acc / l, LSE, H ------------------------------------- */
 #pragma unroll
@@ -476,11 +473,50 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a) {
 #endif
 }
 
-/* Whether kernel K (the variant's _wg entry) takes call a: HIGH without
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (no
+ * libcuda link), or NULL. */
+typedef CUresult (*gpu_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static gpu_encode_fn gpu_encoder() {
+  static gpu_encode_fn fn = nullptr;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = (gpu_encode_fn)p;
+    (void)cudaGetLastError();
+  }
+  return fn;
+}
+/* TMA map of a [B][H][S][D] 16-bit tensor (element strides s, channels
+ * contiguous): boxes of 64 channels x rows, 128-byte swizzle; rows past S
+ * read as zeros. */
+static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, int H, int S, int D, int rows) {
+  gpu_encode_fn enc = gpu_encoder();
+  const int n[3] = {S, H, B};
+  cuuint64_t str[3];
+  for (int i = 0; i < 3; i++) { /* a stride of an extent-1 axis is never used: any multiple of 16 bytes */
+    const int64_t e = s[2 - i];
+    if (e <= 0 && n[i] > 1) return false; /* broadcast or negative strides: the mma.sync kernel */
+    str[i] = (cuuint64_t)(e > 0 ? e : 8) * 2;
+  }
+  if (!enc) return false;
+  const cuuint64_t dim[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
+  const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)x, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Whether kernel K (the variant's _wg entry) may take call a: HIGH without
  * PASA (gpu_attn_spec 0), a 9.0 device whose image of K is sm_90a,
  * 16-byte rows, 32-lane warps; LPATTN_NO_WGMMA=1 turns the path off (for
  * same-run comparisons with the mma.sync kernel). */
-template <void (*K)(lp_gpu_attn_args)>
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
 static bool gpu_wg_ok(const lp_gpu_attn_args *a) {
   static int have = -1; /* per kernel: has an sm_90 image */
   if (have < 0) {
@@ -491,16 +527,25 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a) {
   }
   return have && a->cc == 90 && a->warp == 32 && a->vec16 && gpu_attn_spec(*a) == 0;
 }
-template <void (*K)(lp_gpu_attn_args), int D>
-static lpattn_status gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
-  const size_t smem = gpu_wg_cfg<D>::bytes;
-  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-    return LPATTN_ERR_BACKEND;
-  dim3 grid((unsigned)((a->Sq + 127) / 128), (unsigned)a->Hq, (unsigned)a->B);
+/* Launches K for call a if its TMA maps can be made (else false: the
+ * caller takes the mma.sync kernel); *st is the launch's status. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  typedef gpu_wg_cfg<D> C;
+  gpu_tmaps tm;
+  if (!gpu_tmap(&tm.q, a->q, a->sq, a->B, a->Hq, a->Sq, D, C::BQ) ||
+      !gpu_tmap(&tm.k, a->k, a->sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
+      !gpu_tmap(&tm.v, a->v, a->sv, a->B, a->Hkv, a->Skv, D, C::BK))
+    return false;
+  *st = LPATTN_ERR_BACKEND;
+  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess)
+    return true;
+  dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
   lp_gpu_attn_args b = *a;
   b.nqx = (int)grid.x;
-  K<<<grid, gpu_wg_cfg<D>::NT, smem, stream>>>(b);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+  K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
+  *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+  return true;
 }
 } // namespace lpattn_cuda
 #endif

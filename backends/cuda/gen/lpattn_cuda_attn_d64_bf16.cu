@@ -23,15 +23,19 @@ extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_bf16, 64, 2>(a);
 }
 /* precision HIGH on sm_90a's warpgroup MMAs (lp_gpu_attn_wg.cuh) */
-extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_bf16_wg(const lp_gpu_attn_args a) {
-  lpattn_cuda::gpu_attn_wg_body<lpattn_cuda::gpu_bf16, 64>(a);
+extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_bf16_wg(const lp_gpu_attn_args a,
+                                                                   const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
+  lpattn_cuda::gpu_attn_wg_body<lpattn_cuda::gpu_bf16, 64>(a, tm);
 }
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d64_bf16(const lp_gpu_attn_args *a, cudaStream_t s) {
   switch (gpu_attn_spec(*a)) {
   case 0:
-    if (gpu_wg_ok<::lpattn_cuda_attn_d64_bf16_wg>(a)) return gpu_wg_launch<::lpattn_cuda_attn_d64_bf16_wg, 64>(a, s);
+    if (gpu_wg_ok<::lpattn_cuda_attn_d64_bf16_wg>(a)) {
+      lpattn_status st;
+      if (gpu_wg_launch<::lpattn_cuda_attn_d64_bf16_wg, 64>(a, s, &st)) return st;
+    }
     return gpu_attn_launch<::lpattn_cuda_attn_d64_bf16_plain, 64>(a, s);
   case 1 + LPATTN_FMT_NVFP4: return gpu_attn_launch<::lpattn_cuda_attn_d64_bf16_nvfp4, 64>(a, s);
   case 1 + LPATTN_FMT_MXFP4: return gpu_attn_launch<::lpattn_cuda_attn_d64_bf16_mxfp4, 64>(a, s);
