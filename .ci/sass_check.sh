@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA attention objects must hold the machine code the backend claims:
 # sm_120a code issues the block-scaled FP4 tensor-core MMA (OMMA in SASS) for
-# NVFP4/MXFP4 tiles, sm_80/86/89/90a code the f16/bf16 mma.sync (HMMA) and no OMMA;
+# NVFP4/MXFP4 tiles, sm_80/86/89/90a code the f16/bf16 mma.sync (HMMA) and no OMMA,
+# and sm_90a code also the warpgroup MMA (HGMMA) of the HIGH prefill kernel (_wg);
 # the backward objects (lpattn_cuda_bwd_*) HMMA on every arch.
 # Usage: .ci/sass_check.sh [BUILD_DIR]   (exit 77 when cuobjdump is missing)
 set -uo pipefail
@@ -24,16 +25,18 @@ for o in "${objs[@]}"; do
     /arch = sm_/ { arch = $3 }
     /OMMA/ { omma[arch]++ }
     /HMMA/ { hmma[arch]++ }
-    END { for (a in hmma) print a, hmma[a] + 0, omma[a] + 0
-          for (a in omma) if (!(a in hmma)) print a, 0, omma[a] }')
+    /HGMMA/ { hgmma[arch]++ }
+    END { for (a in hmma) print a, hmma[a] + 0, omma[a] + 0, hgmma[a] + 0
+          for (a in omma) if (!(a in hmma)) print a, 0, omma[a], hgmma[a] + 0 }')
   [ -n "$counts" ] || { echo "FAIL $o: no SASS"; fail=1; continue; }
-  while read -r arch hmma omma; do
+  while read -r arch hmma omma hgmma; do
     case $arch in
       sm_120a|sm_121a) ok=$((omma > 0)) ;;
-      sm_80|sm_86|sm_89|sm_90a) ok=$((hmma > 0 && omma == 0)) ;;
+      sm_90a) ok=$((hmma > 0 && omma == 0 && hgmma > 0)) ;;
+      sm_80|sm_86|sm_89) ok=$((hmma > 0 && omma == 0)) ;;
       *) ok=1 ;;
     esac
-    printf '%s %-8s HMMA %5d OMMA %4d %s\n' "$([ $ok = 1 ] && echo ok || echo FAIL)" "$arch" "$hmma" "$omma" "$(basename "$o")"
+    printf '%s %-8s HMMA %5d OMMA %4d HGMMA %4d %s\n' "$([ $ok = 1 ] && echo ok || echo FAIL)" "$arch" "$hmma" "$omma" "$hgmma" "$(basename "$o")"
     [ $ok = 1 ] || fail=1
     [ "$arch" = sm_120a ] && seen120=1
   done <<<"$counts"

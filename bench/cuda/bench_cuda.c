@@ -5,7 +5,8 @@
  *   quant:   lpattn_quantize of one [1, 32, S, 128] f16 tensor (the pass a low-precision
  *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
- * Usage: bench_cuda [prefill|prefill-high|quant|decode|all] (prefill-high: precision HIGH only) */
+ * Usage: bench_cuda [prefill|prefill-high|prefill-dims|quant|decode|all] (prefill-high: precision HIGH
+ *        only; prefill-dims: HIGH at D = 64 and 256, S = 4k and 16k) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,12 +57,11 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void bench_prefill(lpattn_ctx *ctx, int last_prec) {
-  const int64_t B = 1, H = 32, D = 128;
-  const int64_t Ss[4] = {1024, 4096, 16384, 32768};
+static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64_t *Ss, int nS) {
+  const int64_t B = 1, H = 32;
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
-  for (int si = 0; si < 4; si++) {
+  for (int si = 0; si < nS; si++) {
     const int64_t S = Ss[si];
     size_t n = (size_t)(B * H * S * D);
     void *q = rand_f16(n, 0, 1, 1), *k = rand_f16(n, 0.2f, 1, 2), *v = rand_f16(n, 0, 1, 3), *o;
@@ -75,6 +75,7 @@ static void bench_prefill(lpattn_ctx *ctx, int last_prec) {
         p.precision = (lpattn_precision)prec, p.causal = causal;
         int reps = S >= 16384 ? 5 : 20;
         float t[32];
+        if (lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL) == LPATTN_ERR_UNSUPPORTED) continue; /* variant not built */
         for (int w = 0; w < 2; w++) LP_OK(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL));
         for (int r = 0; r < reps; r++) {
           cudaEventRecord(e0, 0);
@@ -86,8 +87,8 @@ static void bench_prefill(lpattn_ctx *ctx, int last_prec) {
         qsort(t, (size_t)reps, sizeof(float), cmpf);
         double ms = t[reps / 2];
         double flop = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
-        printf("{\"kind\":\"prefill\",\"S\":%lld,\"causal\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
-               (long long)S, causal, PN[prec], ms, flop / (ms * 1e-3) / 1e12);
+        printf("{\"kind\":\"prefill\",\"S\":%lld,\"D\":%lld,\"causal\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+               (long long)S, (long long)D, causal, PN[prec], ms, flop / (ms * 1e-3) / 1e12);
         fflush(stdout);
       }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
@@ -233,8 +234,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no usable CUDA device\n");
     return 77;
   }
-  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT);
-  if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH);
+  const int64_t Ss[4] = {1024, 4096, 16384, 32768}, Sd[2] = {4096, 16384};
+  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss, 4);
+  if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH, 128, Ss, 4);
+  if (!strcmp(what, "prefill-dims")) /* D = 256 needs -Dvariants=all */
+    for (int64_t D = 64; D <= 256; D *= 4) bench_prefill(ctx, LPATTN_PREC_HIGH, D, Sd, 2);
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);
   if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);
   lpattn_free(ctx);

@@ -3,7 +3,7 @@
 cuDNN backends) on the same shapes in the same run; write a markdown table.
 
 Usage: bench_cuda.py BENCH_BINARY OUT.md [KINDS]   (KINDS: comma-separated of
-prefill, quant, decode; default all)
+prefill, prefill-high, prefill-dims, quant, decode; default all)
 """
 import json
 import platform
@@ -31,8 +31,8 @@ def timed(fn, reps):
     return ts[len(ts) // 2]
 
 
-def sdpa_prefill(S, causal, backend):
-    q, k, v = (torch.randn(1, 32, S, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+def sdpa_prefill(S, causal, backend, D=128):
+    q, k, v = (torch.randn(1, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
     try:
         with sdpa_kernel(backend):
             return timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)),
@@ -85,19 +85,20 @@ def main():
                                                           platform.node()),
              "Command: `python3 bench/cuda/bench_cuda.py build-cuda/bench/cuda/bench_cuda OUT.md` "
              "(median of 5-20 timed runs after warm-up, CUDA events; f16 inputs and outputs).", "",
-             "## Prefill (B=1, H=32, D=128)", "",
+             "## Prefill (B=1, H=32, D=128 unless the D column says otherwise)", "",
              "ratio = SDPA time / lpattn time (above 1: lpattn faster).", "",
-             "| S | causal | precision | lpattn ms | TFLOP/s | SDPA flash ms | SDPA cuDNN ms | ratio flash | ratio cuDNN |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| S | D | causal | precision | lpattn ms | TFLOP/s | SDPA flash ms | SDPA cuDNN ms | ratio flash | ratio cuDNN |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     cache = {}
     for r in (r for r in rows if r["kind"] == "prefill"):
-        key = (r["S"], r["causal"])
+        D = r.get("D", 128)
+        key = (r["S"], D, r["causal"])
         if key not in cache:
-            cache[key] = (sdpa_prefill(r["S"], r["causal"], SDPBackend.FLASH_ATTENTION),
-                          sdpa_prefill(r["S"], r["causal"], SDPBackend.CUDNN_ATTENTION))
+            cache[key] = (sdpa_prefill(r["S"], r["causal"], SDPBackend.FLASH_ATTENTION, D),
+                          sdpa_prefill(r["S"], r["causal"], SDPBackend.CUDNN_ATTENTION, D))
         fl, cu = cache[key]
-        lines.append("| %d | %d | %s | %.3f | %.1f | %s | %s | %s | %s |" % (
-            r["S"], r["causal"], r["prec"], r["ms"], r["tflops"], fmt(fl), fmt(cu),
+        lines.append("| %d | %d | %d | %s | %.3f | %.1f | %s | %s | %s | %s |" % (
+            r["S"], D, r["causal"], r["prec"], r["ms"], r["tflops"], fmt(fl), fmt(cu),
             fmt(fl and fl / r["ms"], "%.2f"), fmt(cu and cu / r["ms"], "%.2f")))
         print(lines[-1], flush=True)
     lines += ["", "## Quantization pass (lpattn_quantize, [1, 32, S, 128] f16)", "",
