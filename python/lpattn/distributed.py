@@ -398,30 +398,27 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
     q_start = torch.as_tensor(q_start).detach().to(dev, **i32).contiguous()
     if kw.get("max_length") is None:  # sizes the launch: the table's reach, not a read of lengths
         kw = dict(kw, max_length=int(page_table.shape[-1]) * int(pool.page_size))
-    rows = q.shape[0] * q.shape[1] * Sq
-    err, o, lse = None, None, None
+    rows, no = q.shape[0] * q.shape[1] * Sq, q.numel()
+    err = None
+    # this rank's (O, LSE, flag) in one f32 buffer: O decoded straight into it (unrounded)
+    packed = torch.empty(no + rows + 1, dtype=torch.float32, device=q.device)
     try:
-        o = torch.empty(q.shape, dtype=torch.float32, device=q.device)  # partials unrounded
-        o, lse = pool.decode(q, slots, lengths, page_table, kv_start=starts, q_start=q_start,
-                             return_lse=True, out=o, **kw)
+        _, lse = pool.decode(q, slots, lengths, page_table, kv_start=starts, q_start=q_start,
+                             return_lse=True, out=packed[:no].view(q.shape), **kw)
+        packed[no:-1] = lse.reshape(-1)
+        packed[-1:].zero_()
     except Exception as e:  # the others must not wait for this rank's partial
         err = e
-    packed = torch.empty(rows * (q.shape[3] + 1) + 1, dtype=torch.float32, device=q.device)
-    if err is None:
-        packed[:rows * q.shape[3]] = o.reshape(-1)
-        packed[rows * q.shape[3]:-1] = lse.reshape(-1)
-        packed[-1] = 0.0
-    else:  # a failed rank's partial is NaN: merged rows show it even unchecked
-        packed.fill_(float("nan"))
+        packed.fill_(float("nan"))  # a failed rank's partial is NaN: merged rows show it even unchecked
         packed[-1] = 1.0
-    parts = [torch.empty_like(packed) for _ in range(world)]
-    dist.all_gather(parts, packed, group=group)
+    gathered = torch.empty(world * packed.numel(), dtype=torch.float32, device=q.device)
+    dist.all_gather_into_tensor(gathered, packed, group=group)  # flat: gloo wants it so
+    parts = gathered.view(world, -1).unbind(0)
     if err is not None:
         raise err
     state = None
     for x in parts:  # queued before the flags are read: one wait, at the end
-        state = _merge(state, x[:rows * q.shape[3]].view(q.shape),
-                       x[rows * q.shape[3]:-1].view(q.shape[:3]))
+        state = _merge(state, x[:no].view(q.shape), x[no:-1].view(q.shape[:3]))
     if check_errors and bool(torch.stack([x[-1] for x in parts]).any()):
         raise RuntimeError("lpattn.distributed: another rank failed (its exception says why)")
     out = state[0]
