@@ -49,11 +49,125 @@ __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   gpu_quant_domain(a, lane, n, load, sr_index, ebase, obase);
 }
 
+#define GPU_QT_ROWS 64
+/* One thread per group of E elements (16: FP8 and NVFP4, 32: MXFP4; FP8's
+ * "group" is only a unit of work), the DG groups of a domain in adjacent
+ * lanes (its amax: a shuffle among them). v: the group's values (shifted);
+ * dst: element index of its first code; obase: the domain's outer index;
+ * sri: Philox index of element u. Every call the same steps as
+ * gpu_quant_domain (common/quant.j2), so the codes are the same bits. */
+template <int E, int DG, bool SR, typename SRI>
+__device__ __forceinline__ void gpu_quant_group(const lp_gpu_quant_args &a, const float (&v)[E], int gi,
+                                                int64_t dst, int64_t obase, SRI sri, bool live = true) {
+  float ga = 0.0f, gb = 0.0f;
+#pragma unroll
+  for (int u = 0; u < E; u++) {
+    if (!gpu_finite(v[u])) gb = 1.0f;
+    else ga = fmaxf(ga, fabsf(v[u]));
+  }
+  float amax = ga, bad = gb;
+#pragma unroll
+  for (int o = DG / 2; o > 0; o >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o, 32));
+    bad = fmaxf(bad, __shfl_xor_sync(0xffffffffu, bad, o, 32));
+  }
+  const float out = gpu_outer_scale(a.format, amax);
+  if (!live) return; /* a lane past the last row: in the shuffles only */
+  auto code_of = [&](bool fp8, float y, int u) -> uint32_t {
+    return gpu_elem_code(fp8, y, SR, SR ? gpu_sr_uniform(a.seed, sri(u)) : 0.0f);
+  };
+  uint32_t w[E / 4 > 1 ? E / 4 : 1]; /* the codes, packed little-endian */
+  if (a.format == LPATTN_FMT_FP8) {
+    if (gi == 0) a.outer[obase] = bad != 0.0f ? __int_as_float(0x7fc00000) : out;
+    const bool ok = bad == 0.0f && out != 0.0f;
+#pragma unroll
+    for (int u = 0; u < E; u += 4) {
+      uint32_t x = 0;
+#pragma unroll
+      for (int k = 0; k < 4; k++) x |= (ok ? code_of(true, v[u + k] / out, u + k) : 0u) << (8 * k);
+      w[u / 4] = x;
+    }
+#pragma unroll
+    for (int q = 0; q < E / 16; q++)
+      *(uint4 *)(a.codes + dst + 16 * q) = make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+    return;
+  }
+  uint8_t sc;
+  float denom;
+  gpu_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
+  if (gi == 0 && a.format == LPATTN_FMT_NVFP4) a.outer[obase] = out;
+  a.scales[dst / E] = sc;
+#pragma unroll
+  for (int u = 0; u < E; u += 8) {
+    uint32_t x = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) x |= ((denom != 0.0f ? code_of(false, v[u + k] / denom, u + k) : 0u) & 15u) << (4 * k);
+    w[u / 8] = x;
+  }
+  if (E == 16) *(uint2 *)(a.codes + dst / 2) = make_uint2(w[0], w[1]);
+  else *(uint4 *)(a.codes + dst / 2) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* AXIS_D from 16-bit rows (unit D stride, 16-byte aligned, D a power of two
+ * >= 64): one thread per group of a row, read with 16-byte loads. (Every
+ * lane of a launched warp reaches the shuffles: the grid is whole blocks.) */
+template <int E, bool SR>
+__device__ __forceinline__ void gpu_quant_rows_body(const lp_gpu_quant_args &a, int DG) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, nrows = (int64_t)a.B * a.H * a.S;
+  const int g = (int)(t % DG);
+  const bool live = t / DG < nrows; /* lanes past the end stay for the warp's shuffles */
+  const int64_t row = live ? t / DG : nrows - 1;
+  const int64_t bh = row / a.S, s = row % a.S, b = bh / a.H, h = bh % a.H;
+  const int64_t bhd = (b + a.dst_b0) * a.H + h, sd = s + a.dst_s0;
+  const uint4 *src = (const uint4 *)((const unsigned short *)a.x + gpu_off(a.sx, b, h, s, (int64_t)g * E));
+  float v[E];
+#pragma unroll
+  for (int q = 0; q < E / 8; q++) {
+    const uint4 r = src[q];
+    const uint32_t wd[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const unsigned short u16 = (unsigned short)(wd[k >> 1] >> (16 * (k & 1)));
+      const float x = a.dtype == LPATTN_F16 ? gpu_f16_tof(u16) : gpu_bf16_tof(u16);
+      v[8 * q + k] = gpu_quant_shift(a, x, bhd, s, (int64_t)g * E + 8 * q + k);
+    }
+  }
+  auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s) * a.D + (int64_t)g * E + u); };
+  const int64_t dst = (bhd * a.rows + sd) * a.D + (int64_t)g * E;
+  if (DG == 16) gpu_quant_group<E, 16, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
+  else if (DG == 8) gpu_quant_group<E, 8, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
+  else if (DG == 4) gpu_quant_group<E, 4, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
+  else gpu_quant_group<E, 2, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
+}
+
+/* AXIS_S (tile 64) from the staged tile of gpu_quant_tile_body: one thread
+ * per group of E tokens of a channel, the 64 / E groups of a channel's
+ * domain in adjacent lanes. */
+template <int E, bool SR>
+__device__ __forceinline__ void gpu_quant_cols(const lp_gpu_quant_args &a, const unsigned short *qt, int LDT,
+                                               int64_t bh, int64_t s0) {
+  constexpr int R = GPU_QT_ROWS, DG = R / E;
+  const int64_t b = bh / a.H, h = bh % a.H, bhd = (b + a.dst_b0) * a.H + h, sd0 = s0 + a.dst_s0;
+  const int64_t nt = (a.rows + a.tile - 1) / a.tile, Sp = nt * a.tile;
+  for (int q = threadIdx.x; q < a.D * DG; q += blockDim.x) { /* D * DG is a multiple of 32 */
+    const int d = q / DG, k = q % DG;
+    float v[E];
+#pragma unroll
+    for (int u = 0; u < E; u++) {
+      const int r = k * E + u;
+      const unsigned short u16 = qt[r * LDT + d];
+      const float x = a.dtype == LPATTN_F16 ? gpu_f16_tof(u16) : gpu_bf16_tof(u16);
+      v[u] = s0 + r >= a.S ? 0.0f : gpu_quant_shift(a, x, bhd, s0 + r, d); /* zero padding of the last tile */
+    }
+    auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s0 + k * E + u) * a.D + d); };
+    gpu_quant_group<E, DG, SR>(a, v, k, (bhd * a.D + d) * Sp + sd0 + k * E, (bhd * nt + sd0 / a.tile) * a.D + d, sri);
+  }
+}
+
 /* 16-bit rows with unit D stride and 16-byte aligned rows, tile 64: a CTA
  * copies 64 tokens x D into shared memory with 16-byte loads, then each warp
  * quantizes domains from there (AXIS_D: rows; AXIS_S: columns; rows padded
  * by one word so that a column read is free of bank conflicts). */
-#define GPU_QT_ROWS 64
 __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) {
   extern __shared__ __attribute__((aligned(16))) unsigned short gpu_qt[];
   const int LDT = a.D + 2, R = GPU_QT_ROWS;
@@ -78,6 +192,17 @@ __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) 
       auto load = [&](int i) -> float { return val(r, i); };
       auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
       gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
+    }
+    return;
+  }
+  if (a.group_path) { /* one thread per group (gpu_quant_cols) */
+    /* (stochastic rounding in separate instances: Philox code stays out of the RNE loops) */
+    if (a.format == LPATTN_FMT_MXFP4) {
+      if (a.stochastic) gpu_quant_cols<32, true>(a, gpu_qt, LDT, bh, s0);
+      else gpu_quant_cols<32, false>(a, gpu_qt, LDT, bh, s0);
+    } else {
+      if (a.stochastic) gpu_quant_cols<16, true>(a, gpu_qt, LDT, bh, s0);
+      else gpu_quant_cols<16, false>(a, gpu_qt, LDT, bh, s0);
     }
     return;
   }
@@ -119,6 +244,15 @@ extern "C" __global__ void lpattn_cuda_quant(const lp_gpu_quant_args a) {
 extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_tile(const lp_gpu_quant_args a) {
   lpattn_cuda::gpu_quant_tile_body(a);
 }
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows(const lp_gpu_quant_args a) {
+  if (a.format == LPATTN_FMT_MXFP4) {
+    if (a.stochastic) lpattn_cuda::gpu_quant_rows_body<32, true>(a, a.D / 32);
+    else lpattn_cuda::gpu_quant_rows_body<32, false>(a, a.D / 32);
+  } else {
+    if (a.stochastic) lpattn_cuda::gpu_quant_rows_body<16, true>(a, a.D / 16);
+    else lpattn_cuda::gpu_quant_rows_body<16, false>(a, a.D / 16);
+  }
+}
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
@@ -130,10 +264,20 @@ lpattn_status lpattn_cuda_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
   const bool rows16 = (a->dtype == LPATTN_F16 || a->dtype == LPATTN_BF16) && a->sx[3] == 1 && a->D % 8 == 0 &&
                       a->D <= 256 && a->sx[0] % 8 == 0 && a->sx[1] % 8 == 0 && a->sx[2] % 8 == 0 &&
                       (uintptr_t)a->x % 16 == 0;
+  /* one thread per group: D a power of two >= 64 (whole groups, a domain's
+   * lanes a power of two), outputs 16-byte aligned (the vector stores) */
+  const bool grp = rows16 && (a->D == 64 || a->D == 128 || a->D == 256) && (uintptr_t)a->codes % 16 == 0;
+  if (grp && a->axis == LPATTN_AXIS_D) {
+    const int64_t nthr = (int64_t)a->B * a->H * a->S * (a->D / (a->format == LPATTN_FMT_MXFP4 ? 32 : 16));
+    ::lpattn_cuda_quant_rows<<<(unsigned)((nthr + 255) / 256), 256, 0, s>>>(*a);
+    return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+  }
   /* short inputs (decode queries) keep one warp per domain: no idle 64-row tiles */
   if (rows16 && a->S >= GPU_QT_ROWS && (a->axis == LPATTN_AXIS_D || a->tile == GPU_QT_ROWS)) {
     const int64_t nb = (int64_t)a->B * a->H * ((a->S + GPU_QT_ROWS - 1) / GPU_QT_ROWS);
-    ::lpattn_cuda_quant_tile<<<(unsigned)nb, 256, (size_t)GPU_QT_ROWS * (a->D + 2) * 2, s>>>(*a);
+    lp_gpu_quant_args b = *a;
+    b.group_path = grp && a->axis == LPATTN_AXIS_S && a->dst_s0 % GPU_QT_ROWS == 0;
+    ::lpattn_cuda_quant_tile<<<(unsigned)nb, 256, (size_t)GPU_QT_ROWS * (a->D + 2) * 2, s>>>(b);
     return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
   }
   ::lpattn_cuda_quant<<<(unsigned)((ndom + 7) / 8), 256, 0, s>>>(*a);
