@@ -412,8 +412,11 @@ def _paged_decode_device(pool, q, slots, lengths, page_table, kv_start, q_start,
         packed.fill_(float("nan"))  # a failed rank's partial is NaN: merged rows show it even unchecked
         packed[-1] = 1.0
     gathered = torch.empty(world * packed.numel(), dtype=torch.float32, device=q.device)
-    dist.all_gather_into_tensor(gathered, packed, group=group)  # flat: gloo wants it so
     parts = gathered.view(world, -1).unbind(0)
+    if dist.get_backend(group) == "gloo":  # older gloo has no all_gather_into_tensor
+        dist.all_gather(list(parts), packed, group=group)
+    else:
+        dist.all_gather_into_tensor(gathered, packed, group=group)
     if err is not None:
         raise err
     state = None

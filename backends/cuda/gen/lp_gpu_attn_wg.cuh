@@ -25,6 +25,9 @@ namespace lpattn_cuda {
 #else
 #define GPU_WG_ARCH 0
 #endif
+/* 1 in an sm_90a image (where the kernel has a body), 0 in any other (plain
+ * sm_90 too, whose binaryVersion is also 90): gpu_wg_ok reads it. */
+static __device__ int gpu_wg_built = GPU_WG_ARCH;
 template <typename T> __device__ __forceinline__ constexpr bool gpu_is_f16() { return false; }
 template <> __device__ __forceinline__ constexpr bool gpu_is_f16<gpu_f16>() { return true; }
 
@@ -244,6 +247,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
       gpu_mb_init(kfull(s), 1), gpu_mb_init(vfull(s), 1);
       gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
     }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); /* visible to the TMA unit */
   }
   __syncthreads();
 
@@ -470,6 +474,8 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
       if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = en;
     }
   }
+#elif defined(__CUDA_ARCH__)
+  __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
 }
 
@@ -485,10 +491,13 @@ static gpu_encode_fn gpu_encoder() {
     tried = true;
     void *p = nullptr;
     cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      fn = (gpu_encode_fn)p;
-    (void)cudaGetLastError();
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
+    if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) fn = (gpu_encode_fn)p;
+    else if (e != cudaSuccess) (void)cudaGetLastError(); /* clear only our own error */
   }
   return fn;
 }
@@ -518,14 +527,21 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
  * same-run comparisons with the mma.sync kernel). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
 static bool gpu_wg_ok(const lp_gpu_attn_args *a) {
-  static int have = -1; /* per kernel: has an sm_90 image */
-  if (have < 0) {
+  static int have = -1; /* per kernel (the first 9.0 device asked): its image is sm_90a */
+  if (have < 0 && a->cc == 90) {
     cudaFuncAttributes fa;
+    int built = 0;
     const char *e = getenv("LPATTN_NO_WGMMA");
-    have = !(e && e[0] == '1') && cudaFuncGetAttributes(&fa, K) == cudaSuccess && fa.binaryVersion == 90;
-    (void)cudaGetLastError();
+    if (e && e[0] == '1') have = 0;
+    else if (cudaFuncGetAttributes(&fa, K) != cudaSuccess ||
+             cudaMemcpyFromSymbol(&built, gpu_wg_built, sizeof built) != cudaSuccess) {
+      (void)cudaGetLastError(); /* clear only our own error */
+      have = 0;
+    } else {
+      have = fa.binaryVersion == 90 && built == 1;
+    }
   }
-  return have && a->cc == 90 && a->warp == 32 && a->vec16 && gpu_attn_spec(*a) == 0;
+  return have > 0 && a->cc == 90 && a->warp == 32 && a->vec16 && gpu_attn_spec(*a) == 0;
 }
 /* Launches K for call a if its TMA maps can be made (else false: the
  * caller takes the mma.sync kernel); *st is the launch's status. */
@@ -537,9 +553,10 @@ static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn
       !gpu_tmap(&tm.k, a->k, a->sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
       !gpu_tmap(&tm.v, a->v, a->sv, a->B, a->Hkv, a->Skv, D, C::BK))
     return false;
-  *st = LPATTN_ERR_BACKEND;
-  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess)
-    return true;
+  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
+    (void)cudaGetLastError(); /* too little shared memory: the mma.sync kernel */
+    return false;
+  }
   dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
   lp_gpu_attn_args b = *a;
   b.nqx = (int)grid.x;
