@@ -12,8 +12,8 @@ static int same_f32_bits(const float *a, const float *b, size_t n) {
 }
 
 static void quant_case(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_format f, lpattn_axis ax,
-                       lpattn_dtype dt, int sr, int mx_up, int bshd) {
-  const int64_t B = 2, H = 3, S = 70, D = 64;
+                       lpattn_dtype dt, int sr, int mx_up, int bshd, int64_t D) {
+  const int64_t B = 2, H = 3, S = 70;
   const int64_t shape[4] = {B, H, S, D};
   /* host x: either BHSD or BSHD storage described as [B, H, S, D] */
   ct_pair x = ct_make(dt, B, H, S, D);
@@ -116,9 +116,13 @@ int main(void) {
   for (int fi = 0; fi < 3; fi++)
     for (int ax = 0; ax < 2; ax++)
       for (int sr = 0; sr < 2; sr++) {
-        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_F32, sr, 0, 0);
-        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_BF16, sr, 0, sr);
-        if (fmts[fi] == LPATTN_FMT_MXFP4) quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_F16, sr, 1, 0);
+        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_F32, sr, 0, 0, 64);
+        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_BF16, sr, 0, sr, 64);
+        if (fmts[fi] == LPATTN_FMT_MXFP4) quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_F16, sr, 1, 0, 64);
+        /* 16-bit rows of D = 128 and 256: the one-thread-per-group kernels with 8 and 16
+         * (or 4 and 8) groups per domain along D */
+        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_F16, sr, 0, sr, 128);
+        quant_case(cu, ref, fmts[fi], (lpattn_axis)ax, LPATTN_BF16, sr, 0, 0, 256);
       }
   /* check_finite: the call fails before writing */
   {
