@@ -24,7 +24,11 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   gpu_carve c = {0};
   /* workspace offsets: quantized Q/K/V, their bf16 copies, key means, selection */
   size_t q_low_at[3] = {0, 0, 0}, k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
-  size_t k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
+  size_t q_bf16_at = 0, k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
+  /* calls the sm_90a low kernel may take (every tile low: gpu_wg_ok) also
+   * get Q's bf16 copy */
+  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90 &&
+                   (!pr->causal || pr->leaky);
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
@@ -33,6 +37,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     if (GPU_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
       k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
       v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
+      if (wgl) q_bf16_at = carve(&c, (size_t)B * Hq * Sq * D * 2);
     }
   }
   if (thrift || pr->pasa) kmean_at = carve(&c, (size_t)B * Hkv * nkt * D * 4);
@@ -62,6 +67,10 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
       a.kd = ws + k_bf16_at, a.vd = ws + v_bf16_at;
       TRY(gpu_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
                          im->stream));
+      if (wgl) {
+        a.qd = ws + q_bf16_at;
+        TRY(gpu_dequant_rows(&a.qq, pr->low, (int64_t)B * Hq, Sq, D, ws + q_bf16_at, im->stream));
+      }
     }
   }
   if (thrift) {

@@ -41,6 +41,7 @@ typedef struct {
   int nqx;          /* query-tile CTAs per (b, h) */
   lp_gpu_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
   const void *kd, *vd;      /* prefill: K and V codes * group scale as bf16 [B][Hkv][Skv][D] */
+  const void *qd;           /* prefill (sm_90a low kernel): Q's codes * group scale as bf16 [B][Hq][Sq][D] */
   const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
   int kmean_tiles;
   const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */

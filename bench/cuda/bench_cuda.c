@@ -5,8 +5,8 @@
  *   quant:   lpattn_quantize of one [1, 32, S, 128] f16 tensor (the pass a low-precision
  *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
- * Usage: bench_cuda [prefill|prefill-high|prefill-dims|quant|decode|all] (prefill-high: precision HIGH
- *        only; prefill-dims: HIGH at D = 64 and 256, S = 4k and 16k) */
+ * Usage: bench_cuda [prefill|prefill-high|prefill-16k|prefill-dims|quant|decode|all] (prefill-high:
+ *        precision HIGH only; prefill-16k: every precision at S = 16k; prefill-dims: HIGH at D = 64 and 256, S = 4k and 16k) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -237,6 +237,7 @@ int main(int argc, char **argv) {
   const int64_t Ss[4] = {1024, 4096, 16384, 32768}, Sd[2] = {4096, 16384};
   if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss, 4);
   if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH, 128, Ss, 4);
+  if (!strcmp(what, "prefill-16k")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss + 2, 1);
   if (!strcmp(what, "prefill-dims")) /* D = 256 needs -Dvariants=all */
     for (int64_t D = 64; D <= 256; D *= 4) bench_prefill(ctx, LPATTN_PREC_HIGH, D, Sd, 2);
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);

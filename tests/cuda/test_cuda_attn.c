@@ -152,6 +152,9 @@ static void variants(lpattn_ctx *cu, lpattn_ctx *ref) {
     printf("variant %s\n", tv_variants[vi].name);
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
       for (int causal = 0; causal < 2; causal++) parity(cu, ref, &s, (lpattn_precision)prec, causal, 0, 0);
+    /* leaky (every tile low, causal): the sm_90a low kernel's causal path */
+    for (int prec = LPATTN_PREC_HIGH + 1; prec < LPATTN_PREC_THRIFT; prec++)
+      parity(cu, ref, &s, (lpattn_precision)prec, 1, 0, 1);
   }
   CHECK(n >= 4, "only %d attn variants in the table", n);
 }

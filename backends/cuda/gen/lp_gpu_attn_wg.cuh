@@ -52,20 +52,23 @@ template <typename T, int TB> struct gpu_wg64 {
                    : "l"(da), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
-  static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  /* acc = 0: D = A B (D's input ignored) */
+  static __device__ __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc = 1) {
 #if GPU_WG_ARCH
     if (gpu_is_f16<T>())
-      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-                   "}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+                   "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
     else
-      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-                   "}, {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+                   "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
 };
@@ -90,20 +93,23 @@ template <typename T, int TB> struct gpu_wg128 {
                    : "l"(da), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
-  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  /* acc = 0: D = A B (D's input ignored) */
+  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int acc = 1) {
 #if GPU_WG_ARCH
     if (gpu_is_f16<T>())
-      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-                   "}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
+                   "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
     else
-      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-                   "}, {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
+                   "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
 };
@@ -128,20 +134,23 @@ template <typename T, int TB> struct gpu_wg256 {
                    : "l"(da), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
-  static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+  /* acc = 0: D = A B (D's input ignored) */
+  static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db, int acc = 1) {
 #if GPU_WG_ARCH
     if (gpu_is_f16<T>())
-      asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-                   "}, {%128, %129, %130, %131}, %132, 1, 1, 1, %133;\n"
+                   "}, {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
     else
-      asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
                    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-                   "}, {%128, %129, %130, %131}, %132, 1, 1, 1, %133;\n"
+                   "}, {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TB));
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB));
 #endif
   }
 };
@@ -217,6 +226,96 @@ template <int D> struct gpu_wg_cfg {
   static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + 1024; /* + alignment */
 };
 
+/* The mbarriers of a CTA of ST stages, 8 bytes each from bq: Q; then K
+ * full, K empty, V full, V empty of each stage. */
+template <int ST> struct gpu_wg_bars {
+  uint32_t bq;
+  __device__ __forceinline__ uint32_t q() const { return bq; }
+  __device__ __forceinline__ uint32_t kfull(int s) const { return bq + 8 * (1 + s); }
+  __device__ __forceinline__ uint32_t kempty(int s) const { return bq + 8 * (1 + ST + s); }
+  __device__ __forceinline__ uint32_t vfull(int s) const { return bq + 8 * (1 + 2 * ST + s); }
+  __device__ __forceinline__ uint32_t vempty(int s) const { return bq + 8 * (1 + 3 * ST + s); }
+  /* full barriers count nf arrivals (the copier's, and the scalar loader's
+   * lanes where a kernel has one), empty ones the 256 computing threads */
+  __device__ __forceinline__ void init(int nf) const {
+    gpu_mb_init(q(), 1);
+    for (int s = 0; s < ST; s++) {
+      gpu_mb_init(kfull(s), nf), gpu_mb_init(vfull(s), nf);
+      gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); /* visible to the TMA unit */
+  }
+};
+/* The copier (one thread): the CTA's Q tile once, then tile j's K and V
+ * (tiles of BK rows) into stage j % ST, each once its stage is empty. */
+template <int D, int BQ, int BK, int ST>
+__device__ __forceinline__ void gpu_wg_copy(const gpu_tmaps &tm, uint32_t sq, uint32_t sk, uint32_t sv,
+                                            const gpu_wg_bars<ST> &br, int q0, int h, int hk, int b, int jn) {
+  constexpr int QB = BQ * D * 2, KB = BK * D * 2;
+  gpu_mb_expect(br.q(), QB);
+#pragma unroll
+  for (int c = 0; c < D / 64; c++) gpu_tma4(sq + c * BQ * 128, &tm.q, 64 * c, q0, h, b, br.q());
+#pragma unroll 1
+  for (int j = 0, s = 0, n = 0; j < jn; j++) {
+    if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
+    gpu_mb_expect(br.kfull(s), KB);
+#pragma unroll
+    for (int c = 0; c < D / 64; c++) gpu_tma4(sk + s * KB + c * BK * 128, &tm.k, 64 * c, j * BK, hk, b, br.kfull(s));
+    if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
+    gpu_mb_expect(br.vfull(s), KB);
+#pragma unroll
+    for (int c = 0; c < D / 64; c++) gpu_tma4(sv + s * KB + c * BK * 128, &tm.v, 64 * c, j * BK, hk, b, br.vfull(s));
+    if (++s == ST) s = 0, n++;
+  }
+}
+/* Issues S = Q K^T of computing warpgroup cw's 64 rows (Q at sq, BQ rows;
+ * K at ks0, BK rows; K-major operands, 16 elements = 32 bytes along a row)
+ * and commits the group. */
+template <typename T, int D, int BQ, int BK>
+__device__ __forceinline__ void gpu_wg_qk(float (&sacc)[BK / 2], uint32_t sq, uint32_t ks0, int cw) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    const uint32_t ko = (uint32_t)((kk & 3) * 32);
+    const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + cw * 64 * 128 + ko, 16, 1024);
+    const uint64_t dk = gpu_wg_desc(ks0 + (kk >> 2) * BK * 128 + ko, 16, 1024);
+    gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* The end of a computing thread: O = acc / l, LSE and H of its rows rr[0],
+ * rr[1] (accumulator slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1)). */
+template <int D>
+__device__ __forceinline__ void gpu_wg_finish(const lp_gpu_attn_args &a, const gpu_row (&st)[2],
+                                              const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) {
+    const int r = rr[hh];
+    if (r >= a.Sq) continue;
+    float inv_l, lse, en;
+    gpu_row_finish(&st[hh], &inv_l, &lse, &en);
+    const bool pair = a.out_dtype != LPATTN_F32 && a.so[3] == 1 && ((uintptr_t)a.out & 3) == 0;
+#pragma unroll
+    for (int nb = 0; nb < D / 8; nb++) {
+      const int d = 8 * nb + 2 * t;
+      const float o0 = oacc[4 * nb + 2 * hh] * inv_l, o1 = oacc[4 * nb + 2 * hh + 1] * inv_l;
+      const int64_t at = gpu_off(a.so, b, h, r, d);
+      if (pair) {
+        const uint32_t w = a.out_dtype == LPATTN_F16 ? gpu_mma<gpu_f16>::pack(o0, o1) : gpu_mma<gpu_bf16>::pack(o0, o1);
+        if ((at & 1) == 0) {
+          *(uint32_t *)((unsigned short *)a.out + at) = w;
+          continue;
+        }
+      }
+      gpu_store(a.out, a.out_dtype, at, o0);
+      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, d + 1), o1);
+    }
+    if (t == 0) {
+      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
+      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = en;
+    }
+  }
+}
+
 template <typename T, int D>
 __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
 #if GPU_WG_ARCH
@@ -227,12 +326,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
   const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gpu_smem_raw) + 1023u) & ~1023u;
   const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB; /* Q, K stages, V stages */
-  const uint32_t bq = sv + ST * C::KB;                            /* mbarriers */
-  auto kfull = [&](int s) { return bq + 8 * (1 + s); };
-  auto kempty = [&](int s) { return bq + 8 * (1 + ST + s); };
-  auto vfull = [&](int s) { return bq + 8 * (1 + 2 * ST + s); };
-  auto vempty = [&](int s) { return bq + 8 * (1 + 3 * ST + s); };
-
+  const gpu_wg_bars<ST> br{sv + ST * C::KB}; /* mbarriers */
   const int tid = threadIdx.x, wg = tid >> 7;
   const int G = a.Hq / a.Hkv, b = blockIdx.z, h = blockIdx.y, hk = h / G;
   const int Sq = a.Sq, Skv = a.Skv, off = a.off;
@@ -241,34 +335,12 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   if (q0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  if (tid == 0) {
-    gpu_mb_init(bq, 1);
-    for (int s = 0; s < ST; s++) {
-      gpu_mb_init(kfull(s), 1), gpu_mb_init(vfull(s), 1);
-      gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); /* visible to the TMA unit */
-  }
+  if (tid == 0) br.init(1);
   __syncthreads();
 
   if (wg == 0) { /* ---- the copier: one thread issues the TMA copies -------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (tid != 0 || jn <= 0) return;
-    gpu_mb_expect(bq, C::QB);
-#pragma unroll
-    for (int c = 0; c < D / 64; c++) gpu_tma4(sq + c * BQ * 128, &tm.q, 64 * c, q0, h, b, bq);
-#pragma unroll 1
-    for (int j = 0, s = 0, n = 0; j < jn; j++) {
-      if (n > 0) gpu_mb_wait(kempty(s), (n - 1) & 1);
-      gpu_mb_expect(kfull(s), C::KB);
-#pragma unroll
-      for (int c = 0; c < D / 64; c++) gpu_tma4(sk + s * C::KB + c * BK * 128, &tm.k, 64 * c, j * BK, hk, b, kfull(s));
-      if (n > 0) gpu_mb_wait(vempty(s), (n - 1) & 1);
-      gpu_mb_expect(vfull(s), C::KB);
-#pragma unroll
-      for (int c = 0; c < D / 64; c++) gpu_tma4(sv + s * C::KB + c * BK * 128, &tm.v, 64 * c, j * BK, hk, b, vfull(s));
-      if (++s == ST) s = 0, n++;
-    }
+    if (tid == 0 && jn > 0) gpu_wg_copy<D, BQ, BK, ST>(tm, sq, sk, sv, br, q0, h, hk, b, jn);
     return;
   }
 
@@ -294,21 +366,10 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     for (int ks = 0; ks < BK / 16; ks++) gpu_wg<T, D, 1>::rs(oacc, pf[ks], gpu_wg_desc(vs + ks * 16 * 128, BK * 128, 1024));
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
-  /* S_j = Q K_j^T (K-major operands; 16 elements = 32 bytes along a row) */
-  auto qk = [&](float (&sacc)[NS], int j) {
-    const uint32_t ks0 = sk + (j % ST) * C::KB;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint32_t ko = (uint32_t)((kk & 3) * 32);
-      const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + cw * 64 * 128 + ko, 16, 1024);
-      const uint64_t dk = gpu_wg_desc(ks0 + (kk >> 2) * BK * 128 + ko, 16, 1024);
-      gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  };
+  auto qk = [&](float (&sacc)[NS], int j) { gpu_wg_qk<T, D, BQ, BK>(sacc, sq, sk + (j % ST) * C::KB, cw); };
   /* tile j's K (V) is in: its mbarrier's phase j / ST */
-  auto kin = [&](int j) { gpu_mb_wait(kfull(j % ST), (uint32_t)(j / ST) & 1); };
-  auto vin = [&](int j) { gpu_mb_wait(vfull(j % ST), (uint32_t)(j / ST) & 1); };
+  auto kin = [&](int j) { gpu_mb_wait(br.kfull(j % ST), (uint32_t)(j / ST) & 1); };
+  auto vin = [&](int j) { gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1); };
   /* The softmax of tile j: scores (slot i of the accumulator is row
    * rr[(i >> 1) & 1], key c0 + 8 (i >> 2) + 2t + (i & 1)) -> P in place;
    * the row states advanced, O's rescale in alpha. */
@@ -402,14 +463,14 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   if (cw == 1) gpu_nb_arrive(1, 256); /* warpgroup 0 starts */
   if (jn > 0) {
     float sacc[NS];
-    gpu_mb_wait(bq, 0);
+    gpu_mb_wait(br.q(), 0);
     kin(0);
     my_turn();
     gpu_wg_fence();
     qk(sacc, 0);
     your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    gpu_mb_arrive(kempty(0));
+    gpu_mb_arrive(br.kempty(0));
     gpu_wg_hold(sacc);
     softmax(sacc, 0);
     fold(sacc);
@@ -425,11 +486,11 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     pv(j - 1);
     your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    gpu_mb_arrive(kempty(j % ST));
+    gpu_mb_arrive(br.kempty(j % ST));
     gpu_wg_hold(sacc);
     softmax(sacc, j);
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1) is in */
-    gpu_mb_arrive(vempty((j - 1) % ST));
+    gpu_mb_arrive(br.vempty((j - 1) % ST));
     gpu_wg_hold(oacc);
     fold(sacc);
   }
@@ -446,34 +507,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
 
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
 
-  /* ---- finish: O = acc / l, LSE, H ------------------------------------- */
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++) {
-    const int r = rr[hh];
-    if (r >= Sq) continue;
-    float inv_l, lse, en;
-    gpu_row_finish(&st[hh], &inv_l, &lse, &en);
-    const bool pair = a.out_dtype != LPATTN_F32 && a.so[3] == 1 && ((uintptr_t)a.out & 3) == 0;
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++) {
-      const int d = 8 * nb + 2 * t;
-      const float o0 = oacc[4 * nb + 2 * hh] * inv_l, o1 = oacc[4 * nb + 2 * hh + 1] * inv_l;
-      const int64_t at = gpu_off(a.so, b, h, r, d);
-      if (pair) {
-        const uint32_t w = a.out_dtype == LPATTN_F16 ? gpu_mma<gpu_f16>::pack(o0, o1) : gpu_mma<gpu_bf16>::pack(o0, o1);
-        if ((at & 1) == 0) {
-          *(uint32_t *)((unsigned short *)a.out + at) = w;
-          continue;
-        }
-      }
-      gpu_store(a.out, a.out_dtype, at, o0);
-      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, d + 1), o1);
-    }
-    if (t == 0) {
-      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = en;
-    }
-  }
+  gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
@@ -521,12 +555,14 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* Whether kernel K (the variant's _wg entry) may take call a: HIGH without
- * PASA (gpu_attn_spec 0), a 9.0 device whose image of K is sm_90a,
- * 16-byte rows, 32-lane warps; LPATTN_NO_WGMMA=1 turns the path off (for
- * same-run comparisons with the mma.sync kernel). */
+/* Whether kernel K (a _wg or _wgl entry) may take call a, whose
+ * gpu_attn_spec is spec: a 9.0 device whose image of K is sm_90a, 32-lane
+ * warps; spec 0 (HIGH without PASA) with 16-byte rows; a low format's spec
+ * (lp_gpu_attn_wgl.cuh) with the bf16 copies and every tile low (no THRIFT
+ * selection; causal only when leaky). LPATTN_NO_WGMMA=1 turns these paths
+ * off (for same-run comparisons with the mma.sync kernel). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
-static bool gpu_wg_ok(const lp_gpu_attn_args *a) {
+static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   static int have = -1; /* per kernel (the first 9.0 device asked): its image is sm_90a */
   if (have < 0 && a->cc == 90) {
     cudaFuncAttributes fa;
@@ -541,7 +577,9 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a) {
       have = fa.binaryVersion == 90 && built == 1;
     }
   }
-  return have > 0 && a->cc == 90 && a->warp == 32 && a->vec16 && gpu_attn_spec(*a) == 0;
+  if (have <= 0 || a->cc != 90 || a->warp != 32 || gpu_attn_spec(*a) != spec) return false;
+  if (spec == 0) return a->vec16;
+  return a->qd && a->kd && a->vd && !a->sel && (!a->causal || a->leaky);
 }
 /* Launches K for call a if its TMA maps can be made (else false: the
  * caller takes the mma.sync kernel); *st is the launch's status. */

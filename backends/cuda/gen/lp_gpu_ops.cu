@@ -135,6 +135,25 @@ __global__ void gpu_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview 
   }
 }
 
+/* Q for the sm_90a low kernel (lp_gpu_attn_wgl.cuh): codes * group scale of
+ * a tensor quantized along D as bf16 [BH][S][D] (exact), as K above. */
+__global__ void gpu_dequant_rows_kernel(const lp_gpu_qview q, int fmt, int64_t BH, int S, int D, uint4 *out) {
+  const int64_t total = BH * S * (D / 8);
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = i / (D / 8), c = i % (D / 8) * 8, bh = row / S, s = row % S;
+    out[i] = gpu_low8(q.codes, q.scales, fmt, (bh * q.rows + s) * D + c);
+  }
+}
+
+lpattn_status gpu_dequant_rows(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out, cudaStream_t st) {
+  int64_t total = BH * S * (D / 8);
+  if (total == 0) return LPATTN_OK;
+  unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
+  gpu_dequant_rows_kernel<<<blocks, 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st) {
   int64_t total = BH * S * (D / 8);

@@ -5,7 +5,7 @@
  * kernel's symbol is the variant's name; the host entry of the same name, in
  * the backend's namespace, launches one of them. */
 #include "lp_gpu_attn.cuh"
-#include "lp_gpu_attn_wg.cuh"
+#include "lp_gpu_attn_wgl.cuh"
 
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d64_f16(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_f16, 64, -1>(a);
@@ -27,19 +27,47 @@ extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_f16_wg
                                                                    const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
   lpattn_cuda::gpu_attn_wg_body<lpattn_cuda::gpu_f16, 64>(a, tm);
 }
+/* the low formats on sm_90a's warpgroup MMAs, every tile low (lp_gpu_attn_wgl.cuh) */
+extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_f16_wgl_nvfp4(const lp_gpu_attn_args a,
+                                                                   const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
+  lpattn_cuda::gpu_attn_wgl_body<64, LPATTN_FMT_NVFP4>(a, tm);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_f16_wgl_mxfp4(const lp_gpu_attn_args a,
+                                                                   const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
+  lpattn_cuda::gpu_attn_wgl_body<64, LPATTN_FMT_MXFP4>(a, tm);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_f16_wgl_fp8(const lp_gpu_attn_args a,
+                                                                   const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
+  lpattn_cuda::gpu_attn_wgl_body<64, LPATTN_FMT_FP8>(a, tm);
+}
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d64_f16(const lp_gpu_attn_args *a, cudaStream_t s) {
   switch (gpu_attn_spec(*a)) {
   case 0:
-    if (gpu_wg_ok<::lpattn_cuda_attn_d64_f16_wg>(a)) {
+    if (gpu_wg_ok<::lpattn_cuda_attn_d64_f16_wg>(a, 0)) {
       lpattn_status st;
       if (gpu_wg_launch<::lpattn_cuda_attn_d64_f16_wg, 64>(a, s, &st)) return st;
     }
     return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_plain, 64>(a, s);
-  case 1 + LPATTN_FMT_NVFP4: return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_nvfp4, 64>(a, s);
-  case 1 + LPATTN_FMT_MXFP4: return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_mxfp4, 64>(a, s);
-  case 1 + LPATTN_FMT_FP8: return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_fp8, 64>(a, s);
+  case 1 + LPATTN_FMT_NVFP4:
+    if (gpu_wg_ok<::lpattn_cuda_attn_d64_f16_wgl_nvfp4>(a, 1 + LPATTN_FMT_NVFP4)) {
+      lpattn_status st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d64_f16_wgl_nvfp4, 64>(a, s, &st)) return st;
+    }
+    return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_nvfp4, 64>(a, s);
+  case 1 + LPATTN_FMT_MXFP4:
+    if (gpu_wg_ok<::lpattn_cuda_attn_d64_f16_wgl_mxfp4>(a, 1 + LPATTN_FMT_MXFP4)) {
+      lpattn_status st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d64_f16_wgl_mxfp4, 64>(a, s, &st)) return st;
+    }
+    return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_mxfp4, 64>(a, s);
+  case 1 + LPATTN_FMT_FP8:
+    if (gpu_wg_ok<::lpattn_cuda_attn_d64_f16_wgl_fp8>(a, 1 + LPATTN_FMT_FP8)) {
+      lpattn_status st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d64_f16_wgl_fp8, 64>(a, s, &st)) return st;
+    }
+    return gpu_attn_launch<::lpattn_cuda_attn_d64_f16_fp8, 64>(a, s);
   default: return gpu_attn_launch<::lpattn_cuda_attn_d64_f16, 64>(a, s);
   }
 }

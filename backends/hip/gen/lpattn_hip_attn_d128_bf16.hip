@@ -27,9 +27,12 @@ lpattn_status lpattn_hip_attn_d128_bf16(const lp_gpu_attn_args *a, cudaStream_t 
   switch (gpu_attn_spec(*a)) {
   case 0:
     return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_plain, 128>(a, s);
-  case 1 + LPATTN_FMT_NVFP4: return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_nvfp4, 128>(a, s);
-  case 1 + LPATTN_FMT_MXFP4: return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_mxfp4, 128>(a, s);
-  case 1 + LPATTN_FMT_FP8: return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_fp8, 128>(a, s);
+  case 1 + LPATTN_FMT_NVFP4:
+    return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_nvfp4, 128>(a, s);
+  case 1 + LPATTN_FMT_MXFP4:
+    return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_mxfp4, 128>(a, s);
+  case 1 + LPATTN_FMT_FP8:
+    return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_fp8, 128>(a, s);
   default: return gpu_attn_launch<::lpattn_hip_attn_d128_bf16, 128>(a, s);
   }
 }

@@ -27,9 +27,12 @@ lpattn_status lpattn_hip_attn_d64_bf16(const lp_gpu_attn_args *a, cudaStream_t s
   switch (gpu_attn_spec(*a)) {
   case 0:
     return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_plain, 64>(a, s);
-  case 1 + LPATTN_FMT_NVFP4: return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_nvfp4, 64>(a, s);
-  case 1 + LPATTN_FMT_MXFP4: return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_mxfp4, 64>(a, s);
-  case 1 + LPATTN_FMT_FP8: return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_fp8, 64>(a, s);
+  case 1 + LPATTN_FMT_NVFP4:
+    return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_nvfp4, 64>(a, s);
+  case 1 + LPATTN_FMT_MXFP4:
+    return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_mxfp4, 64>(a, s);
+  case 1 + LPATTN_FMT_FP8:
+    return gpu_attn_launch<::lpattn_hip_attn_d64_bf16_fp8, 64>(a, s);
   default: return gpu_attn_launch<::lpattn_hip_attn_d64_bf16, 64>(a, s);
   }
 }
