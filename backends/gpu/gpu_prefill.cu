@@ -27,8 +27,9 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   size_t q_bf16_at = 0, k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
   /* calls the sm_90a low kernel may take (every tile low: gpu_wg_ok) also
    * get Q's bf16 copy */
-  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90 &&
-                   (!pr->causal || pr->leaky);
+  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90;
+  const bool wgl_part = wgl && pr->causal && !pr->leaky; /* + its state for the mma.sync kernel */
+  size_t init_o_at = 0, init_st_at = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
     TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
@@ -38,6 +39,10 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
       k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
       v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
       if (wgl) q_bf16_at = carve(&c, (size_t)B * Hq * Sq * D * 2);
+      if (wgl_part) {
+        init_o_at = carve(&c, (size_t)B * Hq * Sq * D * 4);
+        init_st_at = carve(&c, (size_t)B * Hq * Sq * 16);
+      }
     }
   }
   if (thrift || pr->pasa) kmean_at = carve(&c, (size_t)B * Hkv * nkt * D * 4);
@@ -71,6 +76,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
         a.qd = ws + q_bf16_at;
         TRY(gpu_dequant_rows(&a.qq, pr->low, (int64_t)B * Hq, Sq, D, ws + q_bf16_at, im->stream));
       }
+      if (wgl_part) a.init_o = (float *)(ws + init_o_at), a.init_st = (float *)(ws + init_st_at);
     }
   }
   if (thrift) {

@@ -42,6 +42,11 @@ typedef struct {
   lp_gpu_qview qq, kq, vq; /* low Q/K/V (prec != HIGH) */
   const void *kd, *vd;      /* prefill: K and V codes * group scale as bf16 [B][Hkv][Skv][D] */
   const void *qd;           /* prefill (sm_90a low kernel): Q's codes * group scale as bf16 [B][Hq][Sq][D] */
+  /* causal low prefill on sm_90a: the warpgroup kernel computes each 128-row
+   * block's keys [0, gpu_wgl_kw) (every tile low) and leaves its rows' state
+   * here, [B][Hq][Sq][D] (O unnormalized) and [B][Hq][Sq][4] (m, l, r, n);
+   * the mma.sync kernel goes on from there (NULL: not split) */
+  float *init_o, *init_st;
   const float *kmean;       /* [B][Hkv][kmean_tiles][D] (THRIFT, PASA) */
   int kmean_tiles;
   const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */

@@ -118,7 +118,15 @@ __device__ __forceinline__ void gpu_p_fp8x2(float &x0, float &x1) {
 #endif
 }
 
-__device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+__host__ __device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+/* Keys [0, kw) that the sm_90a low kernel computes for the 128-row block
+ * starting at row q0 of a causal call (init_o): the 64-key tiles every row
+ * of the block sees in full (none is diagonal for its two query tiles), cut
+ * to whole 128-key stages and to Skv. The mma.sync kernel resumes there. */
+__host__ __device__ inline int gpu_wgl_kw(int q0, int off, int Skv) {
+  const int k1 = 64 * gpu_floordiv(q0 + off + 1, 64);
+  return k1 <= 0 ? 0 : (k1 < Skv ? k1 : Skv) / 128 * 128;
+}
 
 /* Shared memory (16-bit elements, then f32 row/column scalars). */
 template <int D> struct gpu_smem {
@@ -365,7 +373,11 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
     jfull = min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1);
   }
   const int per = (jmax + 1 + a.split - 1) / a.split;
-  const int js = split_i * per, je = min(jmax + 1, js + per);
+  int js = split_i * per;
+  const int je = min(jmax + 1, js + per);
+  /* the sm_90a low kernel did keys [0, kw) of this tile's rows (init_o) */
+  const int kw = SPEC > 0 && a.init_o ? gpu_wgl_kw(qi * BQ / 128 * 128, off, Skv) : 0;
+  if (kw > 0) js = kw / BK;
   const bool any_low = a.prec != LPATTN_PREC_HIGH;
   const int fmt = a.low;
 
@@ -409,6 +421,17 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   gpu_row st[FR];
 #pragma unroll
   for (int hh = 0; hh < FR; hh++) gpu_row_init(&st[hh]);
+  if (kw > 0) /* resume from the warpgroup kernel's state */
+#pragma unroll
+    for (int hh = 0; hh < FR; hh++) {
+      const int lr = warp * 16 + lay.row(hh);
+      if (!live(lr)) continue;
+      const int64_t row = ((int64_t)b * a.Hq + head_of(lr)) * Sq + row_of(lr);
+      const float *is = a.init_st + row * 4;
+      st[hh].m = is[0], st[hh].l = is[1], st[hh].r = is[2], st[hh].n = (int)is[3];
+#pragma unroll
+      for (int o = 0; o < NO; o++) acc[hh][o] = a.init_o[row * D + lay.chan(o)];
+    }
   /* Split KV with a P quantization that depends on the running max (FP8,
    * MXFP4): a first launch (maxpass) records each split's score max, and
    * split i starts from the max of the splits before it, so every tile sees

@@ -559,7 +559,8 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
  * gpu_attn_spec is spec: a 9.0 device whose image of K is sm_90a, 32-lane
  * warps; spec 0 (HIGH without PASA) with 16-byte rows; a low format's spec
  * (lp_gpu_attn_wgl.cuh) with the bf16 copies and every tile low (no THRIFT
- * selection; causal only when leaky). LPATTN_NO_WGMMA=1 turns these paths
+ * selection; causal when leaky, or with init_o: the first part of the rows'
+ * tiles, the mma.sync kernel doing the rest). LPATTN_NO_WGMMA=1 turns these paths
  * off (for same-run comparisons with the mma.sync kernel). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
 static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
@@ -579,7 +580,7 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   }
   if (have <= 0 || a->cc != 90 || a->warp != 32 || gpu_attn_spec(*a) != spec) return false;
   if (spec == 0) return a->vec16;
-  return a->qd && a->kd && a->vd && !a->sel && (!a->causal || a->leaky);
+  return a->qd && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));
 }
 /* Launches K for call a if its TMA maps can be made (else false: the
  * caller takes the mma.sync kernel); *st is the launch's status. */

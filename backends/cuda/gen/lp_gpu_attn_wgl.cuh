@@ -54,13 +54,15 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
   if (q0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
-  const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
+  /* causal (not leaky): keys [0, kw) only, the state left for the mma.sync kernel */
+  const bool part = a.init_o != nullptr;
+  const int jn = part ? gpu_wgl_kw(q0, off, Skv) / BK : a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
+  if (jn <= 0) return;
   if (tid == 0) br.init(SC ? 33 : 1);
   __syncthreads();
 
   if (wg == 0) { /* ---- the copier ----------------------------------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (jn <= 0) return;
     if (tid == 0) gpu_wg_copy<D, BQ, BK, ST>(tm, sq, sk, sv, br, q0, h, hk, b, jn);
     if (SC && tid >= 32 && tid < 64) { /* warp 1: the outer scales of K (keys) and V (tile, channel) */
       const int lane = tid & 31;
@@ -233,7 +235,19 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   }
 
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
-  gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
+  if (!part) {
+    gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
+    return;
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) { /* the rows' state for the mma.sync kernel (init_o) */
+    if (rr[hh] >= Sq) continue;
+    const int64_t row = ((int64_t)b * a.Hq + h) * Sq + rr[hh];
+#pragma unroll
+    for (int nb = 0; nb < D / 8; nb++)
+      *(float2 *)&a.init_o[row * D + 8 * nb + 2 * t] = make_float2(oacc[4 * nb + 2 * hh], oacc[4 * nb + 2 * hh + 1]);
+    if (t == 0) *(float4 *)&a.init_st[row * 4] = make_float4(st[hh].m, st[hh].l, st[hh].r, (float)st[hh].n);
+  }
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif

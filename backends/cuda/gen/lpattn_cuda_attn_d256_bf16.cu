@@ -50,24 +50,45 @@ lpattn_status lpattn_cuda_attn_d256_bf16(const lp_gpu_attn_args *a, cudaStream_t
       if (gpu_wg_launch<::lpattn_cuda_attn_d256_bf16_wg, 256>(a, s, &st)) return st;
     }
     return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_plain, 256>(a, s);
-  case 1 + LPATTN_FMT_NVFP4:
+  case 1 + LPATTN_FMT_NVFP4: {
     if (gpu_wg_ok<::lpattn_cuda_attn_d256_bf16_wgl_nvfp4>(a, 1 + LPATTN_FMT_NVFP4)) {
       lpattn_status st;
-      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_nvfp4, 256>(a, s, &st)) return st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_nvfp4, 256>(a, s, &st)) {
+        /* causal: the diagonal band and the tiles before it on the mma.sync kernel */
+        if (st != LPATTN_OK || !a->init_o) return st;
+        return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_nvfp4, 256>(a, s);
+      }
     }
-    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_nvfp4, 256>(a, s);
-  case 1 + LPATTN_FMT_MXFP4:
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_nvfp4, 256>(&b, s);
+  }
+  case 1 + LPATTN_FMT_MXFP4: {
     if (gpu_wg_ok<::lpattn_cuda_attn_d256_bf16_wgl_mxfp4>(a, 1 + LPATTN_FMT_MXFP4)) {
       lpattn_status st;
-      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_mxfp4, 256>(a, s, &st)) return st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_mxfp4, 256>(a, s, &st)) {
+        /* causal: the diagonal band and the tiles before it on the mma.sync kernel */
+        if (st != LPATTN_OK || !a->init_o) return st;
+        return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_mxfp4, 256>(a, s);
+      }
     }
-    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_mxfp4, 256>(a, s);
-  case 1 + LPATTN_FMT_FP8:
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_mxfp4, 256>(&b, s);
+  }
+  case 1 + LPATTN_FMT_FP8: {
     if (gpu_wg_ok<::lpattn_cuda_attn_d256_bf16_wgl_fp8>(a, 1 + LPATTN_FMT_FP8)) {
       lpattn_status st;
-      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_fp8, 256>(a, s, &st)) return st;
+      if (gpu_wgl_launch<::lpattn_cuda_attn_d256_bf16_wgl_fp8, 256>(a, s, &st)) {
+        /* causal: the diagonal band and the tiles before it on the mma.sync kernel */
+        if (st != LPATTN_OK || !a->init_o) return st;
+        return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_fp8, 256>(a, s);
+      }
     }
-    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_fp8, 256>(a, s);
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16_fp8, 256>(&b, s);
+  }
   default: return gpu_attn_launch<::lpattn_cuda_attn_d256_bf16, 256>(a, s);
   }
 }

@@ -27,12 +27,21 @@ lpattn_status lpattn_hip_attn_d256_f16(const lp_gpu_attn_args *a, cudaStream_t s
   switch (gpu_attn_spec(*a)) {
   case 0:
     return gpu_attn_launch<::lpattn_hip_attn_d256_f16_plain, 256>(a, s);
-  case 1 + LPATTN_FMT_NVFP4:
-    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_nvfp4, 256>(a, s);
-  case 1 + LPATTN_FMT_MXFP4:
-    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_mxfp4, 256>(a, s);
-  case 1 + LPATTN_FMT_FP8:
-    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_fp8, 256>(a, s);
+  case 1 + LPATTN_FMT_NVFP4: {
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_nvfp4, 256>(&b, s);
+  }
+  case 1 + LPATTN_FMT_MXFP4: {
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_mxfp4, 256>(&b, s);
+  }
+  case 1 + LPATTN_FMT_FP8: {
+    lp_gpu_attn_args b = *a; /* the mma.sync kernel alone */
+    b.init_o = nullptr, b.init_st = nullptr;
+    return gpu_attn_launch<::lpattn_hip_attn_d256_f16_fp8, 256>(&b, s);
+  }
   default: return gpu_attn_launch<::lpattn_hip_attn_d256_f16, 256>(a, s);
   }
 }
