@@ -57,7 +57,19 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   /* causal (not leaky): keys [0, kw) only, the state left for the mma.sync kernel */
   const bool part = a.init_o != nullptr;
   const int jn = part ? gpu_wgl_kw(q0, off, Skv) / BK : a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  if (jn <= 0) return;
+  if (jn <= 0) { /* no key (rows far before the keys, causal): O = 0, LSE = -inf, H = 0 */
+    if (!part && wg > 0) {
+      const int lane = tid & 31, rw = q0 + (wg - 1) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
+      const int rr[2] = {rw, rw + 8};
+      float oacc[NO];
+#pragma unroll
+      for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
+      gpu_row st[2];
+      gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+      gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
+    }
+    return;
+  }
   if (tid == 0) br.init(SC ? 33 : 1);
   __syncthreads();
 
