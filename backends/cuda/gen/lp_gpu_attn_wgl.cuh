@@ -129,19 +129,13 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     your_turn();
   };
   const float sl2 = a.sm_scale * L2E;
-  gpu_mb_wait(br.q(), 0);
-#pragma unroll 1
-  for (int j = 0; j < jn; j++) {
-    const int s = j % ST;
-    const float *ks = scal + s * C::SCF, *vs = ks + BK;
-    float sacc[NS];
-    issue_s(sacc, j);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    gpu_wg_hold(sacc);
-
-    /* the stage's SPEC tiles in order: scores, softmax step, P^ (slot i of
-     * the accumulator: row rr[(i >> 1) & 1], key 8 (i >> 2) + 2t + (i & 1)) */
-    float pout[HV][2], alph[HV][2];
+  uint32_t pf[BK / 16][4]; /* P^ of the last softmaxed tile: bf16 A fragments of k-steps of 16 keys */
+  float pout[HV][2], alph[HV][2]; /* its P outer scales and O rescales, per SPEC tile and row */
+  /* Tile j's SPEC tiles in order (S_j complete in sacc): scores, softmax
+   * step, P^ (slot i of the accumulator: row rr[(i >> 1) & 1], key
+   * 8 (i >> 2) + 2t + (i & 1)); gives K_j's stage back; P^ -> pf. */
+  auto soft = [&](float (&sacc)[NS], int j) {
+    const float *ks = scal + (j % ST) * C::SCF;
 #pragma unroll
     for (int hv = 0; hv < HV; hv++) {
       const int c0 = j * BK + 64 * hv;
@@ -199,22 +193,25 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
         const int kb = u >> 2; /* 8-key block of the tile; group kb >> 1 */
         pq[(u >> 1) & 1][4 * (kb >> 1) + 2 * (kb & 1) + (u & 1)] = sacc[32 * hv + u];
       }
-      gpu_p_low<32>(pq, pout[hv], FMT, a.mx_round_up);
+      gpu_p_low<32, 2, 16, false>(pq, pout[hv], FMT, a.mx_round_up);
 #pragma unroll
       for (int u = 0; u < 32; u++) {
         const int kb = u >> 2;
         sacc[32 * hv + u] = pq[(u >> 1) & 1][4 * (kb >> 1) + 2 * (kb & 1) + (u & 1)];
       }
     }
-    gpu_mb_arrive(br.kempty(s)); /* K and its outer scales are read */
-    uint32_t pf[BK / 16][4];     /* P^ as bf16 A fragments of k-steps of 16 keys */
+    gpu_mb_arrive(br.kempty(j % ST)); /* K and its outer scales are read */
 #pragma unroll
     for (int kq = 0; kq < BK / 16; kq++)
 #pragma unroll
       for (int u = 0; u < 4; u++) pf[kq][u] = LO::pack(sacc[8 * kq + 2 * u], sacc[8 * kq + 2 * u + 1]);
-
-    /* O = O alpha + (P^ V^) (pout vout), per SPEC tile and N channels; V is
-     * MN-major: LBO steps 64 channels, SBO 8 keys */
+  };
+  /* O = O alpha + (P^ V^) (pout vout) of tile j, per SPEC tile and N
+   * channels (V is MN-major: LBO steps 64 channels, SBO 8 keys); the first
+   * wait also retires an S issued before. */
+  auto pv = [&](int j) {
+    const int s = j % ST;
+    const float *vs = scal + s * C::SCF + BK;
     gpu_mb_wait(br.vfull(s), (uint32_t)(j / ST) & 1);
     const uint32_t vst = sv + s * C::KB;
 #pragma unroll
@@ -244,7 +241,28 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
       }
     }
     gpu_mb_arrive(br.vempty(s));
+  };
+
+  /* Tile 0 alone; then tile j issues S_j, computes P_(j-1) V_(j-1) while
+  * S_j is on the tensor cores, and softmaxes S_j (no wgmma in flight across
+  * the loop's back edge: ptxas would serialize them, C7515). */
+  gpu_mb_wait(br.q(), 0);
+  {
+    float sacc[NS];
+    issue_s(sacc, 0);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_hold(sacc);
+    soft(sacc, 0);
   }
+#pragma unroll 1
+  for (int j = 1; j < jn; j++) {
+    float sacc[NS];
+    issue_s(sacc, j);
+    pv(j - 1);
+    gpu_wg_hold(sacc);
+    soft(sacc, j);
+  }
+  pv(jn - 1);
 
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
   if (!part) {

@@ -210,8 +210,10 @@ __device__ inline void gpu_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
 }
 
 /* P^ of a low tile, per row of the tile, in registers: a row's 16-key groups
- * are SPG slots on each of its lanes; pout[hh] is row hh's outer scale. */
-template <int W, int FR, int NS>
+ * are SPG slots on each of its lanes; pout[hh] is row hh's outer scale.
+ * CHECK = false (the sm_90a kernel, whose row sums already carry a NaN P to
+ * the row's O, LSE and H) skips the non-finite group flags. */
+template <int W, int FR, int NS, bool CHECK = true>
 __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR], int fmt, int mx_round_up) {
   constexpr int BK = GPU_BK, SPG = NS / 4;
 #pragma unroll
@@ -229,11 +231,12 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
 #pragma unroll
       for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
         const float x = s[hh][sl];
-        if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
+        if (!CHECK) ga = fmaxf(ga, x); /* P >= 0; fmaxf passes over a NaN */
+        else if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
         else bad = 1.0f;
       }
       ga16[m] = gpu_rmax<W>(ga);
-      bd16[m] = gpu_rmax<W>(bad);
+      bd16[m] = CHECK ? gpu_rmax<W>(bad) : 0.0f;
       rmax = fmaxf(rmax, ga16[m]);
     }
     const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
