@@ -212,15 +212,18 @@ __device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
 }
 
 /* The CTA: warpgroup 0 copies (one thread issues TMA copies, each tile
- * announced on an mbarrier when it has landed), warpgroups 1 and 2 compute
- * 64 query rows each; the copier gives its registers to them (setmaxnreg).
+ * announced on an mbarrier when it has landed), warpgroups 1 .. NW compute
+ * 64 query rows each (NW = 2; D = 64: 3, whose registers allow it and whose
+ * tiles are short on work per barrier); the copier gives its registers to
+ * them (setmaxnreg: 24 for the copier, REGS for the others).
  * Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
  * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
  * boxes of 64 channels x R rows with the 128-byte swizzle (a tile starts
  * 1024-aligned), the layout wgmma's descriptors read. */
 template <int D> struct gpu_wg_cfg {
-  static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, STAGES = D <= 128 ? 3 : 2;
-  static constexpr int NT = 384;
+  static constexpr int NW = D == 64 ? 3 : 2, REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
+  static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, STAGES = D == 64 ? 4 : D <= 128 ? 3 : 2;
+  static constexpr int NT = 128 * (NW + 1);
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
   static constexpr int NBAR = 1 + 4 * STAGES; /* Q; K full, K empty, V full, V empty per stage */
   static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + 1024; /* + alignment */
@@ -236,12 +239,12 @@ template <int ST> struct gpu_wg_bars {
   __device__ __forceinline__ uint32_t vfull(int s) const { return bq + 8 * (1 + 2 * ST + s); }
   __device__ __forceinline__ uint32_t vempty(int s) const { return bq + 8 * (1 + 3 * ST + s); }
   /* full barriers count nf arrivals (the copier's, and the scalar loader's
-   * lanes where a kernel has one), empty ones the 256 computing threads */
-  __device__ __forceinline__ void init(int nf) const {
+   * lanes where a kernel has one), empty ones the ne computing threads */
+  __device__ __forceinline__ void init(int nf, int ne = 256) const {
     gpu_mb_init(q(), 1);
     for (int s = 0; s < ST; s++) {
       gpu_mb_init(kfull(s), nf), gpu_mb_init(vfull(s), nf);
-      gpu_mb_init(kempty(s), 256), gpu_mb_init(vempty(s), 256);
+      gpu_mb_init(kempty(s), ne), gpu_mb_init(vempty(s), ne);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); /* visible to the TMA unit */
   }
@@ -335,7 +338,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   if (q0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  if (tid == 0) br.init(1);
+  if (tid == 0) br.init(1, 128 * C::NW);
   __syncthreads();
 
   if (wg == 0) { /* ---- the copier: one thread issues the TMA copies -------- */
@@ -344,8 +347,8 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     return;
   }
 
-  /* ---- the two computing warpgroups -------------------------------------- */
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  /* ---- the computing warpgroups ------------------------------------------ */
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::REGS) : "memory");
   const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   /* this warpgroup's rows, and the rows (hh = 0, 1) of this thread */
   const int w0 = q0 + cw * 64;
@@ -455,12 +458,12 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
    * cores. No branch inside a wgmma pipeline stage (ptxas would serialize).
    * A stage is given back (empty) once this warpgroup's MMAs that read it
    * have completed. */
-  /* The two warpgroups take turns to issue their MMAs (named barriers 1 and
-   * 2: warpgroup cw waits on 1 + cw, then lets the other go), so that one's
-   * softmax runs under the other's MMAs. */
+  /* The computing warpgroups take turns to issue their MMAs (named barriers
+   * 1 .. NW: warpgroup cw waits on 1 + cw, then lets the next one go), so
+   * that one's softmax runs under the others' MMAs. */
   auto my_turn = [&]() { gpu_nb_sync(1 + cw, 256); };
-  auto your_turn = [&]() { gpu_nb_arrive(2 - cw, 256); };
-  if (cw == 1) gpu_nb_arrive(1, 256); /* warpgroup 0 starts */
+  auto your_turn = [&]() { gpu_nb_arrive(1 + (cw + 1) % C::NW, 256); };
+  if (cw == C::NW - 1) gpu_nb_arrive(1, 256); /* warpgroup 0 starts */
   if (jn > 0) {
     float sacc[NS];
     gpu_mb_wait(br.q(), 0);
@@ -505,7 +508,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     gpu_wg_hold(oacc);
   }
 
-  if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
+  if (cw == 0) my_turn(); /* takes the last warpgroup's last arrival */
 
   gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)

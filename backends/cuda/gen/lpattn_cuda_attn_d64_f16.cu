@@ -23,7 +23,7 @@ extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_f16, 64, 2>(a);
 }
 /* precision HIGH on sm_90a's warpgroup MMAs (lp_gpu_attn_wg.cuh) */
-extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_f16_wg(const lp_gpu_attn_args a,
+extern "C" __global__ void __launch_bounds__(lpattn_cuda::gpu_wg_cfg<64>::NT, 1) lpattn_cuda_attn_d64_f16_wg(const lp_gpu_attn_args a,
                                                                    const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
   lpattn_cuda::gpu_attn_wg_body<lpattn_cuda::gpu_f16, 64>(a, tm);
 }
