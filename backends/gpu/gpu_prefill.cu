@@ -1,9 +1,21 @@
 /* lpattn_attention on the GPU backends: Q/K/V quantized into the workspace
  * (low precisions), key-tile means (THRIFT, PASA), the THRIFT selection,
  * then one launch of the attention kernel of the call's head dim and dtype. */
+#include <stdlib.h>
+
 #include "gpu_backend.h"
 
 namespace GPU_NS {
+
+/* LPATTN_NO_WGMMA=1: the sm_90a kernels are off (gpu_wg_ok), so no bf16 Q copy either */
+static bool wgmma_off() {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("LPATTN_NO_WGMMA");
+    v = e && e[0] == '1';
+  }
+  return v == 1;
+}
 
 lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   gpu_impl *im = impl_of(ctx);
@@ -27,7 +39,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   size_t q_bf16_at = 0, k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
   /* calls the sm_90a low kernel may take (every tile low: gpu_wg_ok) also
    * get Q's bf16 copy */
-  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90;
+  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90 && !wgmma_off();
   const bool wgl_part = wgl && pr->causal && !pr->leaky; /* + its state for the mma.sync kernel */
   size_t init_o_at = 0, init_st_at = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
