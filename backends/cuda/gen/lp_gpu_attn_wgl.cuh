@@ -243,27 +243,40 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     gpu_mb_arrive(br.vempty(s));
   };
 
-  /* Tile 0 alone; then tile j issues S_j, computes P_(j-1) V_(j-1) while
-  * S_j is on the tensor cores, and softmaxes S_j (no wgmma in flight across
-  * the loop's back edge: ptxas would serialize them, C7515). */
   gpu_mb_wait(br.q(), 0);
-  {
-    float sacc[NS];
-    issue_s(sacc, 0);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    gpu_wg_hold(sacc);
-    soft(sacc, 0);
-  }
+  if constexpr (FMT == LPATTN_FMT_FP8) {
+    /* FP8: S_j, its softmax, P_j V_j in turn (its P^ is cheap: overlapping
+     * S_j with P_(j-1) V_(j-1) measured slower, the registers spilled) */
 #pragma unroll 1
-  for (int j = 1; j < jn; j++) {
-    float sacc[NS];
-    issue_s(sacc, j);
-    pv(j - 1);
-    gpu_wg_hold(sacc);
-    soft(sacc, j);
+    for (int j = 0; j < jn; j++) {
+      float sacc[NS];
+      issue_s(sacc, j);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_hold(sacc);
+      soft(sacc, j);
+      pv(j);
+    }
+  } else {
+    /* Tile 0 alone; then tile j issues S_j, computes P_(j-1) V_(j-1) while
+     * S_j is on the tensor cores, and softmaxes S_j (no wgmma in flight
+     * across the loop's back edge: ptxas would serialize them, C7515). */
+    {
+      float sacc[NS];
+      issue_s(sacc, 0);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_hold(sacc);
+      soft(sacc, 0);
+    }
+#pragma unroll 1
+    for (int j = 1; j < jn; j++) {
+      float sacc[NS];
+      issue_s(sacc, j);
+      pv(j - 1);
+      gpu_wg_hold(sacc);
+      soft(sacc, j);
+    }
+    pv(jn - 1);
   }
-  pv(jn - 1);
-
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
   if (!part) {
     gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
