@@ -98,7 +98,7 @@ lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows);
 /* Quantizes x (tile 64) into v; shift: PASA key means (or NULL). */
 lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                          lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
-                         float beta, int shift_tiles);
+                         float beta, int shift_tiles, int sr = 0, uint64_t seed = 0);
 
 /* ---- vtable entries --------------------------------------------------------- */
 lpattn_status gpu_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,

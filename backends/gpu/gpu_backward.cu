@@ -6,7 +6,9 @@
  *
  * Validated on an H100 (tests/cuda/test_cuda_backward.c against the f64 ref).
  *
- * Not done yet: low tiles (precision != HIGH answers UNSUPPORTED). The plan:
+ * Low tiles (FP8/NVFP4/MXFP4, block_q = block_k = 64; THRIFT: UNSUPPORTED):
+ * the plan below, as built (P_r, dS_r, dS_c staged through shared memory,
+ * a lane per 64-value domain running gpu_quantize_domain). The plan was:
  * five of the eight SR operands do not depend on the tile pair (dO_r, dO_d,
  * V_d, K_c, Q_r: their domains are a row along D or a column of one 64-row
  * tile), so they, and the forward's Q and K along D (RNE), can be quantized
@@ -29,8 +31,11 @@ namespace GPU_NS {
 lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   const lpattn_attn_problem *pr = &bp->f;
   gpu_impl *im = impl_of(ctx);
-  if (pr->precision != LPATTN_PREC_HIGH)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no low tiles yet: precision HIGH only");
+  const bool low = pr->precision != LPATTN_PREC_HIGH;
+  if (pr->precision == LPATTN_PREC_THRIFT)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no THRIFT tiles yet (the forward's selection)");
+  if (low && (pr->Bq != 64 || pr->Bk != 64))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward's low tiles are 64 x 64 (block_q = block_k = 64)");
   if (pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward takes q_start - kv_start within +-2^30");
   const lpattn_dtype dt = pr->q->dtype;
@@ -44,6 +49,19 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   const int64_t rows = pr->B * pr->Hq * pr->Sq;
   gpu_carve c = {0};
   const size_t lse_at = carve(&c, (size_t)rows * 4), delta_at = carve(&c, (size_t)rows * 4);
+  /* low tiles: seven quantized operands (lq, lk, dod, vd, dor, qr, kc) and their bf16 copies */
+  const int64_t qs[4] = {pr->B, pr->Hq, pr->Sq, pr->D}, ks[4] = {pr->B, pr->Hkv, pr->Skv, pr->D};
+  const lpattn_tensor *src[7] = {pr->q, pr->k, bp->dout, pr->v, bp->dout, pr->q, pr->k};
+  const bool isq[7] = {true, false, true, false, true, true, false}; /* [B, Hq, Sq, D] (else K's shape) */
+  const lpattn_axis ax[7] = {LPATTN_AXIS_D, LPATTN_AXIS_D, LPATTN_AXIS_D, LPATTN_AXIS_D,
+                             LPATTN_AXIS_S, LPATTN_AXIS_S, LPATTN_AXIS_S};
+  const int op[7] = {-1, -1, 2, 3, 1, 7, 5}; /* SR stream (SEMANTICS "Backward"); -1: the forward's RNE */
+  size_t q_at[7][3], d_at[7];
+  if (low)
+    for (int i = 0; i < 7; i++) {
+      TRY(qview_alloc(&c, pr->low, ax[i], 64, isq[i] ? qs : ks, q_at[i]));
+      d_at[i] = carve(&c, (size_t)(isq[i] ? rows : pr->B * pr->Hkv * pr->Skv) * (size_t)pr->D * 2);
+    }
   TRY(ensure_ws(im, c.used));
   lp_gpu_bwd_args a;
   memset(&a, 0, sizeof a);
@@ -59,6 +77,23 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   a.B = (int)pr->B, a.Hq = (int)pr->Hq, a.Hkv = (int)pr->Hkv, a.Sq = (int)pr->Sq, a.Skv = (int)pr->Skv;
   a.D = (int)pr->D, a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.sm_scale = pr->sm_scale;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v) && vec_ok(bp->dout);
+  a.low = low ? (int)pr->low : -1, a.leaky = pr->leaky, a.mx_round_up = pr->mx_round_up, a.seed = bp->seed;
+  if (low) {
+    char *ws = (char *)im->ws;
+    const void **dst[7] = {&a.lq, &a.lk, &a.dod, &a.vd, &a.dor, &a.qr, &a.kc};
+    const float **out[7] = {&a.lq_out, &a.lk_out, &a.dod_out, &a.vd_out, &a.dor_out, &a.qr_out, &a.kc_out};
+    for (int i = 0; i < 7; i++) {
+      const int S = (int)(isq[i] ? pr->Sq : pr->Skv);
+      const int64_t BH = pr->B * (isq[i] ? pr->Hq : pr->Hkv);
+      const lp_gpu_qview v = qview_at(ws, q_at[i], S);
+      /* SR key of operand o: seed + (o + 1) * 0x9E3779B97F4A7C15 (mod 2^64) */
+      const uint64_t key = bp->seed + (uint64_t)(op[i] + 1) * 0x9E3779B97F4A7C15ull;
+      TRY(quant_into(im, src[i], &v, pr->low, ax[i], pr->mx_round_up, NULL, 0, 0, op[i] >= 0, key));
+      if (ax[i] == LPATTN_AXIS_D) TRY(gpu_dequant_rows(&v, pr->low, BH, S, (int)pr->D, ws + d_at[i], im->stream));
+      else TRY(gpu_dequant_cols(&v, pr->low, BH, S, (int)pr->D, ws + d_at[i], im->stream));
+      *dst[i] = ws + d_at[i], *out[i] = v.outer;
+    }
+  }
   return fn(&a, im->stream);
 }
 

@@ -31,6 +31,17 @@ typedef struct {
   int off; /* causal row r sees key c iff c <= r + off (Skv - Sq, or q_start - kv_start) */
   float sm_scale;
   int vec16; /* q, k, v, dout rows are 16-byte aligned and contiguous in D */
+  /* Low tiles (SEMANTICS "Backward"): low = the format (-1: every tile
+   * high). The operands' exact bf16 values code x group scale, [B][H][S][D]
+   * (16-byte rows), with their f32 outer scales (MXFP4: none, 1):
+   *   lq, lk: the forward's Q and K along D (RNE; outer per row / key);
+   *   dod, vd: dO and V along D (SR; outer per row / key);
+   *   dor, qr, kc: dO, Q and K along S in tiles of 64 (SR; outer
+   *   [B][H][tiles][D]). P and dS are quantized in the kernels (SR). */
+  int low, leaky, mx_round_up;
+  uint64_t seed;
+  const void *lq, *lk, *dod, *vd, *dor, *qr, *kc;
+  const float *lq_out, *lk_out, *dod_out, *vd_out, *dor_out, *qr_out, *kc_out;
 } lp_gpu_bwd_args;
 
 #ifdef __cplusplus

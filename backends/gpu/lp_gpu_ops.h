@@ -49,6 +49,8 @@ lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st);
 lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st);
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);
+lpattn_status gpu_dequant_cols(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out,
+                               cudaStream_t st);
 lpattn_status gpu_dequant_rows(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out,
                                cudaStream_t st);
 lpattn_status gpu_scan_finite(const lpattn_tensor *t, int *flag, cudaStream_t s);

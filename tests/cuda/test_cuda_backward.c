@@ -3,8 +3,9 @@
  * (causal masks that are not bottom-right), partial tiles,
  * D = 64 and 128, f16/bf16, strided inputs; bitwise determinism (two runs);
  * the causal leak test for gradients (dO zero after row t, Q/K/V after t
- * perturbed: dQ rows <= t bitwise unchanged); the precisions the kernel
- * lacks (low tiles) answer UNSUPPORTED.
+ * perturbed: dQ rows <= t bitwise unchanged), also with low tiles; the low
+ * formats against ref (same seed); THRIFT and tiles other than 64 answer
+ * UNSUPPORTED.
  * Both backends get the same forward outputs (the GPU's O and LSE), so the
  * comparison is of the backward alone. Exit 77 without a GPU. */
 #define _POSIX_C_SOURCE 200112L
@@ -142,11 +143,11 @@ static void strided(lpattn_ctx *cu, lpattn_ctx *ref) {
 
 /* dO = 0 after row t; Q, K and V rows after t perturbed: dQ rows <= t keep
  * their bits (Sq = Skv, so key t + 1.. are exactly the masked future). */
-static void leak(lpattn_ctx *cu, int64_t t) {
+static void leak(lpattn_ctx *cu, int64_t t, lpattn_precision prec) {
   const shape_t s = {1, 2, 1, 200, 200, 64, LPATTN_F16, LPATTN_F32, LPATTN_F32};
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
-  ap.causal = 1;
+  ap.causal = 1, ap.precision = prec;
   prob_t a = prob_make(&s), b = prob_make(&s);
   fill(&a, 1.0);
   ct_pair *pa[4] = {&a.q, &a.k, &a.v, &a.dout}, *pb[4] = {&b.q, &b.k, &b.v, &b.dout};
@@ -175,8 +176,44 @@ static void leak(lpattn_ctx *cu, int64_t t) {
       const size_t at = (size_t)((h * s.Sq + r) * s.D) * 4;
       bad += memcmp((char *)a.dq.h.data + at, (char *)b.dq.h.data + at, (size_t)s.D * 4) != 0;
     }
-  CHECK(bad == 0, "t = %lld: %lld dQ rows <= t changed with Q/K/V after t", (long long)t, (long long)bad);
+  CHECK(bad == 0, "precision %d, t = %lld: %lld dQ rows <= t changed with Q/K/V after t", (int)prec,
+        (long long)t, (long long)bad);
   prob_free(&a), prob_free(&b);
+}
+
+/* Low tiles (SPEC 10): against ref with the same seed (SR draws the same
+ * uniforms; the P and dS that f32 and f64 compute differ in their last bits,
+ * which moves a few stochastic roundings, as cpu vs ref does), causal (the
+ * diagonal tiles high) and not, leaky, GQA, partial tiles; bitwise the same
+ * on a second run; another seed gives other bits. */
+static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec, int causal, int leaky,
+                int mx_up) {
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.causal = causal, ap.precision = prec, ap.leaky = leaky, ap.mx_scale_round_up = mx_up;
+  shape_t sr = *s;
+  sr.grad = LPATTN_F32;
+  prob_t p = prob_make(s), r = prob_make(&sr);
+  fill(&p, 1.0);
+  CHECK_STATUS(gpu_fwd(cu, &p, &ap), LPATTN_OK);
+  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
+  CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
+  const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
+  const double tol = 1e-2;
+  printf("backward low prec=%d D=%-3lld %s causal=%d leaky=%d mx_up=%d Sq=%lld Skv=%lld Hq=%lld Hkv=%lld: "
+         "dq %.2e dk %.2e dv %.2e\n", (int)prec, (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal,
+         leaky, mx_up, (long long)s->Sq, (long long)s->Skv, (long long)s->Hq, (long long)s->Hkv, eq, ek, ev);
+  CHECK(eq < tol && ek < tol && ev < tol, "low prec %d causal %d: rel err dq %g dk %g dv %g >= %g", (int)prec,
+        causal, eq, ek, ev, tol);
+  ct_pair keep[3] = {p.dq, p.dk, p.dv};
+  void *h[3];
+  for (int t = 0; t < 3; t++) h[t] = malloc(keep[t].bytes), memcpy(h[t], keep[t].h.data, keep[t].bytes);
+  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
+  for (int t = 0; t < 3; t++) {
+    CHECK(memcmp(h[t], keep[t].h.data, keep[t].bytes) == 0, "low gradient %d: a second run gives other bits", t);
+    free(h[t]);
+  }
+  prob_free(&p), prob_free(&r);
 }
 
 /* The gate, and what the kernel does not do yet. */
@@ -187,7 +224,9 @@ static void unsupported(lpattn_ctx *cu) {
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   CHECK_STATUS(gpu_fwd(cu, &p, &ap), LPATTN_OK);
-  ap.precision = LPATTN_PREC_NVFP4;
+  ap.precision = LPATTN_PREC_THRIFT; /* the forward's selection: not yet */
+  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_ERR_UNSUPPORTED);
+  ap.precision = LPATTN_PREC_NVFP4, ap.block_q = 32, ap.block_k = 32; /* low tiles are 64 x 64 */
   CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_ERR_UNSUPPORTED);
   prob_free(&p);
   const shape_t s2 = {1, 2, 1, 64, 64, 256, LPATTN_F16, LPATTN_F32, LPATTN_F32}; /* no D = 256 backward */
@@ -215,8 +254,16 @@ int main(void) {
   for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
     parity_at(cu, ref, &shapes[0], 1, starts[i][0], starts[i][1]);
   strided(cu, ref);
-  leak(cu, 100);
-  leak(cu, 127);
+  leak(cu, 100, LPATTN_PREC_HIGH);
+  leak(cu, 127, LPATTN_PREC_HIGH);
+  for (int prec = LPATTN_PREC_FP8; prec <= LPATTN_PREC_MXFP4; prec++) {
+    for (int causal = 0; causal < 2; causal++) {
+      low(cu, ref, &shapes[0], (lpattn_precision)prec, causal, 0, prec == LPATTN_PREC_MXFP4);
+      low(cu, ref, &shapes[1], (lpattn_precision)prec, causal, 0, 0);
+    }
+    low(cu, ref, &shapes[3], (lpattn_precision)prec, 1, 1, 0); /* leaky */
+    leak(cu, 100, (lpattn_precision)prec);
+  }
   unsupported(cu);
   lpattn_free(cu), lpattn_free(ref);
   return test_finish();

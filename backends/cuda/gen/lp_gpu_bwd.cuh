@@ -58,7 +58,73 @@ __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *sr
 template <int D> struct gpu_bwd_smem {
   static constexpr int T64 = 64 * gpu_smem<D>::LD;
   static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4;
+  /* with low tiles: six more tiles (the quantized operands), the warps'
+   * staging of P / dS rows [4][16][64] and their outers [4][16], and the
+   * outer scales of the tiles' rows and channels */
+  static constexpr size_t low_bytes = bytes + (size_t)6 * T64 * 2 + (size_t)(4 * 16 * 64 + 64 + 4 * 64 + 2 * D) * 4;
 };
+
+/* SPEC 10's P and dS of a low tile pair, quantized with stochastic rounding:
+ * each row of the warp's 16 x 64 register tile x (lane layout gpu_lay) is
+ * one domain of 64 values, element (row, col) drawing its uniform at index
+ * base + row * rstep + col * cstep of the Philox stream key. The rows go
+ * through the warp's staging area st ([16][64]); lanes 0..15 run the
+ * reference's domain step (gpu_quantize_domain) on one row each; x gets
+ * code x group scale (exact in bf16), rout[hh] its row's outer scale. */
+static __device__ __noinline__ void gpu_bwd_sr_rows(float (&x)[2][16], float (&rout)[2], float *st, float *sto,
+                                             const gpu_lay<32> &lay, int lane, int fmt, int mx_up, uint64_t key,
+                                             int64_t base, int64_t rstep, int64_t cstep) {
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+    for (int sl = 0; sl < 16; sl++) st[lay.row(hh) * 64 + lay.key(sl)] = x[hh][sl];
+  __syncwarp();
+  if (lane < 16) {
+    int64_t idx[64];
+    uint8_t codes[64], sc[4];
+    float outer;
+    for (int i = 0; i < 64; i++) idx[i] = base + lane * rstep + i * cstep;
+    gpu_quantize_domain(fmt, mx_up, 1, key, idx, st + lane * 64, 1, 64, codes, sc, &outer);
+    const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
+    for (int i = 0; i < 64; i++) st[lane * 64 + i] = gpu_deq_inner(fmt, codes[i], fmt == LPATTN_FMT_FP8 ? 0 : sc[i / G]);
+    sto[lane] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : outer;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) {
+#pragma unroll
+    for (int sl = 0; sl < 16; sl++) x[hh][sl] = st[lay.row(hh) * 64 + lay.key(sl)];
+    rout[hh] = sto[lay.row(hh)];
+  }
+  __syncwarp();
+}
+
+/* Rows [row0, row0 + 64) of head h of a bf16 copy [B][H][S][D] (a low
+ * operand) into a [64][LD] tile, zeros past S; and its outer scales: per
+ * row (AXIS_D copies) into o[64], or per channel of the 64-row tile
+ * (AXIS_S) into o[D]; MXFP4 has none (1). */
+template <int D>
+__device__ __forceinline__ void gpu_bwd_low_tile(unsigned short *dst, const void *src, int H, int S, int b, int h,
+                                                 int row0) {
+  const int64_t st[4] = {(int64_t)H * S * D, (int64_t)S * D, D, 1};
+  gpu_bwd_tile<D>(dst, src, st, b, h, row0, S, true);
+}
+__device__ __forceinline__ void gpu_bwd_row_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
+                                                  int row0) {
+  for (int r = threadIdx.x; r < 64; r += blockDim.x)
+    o[r] = row0 + r >= S ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[((int64_t)b * H + h) * S + row0 + r];
+}
+template <int D>
+__device__ __forceinline__ void gpu_bwd_chan_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
+                                                   int tile) {
+  const int nt = (S + 63) / 64;
+  for (int d = threadIdx.x; d < D; d += blockDim.x)
+    o[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[(((int64_t)b * H + h) * nt + tile) * D + d];
+}
+/* SR stream of operand o (SEMANTICS "Backward"): seed + (o + 1) * golden ratio */
+__device__ __forceinline__ uint64_t gpu_bwd_key(uint64_t seed, int o) {
+  return seed + (uint64_t)(o + 1) * 0x9E3779B97F4A7C15ull;
+}
 
 /* acc += P V for the backward's products with a rounded factor (dV += P^T
  * dO, dK += dS^T Q, dQ += dS K). bf16 keeps 8 bits of P/dS, which alone
@@ -165,17 +231,8 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
 #pragma unroll
     for (int o = 0; o < NO; o++) dk[hh][o] = dv[hh][o] = 0.0f;
   const unsigned short *Kw = Ks + warp * 16 * LD, *Vw = Vs + warp * 16 * LD;
-  for (int t = 0; t < n; t++) {
-    const int buf = t & 1, r0 = (i0 + t % nq) * 64;
-    if (t + 1 < n) {
-      issue(t + 1, buf ^ 1);
-      gpu_cp_wait<1>();
-    } else {
-      gpu_cp_wait<0>();
-    }
-    __syncthreads();
-    const unsigned short *Qs = Qb + buf * T64, *Os = Ob + buf * T64;
-    const float *ls = lse_s + buf * 64, *dl = del_s + buf * 64;
+  /* a high step: query rows [r0, r0 + 64) with Q, dO in Qs, Os */
+  auto hstep = [&](const unsigned short *Qs, const unsigned short *Os, const float *ls, const float *dl, int r0) {
     float s[2][16], dp[2][16];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -190,9 +247,107 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dkdv
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - dl[lay.key(sl)]);
     gpu_bwd_pv<T, D>(dk, s, Qs, lane); /* dK += dS^T Q */
-    __syncthreads(); /* buffer buf is refilled by step t + 2 */
+  };
+  if (a.low < 0) {
+    for (int t = 0; t < n; t++) {
+      const int buf = t & 1, r0 = (i0 + t % nq) * 64;
+      if (t + 1 < n) {
+        issue(t + 1, buf ^ 1);
+        gpu_cp_wait<1>();
+      } else {
+        gpu_cp_wait<0>();
+      }
+      __syncthreads();
+      hstep(Qb + buf * T64, Ob + buf * T64, lse_s + buf * 64, del_s + buf * 64, r0);
+      __syncthreads(); /* buffer buf is refilled by step t + 2 */
+    }
+    gpu_cp_wait<0>();
+  } else {
+    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn. Low
+     * operands: Kl, Vl (the forward's K along D, V along D with SR; this
+     * key tile), Ql, Dd (the forward's Q, dO along D), Dr, Qr (dO, Q along
+     * the query rows) of the step's query tile. */
+    typedef gpu_mma<gpu_bf16> LO;
+    unsigned short *Kl = (unsigned short *)(del_s + 128), *Vl = Kl + T64, *Ql = Vl + T64, *Dd = Ql + T64,
+                   *Dr = Dd + T64, *Qr = Dr + T64;
+    float *stg = (float *)(Qr + T64), *sto = stg + 4 * 16 * 64, *kso = sto + 64, *vso = kso + 64, *qso = vso + 64,
+          *dso = qso + 64, *dro = dso + 64, *qro = dro + D;
+    const int fmt = a.low;
+    gpu_cp_wait<0>(); /* step 0's high tiles (issued above) are not used here */
+    __syncthreads();
+    gpu_bwd_low_tile<D>(Kl, a.lk, a.Hkv, Skv, b, hk, c0);
+    gpu_bwd_low_tile<D>(Vl, a.vd, a.Hkv, Skv, b, hk, c0);
+    gpu_bwd_row_outer(kso, a.lk_out, fmt, a.Hkv, Skv, b, hk, c0);
+    gpu_bwd_row_outer(vso, a.vd_out, fmt, a.Hkv, Skv, b, hk, c0);
+    gpu_cp_commit();
+    const unsigned short *Klw = Kl + warp * 16 * LD, *Vlw = Vl + warp * 16 * LD;
+    for (int t = 0; t < n; t++) {
+      const int h = hk * G + t / nq, qt = i0 + t % nq, r0 = qt * 64;
+      const bool lowt = a.leaky || !(a.causal && c0 + 63 > r0 + off);
+      __syncthreads(); /* the previous step's tiles are read */
+      if (lowt) {
+        gpu_bwd_low_tile<D>(Ql, a.lq, a.Hq, Sq, b, h, r0);
+        gpu_bwd_low_tile<D>(Dd, a.dod, a.Hq, Sq, b, h, r0);
+        gpu_bwd_low_tile<D>(Dr, a.dor, a.Hq, Sq, b, h, r0);
+        gpu_bwd_low_tile<D>(Qr, a.qr, a.Hq, Sq, b, h, r0);
+        gpu_bwd_row_outer(qso, a.lq_out, fmt, a.Hq, Sq, b, h, r0);
+        gpu_bwd_row_outer(dso, a.dod_out, fmt, a.Hq, Sq, b, h, r0);
+        gpu_bwd_chan_outer<D>(dro, a.dor_out, fmt, a.Hq, Sq, b, h, qt);
+        gpu_bwd_chan_outer<D>(qro, a.qr_out, fmt, a.Hq, Sq, b, h, qt);
+      } else {
+        gpu_bwd_tile<D>(Qb, a.q, a.sq, b, h, r0, Sq, a.vec16);
+        gpu_bwd_tile<D>(Ob, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
+      }
+      for (int r = tid; r < 64; r += blockDim.x) {
+        const bool ok = r0 + r < Sq;
+        const int64_t row = ((int64_t)b * a.Hq + h) * Sq + r0 + r;
+        lse_s[r] = ok ? a.rowlse[row] : -gpu_ninf();
+        del_s[r] = ok ? a.delta[row] : 0.0f;
+      }
+      gpu_cp_commit();
+      gpu_cp_wait<0>();
+      __syncthreads();
+      if (!lowt) {
+        hstep(Qb, Ob, lse_s, del_s, r0);
+        continue;
+      }
+      const int64_t pbase = ((int64_t)b * a.Hq + h) * Sq * (int64_t)Skv + (int64_t)r0 * Skv + c0 + warp * 16;
+      float s[2][16], dp[2][16], pq[2][16], pout[2], dout[2];
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
+      gpu_mm_scores<LO, D>(s, Klw, Ql, lane); /* S^T = K^ Q^T, then the outer scales */
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++)
+          s[hh][sl] = __fmul_rn(s[hh][sl], __fmul_rn(qso[lay.key(sl)], kso[warp * 16 + lay.row(hh)]));
+      gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, lse_s, edge_k || (a.causal && c0 + 63 > r0 + off), a);
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++) pq[hh][sl] = s[hh][sl];
+      /* dV += P_r^T dO_r (both along the query rows) */
+      gpu_bwd_sr_rows(pq, pout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
+                      gpu_bwd_key(a.seed, 0), pbase, 1, Skv);
+      gpu_mm_pv_low<D>(dv, pq, Dr, false, pout, dro, lane);
+      /* dP^T = V_d dO_d^T (both along D) */
+      gpu_mm_scores<LO, D>(dp, Vlw, Dd, lane);
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++) {
+          const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[lay.key(sl)], vso[warp * 16 + lay.row(hh)]));
+          s[hh][sl] = s[hh][sl] * (d - del_s[lay.key(sl)]); /* dS^T = P^T (dP^T - Delta) */
+        }
+      /* dK += dS_r^T Q_r (both along the query rows) */
+      gpu_bwd_sr_rows(s, dout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
+                      gpu_bwd_key(a.seed, 6), pbase, 1, Skv);
+      gpu_mm_pv_low<D>(dk, s, Qr, false, dout, qro, lane);
+    }
+    gpu_cp_wait<0>();
   }
-  gpu_cp_wait<0>();
 
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
@@ -244,18 +399,9 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
     gpu_bwd_tile<D>(Vb + buf * T64, a.v, a.sv, b, hk, j * 64, Skv, a.vec16);
     gpu_cp_commit();
   };
-  if (nj > 0) issue(0, 0);
   const unsigned short *Qw = Qs + warp * 16 * LD, *Ow = Os + warp * 16 * LD;
-  for (int j = 0; j < nj; j++) {
-    const int buf = j & 1;
-    if (j + 1 < nj) {
-      issue(j + 1, buf ^ 1);
-      gpu_cp_wait<1>();
-    } else {
-      gpu_cp_wait<0>();
-    }
-    __syncthreads();
-    const unsigned short *Ks = Kb + buf * T64, *Vs = Vb + buf * T64;
+  /* a high step: key tile j with K, V in Ks, Vs */
+  auto hstep = [&](const unsigned short *Ks, const unsigned short *Vs, int j) {
     float s[2][16], dp[2][16];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -270,7 +416,86 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - del[hh]);
     gpu_bwd_pv<T, D>(dq, s, Ks, lane); /* dQ += dS K */
-    __syncthreads();
+  };
+  if (a.low < 0) {
+    if (nj > 0) issue(0, 0);
+    for (int j = 0; j < nj; j++) {
+      const int buf = j & 1;
+      if (j + 1 < nj) {
+        issue(j + 1, buf ^ 1);
+        gpu_cp_wait<1>();
+      } else {
+        gpu_cp_wait<0>();
+      }
+      __syncthreads();
+      hstep(Kb + buf * T64, Vb + buf * T64, j);
+      __syncthreads();
+    }
+  } else {
+    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn. Low
+     * operands: Ql, Dd (the forward's Q along D, dO along D with SR; this
+     * query tile), Kl, Vl (the forward's K, V along D) and Kc (K along the
+     * keys) of the step's key tile. */
+    typedef gpu_mma<gpu_bf16> LO;
+    unsigned short *Ql = Vb + 2 * T64, *Dd = Ql + T64, *Kl = Dd + T64, *Vl = Kl + T64, *Kc = Vl + T64;
+    float *stg = (float *)(Kc + 2 * T64), *sto = stg + 4 * 16 * 64, *qso = sto + 64, *dso = qso + 64,
+          *kso = dso + 64, *vso = kso + 64, *kco = vso + 64;
+    const int fmt = a.low;
+    gpu_bwd_low_tile<D>(Ql, a.lq, a.Hq, Sq, b, h, r0);
+    gpu_bwd_low_tile<D>(Dd, a.dod, a.Hq, Sq, b, h, r0);
+    gpu_bwd_row_outer(qso, a.lq_out, fmt, a.Hq, Sq, b, h, r0);
+    gpu_bwd_row_outer(dso, a.dod_out, fmt, a.Hq, Sq, b, h, r0);
+    gpu_cp_commit(); /* with Q and dO (high) above */
+    const unsigned short *Qlw = Ql + warp * 16 * LD, *Ddw = Dd + warp * 16 * LD;
+    for (int j = 0; j < nj; j++) {
+      const bool lowt = a.leaky || !(a.causal && j * 64 + 63 > r0 + off);
+      __syncthreads(); /* the previous step's tiles are read */
+      if (lowt) {
+        gpu_bwd_low_tile<D>(Kl, a.lk, a.Hkv, Skv, b, hk, j * 64);
+        gpu_bwd_low_tile<D>(Vl, a.vd, a.Hkv, Skv, b, hk, j * 64);
+        gpu_bwd_low_tile<D>(Kc, a.kc, a.Hkv, Skv, b, hk, j * 64);
+        gpu_bwd_row_outer(kso, a.lk_out, fmt, a.Hkv, Skv, b, hk, j * 64);
+        gpu_bwd_row_outer(vso, a.vd_out, fmt, a.Hkv, Skv, b, hk, j * 64);
+        gpu_bwd_chan_outer<D>(kco, a.kc_out, fmt, a.Hkv, Skv, b, hk, j);
+      } else {
+        gpu_bwd_tile<D>(Kb, a.k, a.sk, b, hk, j * 64, Skv, a.vec16);
+        gpu_bwd_tile<D>(Vb, a.v, a.sv, b, hk, j * 64, Skv, a.vec16);
+      }
+      gpu_cp_commit();
+      gpu_cp_wait<0>();
+      __syncthreads();
+      if (!lowt) {
+        hstep(Kb, Vb, j);
+        continue;
+      }
+      float s[2][16], dp[2][16], dout[2];
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
+      gpu_mm_scores<LO, D>(s, Qlw, Kl, lane); /* S = Q^ K^T, then the outer scales */
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++)
+          s[hh][sl] = __fmul_rn(s[hh][sl], __fmul_rn(qso[warp * 16 + lay.row(hh)], kso[lay.key(sl)]));
+      const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
+      gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
+      gpu_mm_scores<LO, D>(dp, Ddw, Vl, lane); /* dP = dO_d V_d^T (both along D) */
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int sl = 0; sl < 16; sl++) {
+          const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[warp * 16 + lay.row(hh)], vso[lay.key(sl)]));
+          s[hh][sl] = s[hh][sl] * (d - del[hh]); /* dS = P (dP - Delta) */
+        }
+      /* dQ += dS_c K_c (both along the keys) */
+      const int64_t pbase = (((int64_t)b * a.Hq + h) * Sq + r0 + warp * 16) * (int64_t)Skv + j * 64;
+      gpu_bwd_sr_rows(s, dout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
+                      gpu_bwd_key(a.seed, 4), pbase, Skv, 1);
+      gpu_mm_pv_low<D>(dq, s, Kc, false, dout, kco, lane);
+    }
+    gpu_cp_wait<0>();
   }
 
 #pragma unroll
@@ -285,7 +510,7 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_dq(c
 
 /* The three launches on one stream. */
 template <typename T, int D> static lpattn_status gpu_bwd_launch(const lp_gpu_bwd_args *a, cudaStream_t st) {
-  const size_t smem = gpu_bwd_smem<D>::bytes;
+  const size_t smem = a->low >= 0 ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes;
   if (cudaFuncSetAttribute(gpu_bwd_dkdv<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
           cudaSuccess ||
       cudaFuncSetAttribute(gpu_bwd_dq<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)

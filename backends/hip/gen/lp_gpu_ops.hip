@@ -112,18 +112,16 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
-/* Prefill low tiles: codes * group scale of quantized K (AXIS_D) and V
- * (AXIS_S) as bf16 [BH][S][D] (exact), so the attention kernel stages them
- * like high tiles; the outer scales stay in the qviews. */
-__global__ void gpu_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview vq, int fmt,
-                                      int64_t BH, int S, int D, uint4 *kd, uint4 *vd) {
+/* A tensor quantized along S (tiles of 64; V of a prefill, the backward's
+ * SR operands along S): codes * group scale as bf16 [BH][S][D] (exact), so
+ * a kernel stages it like a high tile; the outer scales stay in the qview. */
+__global__ void gpu_dequant_cols_kernel(const lp_gpu_qview vq, int fmt, int64_t BH, int S, int D, uint4 *vd) {
   const int64_t total = BH * S * (D / 8), Sp = (vq.rows + 63) / 64 * 64;
   const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t key = i % S, c = i / S % (D / 8) * 8, bh = i / S / (D / 8);
     const int64_t o = ((bh * S + key) * D + c) / 8;
-    kd[o] = gpu_low8(kq.codes, kq.scales, fmt, (bh * kq.rows + key) * D + c);
     float v[8];
     for (int u = 0; u < 8; u++) {
       int64_t e = (bh * D + c + u) * Sp + key;
@@ -135,8 +133,8 @@ __global__ void gpu_dequant_kv_kernel(const lp_gpu_qview kq, const lp_gpu_qview 
   }
 }
 
-/* Q for the sm_90a low kernel (lp_gpu_attn_wgl.cuh): codes * group scale of
- * a tensor quantized along D as bf16 [BH][S][D] (exact), as K above. */
+/* A tensor quantized along D (Q and K of a low prefill or backward): codes *
+ * group scale as bf16 [BH][S][D] (exact). */
 __global__ void gpu_dequant_rows_kernel(const lp_gpu_qview q, int fmt, int64_t BH, int S, int D, uint4 *out) {
   const int64_t total = BH * S * (D / 8);
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -154,12 +152,18 @@ lpattn_status gpu_dequant_rows(const lp_gpu_qview *q, int fmt, int64_t BH, int S
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
-lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
-                             int S, int D, void *kd, void *vd, cudaStream_t st) {
+lpattn_status gpu_dequant_cols(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out, cudaStream_t st) {
   int64_t total = BH * S * (D / 8);
   if (total == 0) return LPATTN_OK;
   unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
-  gpu_dequant_kv_kernel<<<blocks, 256, 0, st>>>(*kq, *vq, fmt, BH, S, D, (uint4 *)kd, (uint4 *)vd);
+  gpu_dequant_cols_kernel<<<blocks, 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
+/* Prefill low tiles: K (along D) and V (along S) as bf16 copies. */
+lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
+                             int S, int D, void *kd, void *vd, cudaStream_t st) {
+  const lpattn_status e = gpu_dequant_rows(kq, fmt, BH, S, D, kd, st);
+  return e != LPATTN_OK ? e : gpu_dequant_cols(vq, fmt, BH, S, D, vd, st);
 }
 } // namespace lpattn_hip
