@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* One backward call, every tile high: q, k, v and dout of the variant's
+/* One backward call (low tiles: the fields at the end): q, k, v and dout of the variant's
  * 16-bit dtype; out and lse of the forward (out any float dtype, lse f32);
  * dq, dk, dv any float dtype. rowlse and delta are workspace rows
  * [B][Hq][Sq] that the preprocess kernel fills (rowlse: the LSE, +inf where

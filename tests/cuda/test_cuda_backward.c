@@ -185,7 +185,8 @@ static void leak(lpattn_ctx *cu, int64_t t, lpattn_precision prec) {
  * uniforms; the P and dS that f32 and f64 compute differ in their last bits,
  * which moves a few stochastic roundings, as cpu vs ref does), causal (the
  * diagonal tiles high) and not, leaky, GQA, partial tiles; bitwise the same
- * on a second run; another seed gives other bits. */
+ * on a second run. Measured on an H200: rel L2 <= 4.7e-4 (MXFP4 non-causal:
+ * the same bits as ref); the bound is 2e-3. */
 static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec, int causal, int leaky,
                 int mx_up) {
   lpattn_attn_params ap;
@@ -199,7 +200,7 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
   CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
   CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
   const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
-  const double tol = 1e-2;
+  const double tol = 2e-3;
   printf("backward low prec=%d D=%-3lld %s causal=%d leaky=%d mx_up=%d Sq=%lld Skv=%lld Hq=%lld Hkv=%lld: "
          "dq %.2e dk %.2e dv %.2e\n", (int)prec, (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal,
          leaky, mx_up, (long long)s->Sq, (long long)s->Skv, (long long)s->Hq, (long long)s->Hkv, eq, ek, ev);
