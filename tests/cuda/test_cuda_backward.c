@@ -74,6 +74,20 @@ static lpattn_status ref_bwd(lpattn_ctx *ref, prob_t *p, prob_t *r, const lpattn
   return lpattn_attention_backward(ref, &p->q.h, &p->k.h, &p->v.h, &p->o.h, &p->lse.h, &p->dout.h, ap, &g);
 }
 
+/* Deterministic: a second backward of p gives the same bits of dq, dk, dv. */
+static void same_on_rerun(lpattn_ctx *cu, prob_t *p, const lpattn_attn_params *ap) {
+  ct_pair keep[3] = {p->dq, p->dk, p->dv};
+  void *h[3];
+  for (int t = 0; t < 3; t++) h[t] = malloc(keep[t].bytes), memcpy(h[t], keep[t].h.data, keep[t].bytes);
+  CHECK_STATUS(gpu_bwd(cu, p, ap), LPATTN_OK);
+  const ct_pair now[3] = {p->dq, p->dk, p->dv};
+  for (int t = 0; t < 3; t++) {
+    CHECK(memcmp(h[t], now[t].h.data, now[t].bytes) == 0, "precision %d, gradient %d: a second run gives other bits",
+          (int)ap->precision, t);
+    free(h[t]);
+  }
+}
+
 /* ref is f64; the kernel rounds P and dS to the input type before their
  * products (as the forward rounds P), so bf16 gets the wider tolerance. */
 static void parity_at(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal, int64_t q_start,
@@ -96,15 +110,7 @@ static void parity_at(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int cau
          (long long)s->B, (long long)s->Hq, (long long)s->Hkv, (long long)s->Sq, (long long)s->Skv,
          (long long)q_start, (long long)kv_start, eq, ek, ev);
   CHECK(eq < tol && ek < tol && ev < tol, "rel err dq %g dk %g dv %g >= %g", eq, ek, ev, tol);
-  /* deterministic: a second run gives the same bits */
-  ct_pair keep[3] = {p.dq, p.dk, p.dv};
-  void *h[3];
-  for (int t = 0; t < 3; t++) h[t] = malloc(keep[t].bytes), memcpy(h[t], keep[t].h.data, keep[t].bytes);
-  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
-  for (int t = 0; t < 3; t++) {
-    CHECK(memcmp(h[t], keep[t].h.data, keep[t].bytes) == 0, "gradient %d: a second run gives other bits", t);
-    free(h[t]);
-  }
+  same_on_rerun(cu, &p, &ap); /* deterministic */
   prob_free(&p), prob_free(&r);
 }
 
@@ -206,14 +212,7 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
          leaky, mx_up, (long long)s->Sq, (long long)s->Skv, (long long)s->Hq, (long long)s->Hkv, eq, ek, ev);
   CHECK(eq < tol && ek < tol && ev < tol, "low prec %d causal %d: rel err dq %g dk %g dv %g >= %g", (int)prec,
         causal, eq, ek, ev, tol);
-  ct_pair keep[3] = {p.dq, p.dk, p.dv};
-  void *h[3];
-  for (int t = 0; t < 3; t++) h[t] = malloc(keep[t].bytes), memcpy(h[t], keep[t].h.data, keep[t].bytes);
-  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
-  for (int t = 0; t < 3; t++) {
-    CHECK(memcmp(h[t], keep[t].h.data, keep[t].bytes) == 0, "low gradient %d: a second run gives other bits", t);
-    free(h[t]);
-  }
+  same_on_rerun(cu, &p, &ap);
   prob_free(&p), prob_free(&r);
 }
 

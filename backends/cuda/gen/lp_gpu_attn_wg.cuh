@@ -220,7 +220,8 @@ __device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
  * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
  * boxes of 64 channels x R rows with the 128-byte swizzle (a tile starts
  * 1024-aligned), the layout wgmma's descriptors read. */
-template <int D> struct gpu_wg_cfg {
+template <int D_> struct gpu_wg_cfg {
+  static constexpr int D = D_;
   static constexpr int NW = D == 64 ? 3 : 2, REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
   static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, STAGES = D == 64 ? 4 : D <= 128 ? 3 : 2;
   static constexpr int NT = 128 * (NW + 1);
@@ -585,15 +586,18 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   if (spec == 0) return a->vec16;
   return a->qd && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));
 }
-/* Launches K for call a if its TMA maps can be made (else false: the
- * caller takes the mma.sync kernel); *st is the launch's status. */
-template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  typedef gpu_wg_cfg<D> C;
+/* Launches K (configuration C) for call a over the 16-bit [B][H][S][D]
+ * tensors q, k, v (element strides sq, sk, sv) if their TMA maps can be made
+ * (else false: the caller takes the mma.sync kernel); *st is the launch's
+ * status. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), typename C>
+static bool gpu_wg_start(const lp_gpu_attn_args *a, const void *q, const int64_t sq[4], const void *k,
+                         const int64_t sk[4], const void *v, const int64_t sv[4], cudaStream_t stream,
+                         lpattn_status *st) {
+  constexpr int D = C::D;
   gpu_tmaps tm;
-  if (!gpu_tmap(&tm.q, a->q, a->sq, a->B, a->Hq, a->Sq, D, C::BQ) ||
-      !gpu_tmap(&tm.k, a->k, a->sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
-      !gpu_tmap(&tm.v, a->v, a->sv, a->B, a->Hkv, a->Skv, D, C::BK))
+  if (!gpu_tmap(&tm.q, q, sq, a->B, a->Hq, a->Sq, D, C::BQ) || !gpu_tmap(&tm.k, k, sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
+      !gpu_tmap(&tm.v, v, sv, a->B, a->Hkv, a->Skv, D, C::BK))
     return false;
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
     (void)cudaGetLastError(); /* too little shared memory: the mma.sync kernel */
@@ -605,6 +609,11 @@ static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn
   K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
   *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
   return true;
+}
+/* The HIGH kernel over the call's own Q, K, V. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  return gpu_wg_start<K, gpu_wg_cfg<D>>(a, a->q, a->sq, a->k, a->sk, a->v, a->sv, stream, st);
 }
 } // namespace lpattn_cuda
 #endif

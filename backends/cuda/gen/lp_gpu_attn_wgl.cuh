@@ -22,7 +22,8 @@
 
 namespace lpattn_cuda {
 
-template <int D> struct gpu_wgl_cfg {
+template <int D_> struct gpu_wgl_cfg {
+  static constexpr int D = D_;
   static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, ST = 2, NT = 384;
   static constexpr int HALVES = BK / 64;         /* SPEC tiles of 64 keys in a stage */
   static constexpr int N = 64;                   /* channels of one P V product */
@@ -300,24 +301,9 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
  * if their TMA maps can be made (else false); *st is the launch's status. */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
 static bool gpu_wgl_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  typedef gpu_wgl_cfg<D> C;
-  gpu_tmaps tm;
   const int64_t sq[4] = {(int64_t)a->Hq * a->Sq * D, (int64_t)a->Sq * D, D, 1};
   const int64_t sk[4] = {(int64_t)a->Hkv * a->Skv * D, (int64_t)a->Skv * D, D, 1};
-  if (!gpu_tmap(&tm.q, a->qd, sq, a->B, a->Hq, a->Sq, D, C::BQ) ||
-      !gpu_tmap(&tm.k, a->kd, sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
-      !gpu_tmap(&tm.v, a->vd, sk, a->B, a->Hkv, a->Skv, D, C::BK))
-    return false;
-  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
-  lp_gpu_attn_args b = *a;
-  b.nqx = (int)grid.x;
-  K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
-  *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-  return true;
+  return gpu_wg_start<K, gpu_wgl_cfg<D>>(a, a->qd, sq, a->kd, sk, a->vd, sk, stream, st);
 }
 } // namespace lpattn_cuda
 #endif

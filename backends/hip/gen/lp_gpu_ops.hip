@@ -144,19 +144,18 @@ __global__ void gpu_dequant_rows_kernel(const lp_gpu_qview q, int fmt, int64_t B
   }
 }
 
+/* Blocks of 256 threads for a grid-stride loop over n items (at most 8192). */
+static unsigned gpu_blocks(int64_t n) { return (unsigned)(n / 256 + 1 > 8192 ? 8192 : n / 256 + 1); }
+
 lpattn_status gpu_dequant_rows(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out, cudaStream_t st) {
-  int64_t total = BH * S * (D / 8);
-  if (total == 0) return LPATTN_OK;
-  unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
-  gpu_dequant_rows_kernel<<<blocks, 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
+  if (BH * S * D == 0) return LPATTN_OK;
+  gpu_dequant_rows_kernel<<<gpu_blocks(BH * S * (D / 8)), 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
 lpattn_status gpu_dequant_cols(const lp_gpu_qview *q, int fmt, int64_t BH, int S, int D, void *out, cudaStream_t st) {
-  int64_t total = BH * S * (D / 8);
-  if (total == 0) return LPATTN_OK;
-  unsigned blocks = (unsigned)(total / 256 + 1 > 8192 ? 8192 : total / 256 + 1);
-  gpu_dequant_cols_kernel<<<blocks, 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
+  if (BH * S * D == 0) return LPATTN_OK;
+  gpu_dequant_cols_kernel<<<gpu_blocks(BH * S * (D / 8)), 256, 0, st>>>(*q, fmt, BH, S, D, (uint4 *)out);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
