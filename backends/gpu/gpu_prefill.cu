@@ -41,6 +41,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
    * get Q's bf16 copy */
   const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90 && !wgmma_off();
   const bool wgl_part = wgl && pr->causal && !pr->leaky; /* + its state for the mma.sync kernel */
+  const bool qcopy = wgl && !lp_gpu_wg8_takes(pr->low, (int)pr->D); /* the FP8 wgmma kernel reads Q's codes */
   size_t init_o_at = 0, init_st_at = 0;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (low) {
@@ -50,7 +51,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     if (GPU_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
       k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
       v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
-      if (wgl) q_bf16_at = carve(&c, (size_t)B * Hq * Sq * D * 2);
+      if (qcopy) q_bf16_at = carve(&c, (size_t)B * Hq * Sq * D * 2);
       if (wgl_part) {
         init_o_at = carve(&c, (size_t)B * Hq * Sq * D * 4);
         init_st_at = carve(&c, (size_t)B * Hq * Sq * 16);
@@ -84,7 +85,7 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
       a.kd = ws + k_bf16_at, a.vd = ws + v_bf16_at;
       TRY(gpu_dequant_kv(&a.kq, &a.vq, pr->low, (int64_t)B * Hkv, Skv, D, ws + k_bf16_at, ws + v_bf16_at,
                          im->stream));
-      if (wgl) {
+      if (qcopy) {
         a.qd = ws + q_bf16_at;
         TRY(gpu_dequant_rows(&a.qq, pr->low, (int64_t)B * Hq, Sq, D, ws + q_bf16_at, im->stream));
       }

@@ -61,6 +61,10 @@ typedef struct {
   int cc;                   /* the device's compute capability, major * 10 + minor (CUDA) */
 } lp_gpu_attn_args;
 
+/* The sm_90a FP8 prefill kernel on E4M3 wgmma (lp_gpu_attn_wg8.cuh) takes
+ * this low format and head dim; it reads the codes, so Q needs no bf16 copy. */
+static inline int lp_gpu_wg8_takes(int low, int D) { return low == LPATTN_FMT_FP8 && D == 128; }
+
 /* Quantize x into a qtensor (one warp per domain). shift (K under PASA):
  * x - beta * mean[(b*H + h)*shift_tiles + s/shift_tile][d] is quantized. */
 typedef struct {

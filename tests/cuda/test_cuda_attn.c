@@ -58,6 +58,14 @@ static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r, const
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
 
+/* FP8 at D = 128 on sm_90a multiplies the E4M3 codes on the tensor cores,
+ * whose accumulation keeps about 14 bits (products aligned to the largest
+ * and truncated; SEMANTICS "FP8 on E4M3 wgmma"): O moves from the f64
+ * oracle by up to ~5e-3 (measured on an H200), the scores by ~4e-4. */
+static double fp8_wgmma_tol(lpattn_precision prec, int64_t D, double tol) {
+  return prec == LPATTN_PREC_FP8 && D == 128 ? 1e-2 : tol;
+}
+
 /* The call ap on both backends, compared (ap.thrift_budget 0.3 under THRIFT). */
 static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const lpattn_attn_params *ap_in) {
   lpattn_attn_params ap = *ap_in;
@@ -81,6 +89,7 @@ static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const l
    * is free) put a few rows there; each such row moves by up to ~1e-1
    * (SEMANTICS, PASA; the cpu backend shows the same, 2e-3..6e-3) */
   if (prec == LPATTN_PREC_MXFP4 && pasa) tol = 2e-2;
+  tol = fp8_wgmma_tol(prec, s->D, tol);
   printf("parity %-6s D=%-3lld %s causal=%d pasa=%d leaky=%d Sq=%lld Skv=%lld", PN[prec], (long long)s->D,
          s->in == LPATTN_F16 ? "f16 " : "bf16", causal, pasa, leaky, (long long)s->Sq, (long long)s->Skv);
   if (ap.positions) printf(" q_start=%lld kv_start=%lld", (long long)ap.q_start, (long long)ap.kv_start);
@@ -213,7 +222,8 @@ static void no_entropy(lpattn_ctx *cu, lpattn_ctx *ref) {
       run_both_ent(cu, ref, &p, &r, &ap, 0, 0);
       const double e = ct_relerr(&p.o.h, &r.o.h), el = ct_maxabs(&p.lse.h, &r.lse.h);
       printf("no entropy %-6s causal=%d: O %.2e LSE %.2e\n", PN[prec], causal, e, el);
-      CHECK(e < 2e-3 && el < 1e-3, "%s causal=%d without entropy: O %g LSE %g", PN[prec], causal, e, el);
+      CHECK(e < fp8_wgmma_tol(prec, s.D, 2e-3) && el < 1e-3, "%s causal=%d without entropy: O %g LSE %g", PN[prec],
+            causal, e, el);
       prob_free(&p), prob_free(&r);
     }
 }

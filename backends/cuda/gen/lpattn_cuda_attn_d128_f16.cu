@@ -6,6 +6,7 @@
  * the backend's namespace, launches one of them. */
 #include "lp_gpu_attn.cuh"
 #include "lp_gpu_attn_wgl.cuh"
+#include "lp_gpu_attn_wg8.cuh"
 
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d128_f16(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_f16, 128, -1>(a);
@@ -38,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d128_f16_w
 }
 extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d128_f16_wgl_fp8(const lp_gpu_attn_args a,
                                                                    const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
-  lpattn_cuda::gpu_attn_wgl_body<128, LPATTN_FMT_FP8>(a, tm);
+  lpattn_cuda::gpu_attn_wg8_body<128>(a, tm); /* on E4M3 wgmma (lp_gpu_attn_wg8.cuh) */
 }
 
 namespace lpattn_cuda {
@@ -79,7 +80,7 @@ lpattn_status lpattn_cuda_attn_d128_f16(const lp_gpu_attn_args *a, cudaStream_t 
   case 1 + LPATTN_FMT_FP8: {
     if (gpu_wg_ok<::lpattn_cuda_attn_d128_f16_wgl_fp8>(a, 1 + LPATTN_FMT_FP8)) {
       lpattn_status st;
-      if (gpu_wgl_launch<::lpattn_cuda_attn_d128_f16_wgl_fp8, 128>(a, s, &st)) {
+      if (gpu_wg8_launch<::lpattn_cuda_attn_d128_f16_wgl_fp8, 128>(a, s, &st)) {
         /* causal: the diagonal band and the tiles before it on the mma.sync kernel */
         if (st != LPATTN_OK || !a->init_o) return st;
         return gpu_attn_launch<::lpattn_cuda_attn_d128_f16_fp8, 128>(a, s);

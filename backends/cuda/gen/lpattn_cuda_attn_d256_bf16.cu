@@ -6,6 +6,7 @@
  * the backend's namespace, launches one of them. */
 #include "lp_gpu_attn.cuh"
 #include "lp_gpu_attn_wgl.cuh"
+#include "lp_gpu_attn_wg8.cuh"
 
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d256_bf16(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_bf16, 256, -1>(a);
