@@ -81,7 +81,6 @@ typedef struct {
   float beta;
   int shift_tile, shift_tiles;
   int dst_b0, dst_s0; /* destination (b, s) of source (0, 0): KV cache tiles */
-  int group_path;     /* set by the launch: one thread per group (kernel_quant.cu.j2) */
 } lp_gpu_quant_args;
 
 typedef struct {

@@ -335,7 +335,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
 
 /* TMA map of 8-bit codes: dims (inner first) and byte strides of the three
  * outer dims; boxes of box0 x box1, 128-byte swizzle; past the ends: zeros. */
-static bool gpu_tmap8(CUtensorMap *m, const void *x, const int64_t dim[4], const int64_t str[3], int box0, int box1) {
+static inline bool gpu_tmap8(CUtensorMap *m, const void *x, const int64_t dim[4], const int64_t str[3], int box0, int box1) {
   gpu_encode_fn enc = gpu_encoder();
   if (!enc || ((uintptr_t)x & 15)) return false;
   cuuint64_t d[4], s[3];

@@ -168,6 +168,7 @@ __device__ __forceinline__ void gpu_quant_cols(const lp_gpu_quant_args &a, const
  * copies 64 tokens x D into shared memory with 16-byte loads, then each warp
  * quantizes domains from there (AXIS_D: rows; AXIS_S: columns; rows padded
  * by one word so that a column read is free of bank conflicts). */
+template <int E, bool SR> /* E = 0: a warp per domain; 16 / 32: one thread per group (AXIS_S) */
 __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) {
   extern __shared__ __attribute__((aligned(16))) unsigned short gpu_qt[];
   const int LDT = a.D + 2, R = GPU_QT_ROWS;
@@ -187,22 +188,15 @@ __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) 
     const unsigned short u = gpu_qt[r * LDT + d];
     return gpu_quant_shift(a, a.dtype == LPATTN_F16 ? gpu_f16_tof(u) : gpu_bf16_tof(u), bhd, s0 + r, d);
   };
+  if constexpr (E > 0) { /* one thread per group (gpu_quant_cols) */
+    gpu_quant_cols<E, SR>(a, gpu_qt, LDT, bh, s0);
+    return;
+  }
   if (a.axis == LPATTN_AXIS_D) {
     for (int r = threadIdx.x >> 5; r < R && s0 + r < a.S; r += nw) {
       auto load = [&](int i) -> float { return val(r, i); };
       auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
       gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
-    }
-    return;
-  }
-  if (a.group_path) { /* one thread per group (gpu_quant_cols) */
-    /* (stochastic rounding in separate instances: Philox code stays out of the RNE loops) */
-    if (a.format == LPATTN_FMT_MXFP4) {
-      if (a.stochastic) gpu_quant_cols<32, true>(a, gpu_qt, LDT, bh, s0);
-      else gpu_quant_cols<32, false>(a, gpu_qt, LDT, bh, s0);
-    } else {
-      if (a.stochastic) gpu_quant_cols<16, true>(a, gpu_qt, LDT, bh, s0);
-      else gpu_quant_cols<16, false>(a, gpu_qt, LDT, bh, s0);
     }
     return;
   }
@@ -242,16 +236,34 @@ extern "C" __global__ void lpattn_cuda_quant(const lp_gpu_quant_args a) {
   lpattn_cuda::gpu_quant_body(a);
 }
 extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_tile(const lp_gpu_quant_args a) {
-  lpattn_cuda::gpu_quant_tile_body(a);
+  lpattn_cuda::gpu_quant_tile_body<0, false>(a);
 }
-extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows(const lp_gpu_quant_args a) {
-  if (a.format == LPATTN_FMT_MXFP4) {
-    if (a.stochastic) lpattn_cuda::gpu_quant_rows_body<32, true>(a, a.D / 32);
-    else lpattn_cuda::gpu_quant_rows_body<32, false>(a, a.D / 32);
-  } else {
-    if (a.stochastic) lpattn_cuda::gpu_quant_rows_body<16, true>(a, a.D / 16);
-    else lpattn_cuda::gpu_quant_rows_body<16, false>(a, a.D / 16);
-  }
+/* AXIS_S tiles, one thread per group: an instance per group size and rounding */
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_cols16(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_tile_body<16, false>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_cols16_sr(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_tile_body<16, true>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_cols32(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_tile_body<32, false>(a);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_cols32_sr(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_tile_body<32, true>(a);
+}
+/* AXIS_D rows, one instance per group size and rounding (the RNE ones keep
+ * Philox's registers out: occupancy of a memory-bound pass) */
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows16(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_rows_body<16, false>(a, a.D / 16);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows16_sr(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_rows_body<16, true>(a, a.D / 16);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows32(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_rows_body<32, false>(a, a.D / 32);
+}
+extern "C" __global__ void __launch_bounds__(256) lpattn_cuda_quant_rows32_sr(const lp_gpu_quant_args a) {
+  lpattn_cuda::gpu_quant_rows_body<32, true>(a, a.D / 32);
 }
 
 namespace lpattn_cuda {
@@ -269,15 +281,29 @@ lpattn_status lpattn_cuda_quant(const lp_gpu_quant_args *a, cudaStream_t s) {
   const bool grp = rows16 && (a->D == 64 || a->D == 128 || a->D == 256) && (uintptr_t)a->codes % 16 == 0;
   if (grp && a->axis == LPATTN_AXIS_D) {
     const int64_t nthr = (int64_t)a->B * a->H * a->S * (a->D / (a->format == LPATTN_FMT_MXFP4 ? 32 : 16));
-    ::lpattn_cuda_quant_rows<<<(unsigned)((nthr + 255) / 256), 256, 0, s>>>(*a);
+    const unsigned nb = (unsigned)((nthr + 255) / 256);
+    if (a->format == LPATTN_FMT_MXFP4) {
+      if (a->stochastic) ::lpattn_cuda_quant_rows32_sr<<<nb, 256, 0, s>>>(*a);
+      else ::lpattn_cuda_quant_rows32<<<nb, 256, 0, s>>>(*a);
+    } else {
+      if (a->stochastic) ::lpattn_cuda_quant_rows16_sr<<<nb, 256, 0, s>>>(*a);
+      else ::lpattn_cuda_quant_rows16<<<nb, 256, 0, s>>>(*a);
+    }
     return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
   }
   /* short inputs (decode queries) keep one warp per domain: no idle 64-row tiles */
   if (rows16 && a->S >= GPU_QT_ROWS && (a->axis == LPATTN_AXIS_D || a->tile == GPU_QT_ROWS)) {
     const int64_t nb = (int64_t)a->B * a->H * ((a->S + GPU_QT_ROWS - 1) / GPU_QT_ROWS);
-    lp_gpu_quant_args b = *a;
-    b.group_path = grp && a->axis == LPATTN_AXIS_S && a->dst_s0 % GPU_QT_ROWS == 0;
-    ::lpattn_cuda_quant_tile<<<(unsigned)nb, 256, (size_t)GPU_QT_ROWS * (a->D + 2) * 2, s>>>(b);
+    const bool cols = grp && a->axis == LPATTN_AXIS_S && a->dst_s0 % GPU_QT_ROWS == 0;
+    const size_t sm = (size_t)GPU_QT_ROWS * (a->D + 2) * 2;
+    if (!cols) ::lpattn_cuda_quant_tile<<<(unsigned)nb, 256, sm, s>>>(*a);
+    else if (a->format == LPATTN_FMT_MXFP4) {
+      if (a->stochastic) ::lpattn_cuda_quant_cols32_sr<<<(unsigned)nb, 256, sm, s>>>(*a);
+      else ::lpattn_cuda_quant_cols32<<<(unsigned)nb, 256, sm, s>>>(*a);
+    } else {
+      if (a->stochastic) ::lpattn_cuda_quant_cols16_sr<<<(unsigned)nb, 256, sm, s>>>(*a);
+      else ::lpattn_cuda_quant_cols16<<<(unsigned)nb, 256, sm, s>>>(*a);
+    }
     return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
   }
   ::lpattn_cuda_quant<<<(unsigned)((ndom + 7) / 8), 256, 0, s>>>(*a);
