@@ -51,8 +51,10 @@ __device__ __forceinline__ void gpu_wg8_pfrag(const float *s, uint32_t (&f)[4], 
     uint32_t c[4];
 #pragma unroll
     for (int m = 0; m < 4; m++) {
-      unsigned short e2;
+      unsigned short e2 = 0;
+#if GPU_WG_ARCH
       asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(e2) : "f"(s[4 * m + 2 * hh + 1]), "f"(s[4 * m + 2 * hh]));
+#endif
       c[m] = e2;
     }
     const uint32_t A = c[0] | c[1] << 16, B = c[2] | c[3] << 16;
@@ -147,14 +149,16 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   const int w0 = q0 + cw * 64;
   int rr[2];
   rr[0] = w0 + warp * 16 + (lane >> 2), rr[1] = rr[0] + 8;
-  /* Q's outer scale per row (0 -> a tiny positive value: its scores are all
-   * 0 and stay so, while a masked -inf times it stays -inf) */
+  /* Q's outer scale per row (0, an all-zero row whose codes and scores are
+   * 0 anyway: 1), and the exponent's factor, kept >= FLT_MIN so that a
+   * masked -inf times it stays -inf (a NaN stays NaN) */
   float qo[2], qs2[2];
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
     const float v = rr[hh] < Sq ? a.qq.outer[((int64_t)b * a.Hq + h) * Sq + rr[hh]] : 0.0f;
-    qo[hh] = v == 0.0f ? 1e-30f : v;
-    qs2[hh] = __fmul_rn(qo[hh], a.sm_scale) * L2E;
+    qo[hh] = v == 0.0f ? 1.0f : v;
+    const float f = __fmul_rn(qo[hh], a.sm_scale) * L2E;
+    qs2[hh] = f < 1.17549435e-38f ? 1.17549435e-38f : f;
   }
 
   float oacc[NO];

@@ -190,20 +190,20 @@ __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) 
   };
   if constexpr (E > 0) { /* one thread per group (gpu_quant_cols) */
     gpu_quant_cols<E, SR>(a, gpu_qt, LDT, bh, s0);
-    return;
-  }
-  if (a.axis == LPATTN_AXIS_D) {
-    for (int r = threadIdx.x >> 5; r < R && s0 + r < a.S; r += nw) {
-      auto load = [&](int i) -> float { return val(r, i); };
-      auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
-      gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
+  } else { /* a warp per domain */
+    if (a.axis == LPATTN_AXIS_D) {
+      for (int r = threadIdx.x >> 5; r < R && s0 + r < a.S; r += nw) {
+        auto load = [&](int i) -> float { return val(r, i); };
+        auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
+        gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
+      }
+      return;
     }
-    return;
-  }
-  for (int d = threadIdx.x >> 5; d < a.D; d += nw) {
-    auto load = [&](int i) -> float { return s0 + i >= a.S ? 0.0f : val(i, d); };
-    auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + i) * a.D + d); };
-    gpu_quant_domain(a, lane, R, load, sr_index, (bhd * a.D + d) * Sp + sd0, (bhd * nt + sd0 / a.tile) * a.D + d);
+    for (int d = threadIdx.x >> 5; d < a.D; d += nw) {
+      auto load = [&](int i) -> float { return s0 + i >= a.S ? 0.0f : val(i, d); };
+      auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + i) * a.D + d); };
+      gpu_quant_domain(a, lane, R, load, sr_index, (bhd * a.D + d) * Sp + sd0, (bhd * nt + sd0 / a.tile) * a.D + d);
+    }
   }
 }
 
