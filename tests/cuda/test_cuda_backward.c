@@ -88,6 +88,23 @@ static void same_on_rerun(lpattn_ctx *cu, prob_t *p, const lpattn_attn_params *a
   }
 }
 
+/* Call ap's forward and backward on the GPU and the backward on ref (f32
+ * gradients) for shape s; the relative L2 errors of dQ, dK, dV; then the
+ * rerun determinism check. */
+static void grads_vs_ref(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const lpattn_attn_params *ap,
+                         double err[3]) {
+  shape_t sr = *s;
+  sr.grad = LPATTN_F32;
+  prob_t p = prob_make(s), r = prob_make(&sr);
+  fill(&p, 1.0);
+  CHECK_STATUS(gpu_fwd(cu, &p, ap), LPATTN_OK);
+  CHECK_STATUS(gpu_bwd(cu, &p, ap), LPATTN_OK);
+  CHECK_STATUS(ref_bwd(ref, &p, &r, ap), LPATTN_OK);
+  err[0] = ct_relerr(&p.dq.h, &r.dq.h), err[1] = ct_relerr(&p.dk.h, &r.dk.h), err[2] = ct_relerr(&p.dv.h, &r.dv.h);
+  same_on_rerun(cu, &p, ap); /* deterministic */
+  prob_free(&p), prob_free(&r);
+}
+
 /* ref is f64; the kernel rounds P and dS to the input type before their
  * products (as the forward rounds P), so bf16 gets the wider tolerance. */
 static void parity_at(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal, int64_t q_start,
@@ -96,22 +113,15 @@ static void parity_at(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int cau
   lpattn_attn_params_init(&ap);
   ap.causal = causal;
   ap.positions = q_start || kv_start, ap.q_start = q_start, ap.kv_start = kv_start;
-  shape_t sr = *s;
-  sr.grad = LPATTN_F32;
-  prob_t p = prob_make(s), r = prob_make(&sr);
-  fill(&p, 1.0);
-  CHECK_STATUS(gpu_fwd(cu, &p, &ap), LPATTN_OK);
-  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
-  CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
-  const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
+  double err[3];
+  grads_vs_ref(cu, ref, s, &ap, err);
+  const double eq = err[0], ek = err[1], ev = err[2];
   const double tol = 2e-3; /* SPEC 10: HIGH within 2e-3 relative L2 of the f64 gradient */
   printf("backward D=%-3lld %s causal=%d B=%lld Hq=%lld Hkv=%lld Sq=%lld Skv=%lld q_start=%lld kv_start=%lld: "
          "dq %.2e dk %.2e dv %.2e\n", (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal,
          (long long)s->B, (long long)s->Hq, (long long)s->Hkv, (long long)s->Sq, (long long)s->Skv,
          (long long)q_start, (long long)kv_start, eq, ek, ev);
   CHECK(eq < tol && ek < tol && ev < tol, "rel err dq %g dk %g dv %g >= %g", eq, ek, ev, tol);
-  same_on_rerun(cu, &p, &ap); /* deterministic */
-  prob_free(&p), prob_free(&r);
 }
 
 static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal) {
@@ -198,22 +208,15 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.causal = causal, ap.precision = prec, ap.leaky = leaky, ap.mx_scale_round_up = mx_up;
-  shape_t sr = *s;
-  sr.grad = LPATTN_F32;
-  prob_t p = prob_make(s), r = prob_make(&sr);
-  fill(&p, 1.0);
-  CHECK_STATUS(gpu_fwd(cu, &p, &ap), LPATTN_OK);
-  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
-  CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
-  const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
+  double err[3];
+  grads_vs_ref(cu, ref, s, &ap, err);
+  const double eq = err[0], ek = err[1], ev = err[2];
   const double tol = 2e-3;
   printf("backward low prec=%d D=%-3lld %s causal=%d leaky=%d mx_up=%d Sq=%lld Skv=%lld Hq=%lld Hkv=%lld: "
          "dq %.2e dk %.2e dv %.2e\n", (int)prec, (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16", causal,
          leaky, mx_up, (long long)s->Sq, (long long)s->Skv, (long long)s->Hq, (long long)s->Hkv, eq, ek, ev);
   CHECK(eq < tol && ek < tol && ev < tol, "low prec %d causal %d: rel err dq %g dk %g dv %g >= %g", (int)prec,
         causal, eq, ek, ev, tol);
-  same_on_rerun(cu, &p, &ap);
-  prob_free(&p), prob_free(&r);
 }
 
 /* The gate, and what the kernel does not do yet. */

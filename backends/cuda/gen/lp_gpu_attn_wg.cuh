@@ -633,6 +633,21 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   if (spec == 0) return a->vec16;
   return (a->qd || lp_gpu_wg8_takes(a->low, a->D)) && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));
 }
+/* Launches K (configuration C: BQ rows a CTA, NT threads, bytes of shared
+ * memory) for call a with the TMA maps tm (false: too little shared memory). */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), typename C>
+static bool gpu_wg_go(const lp_gpu_attn_args *a, const gpu_tmaps &tm, cudaStream_t stream, lpattn_status *st) {
+  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
+    (void)cudaGetLastError(); /* too little shared memory: the mma.sync kernel */
+    return false;
+  }
+  dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
+  lp_gpu_attn_args b = *a;
+  b.nqx = (int)grid.x;
+  K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
+  *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+  return true;
+}
 /* Launches K (configuration C) for call a over the 16-bit [B][H][S][D]
  * tensors q, k, v (element strides sq, sk, sv) if their TMA maps can be made
  * (else false: the caller takes the mma.sync kernel); *st is the launch's
@@ -646,16 +661,7 @@ static bool gpu_wg_start(const lp_gpu_attn_args *a, const void *q, const int64_t
   if (!gpu_tmap(&tm.q, q, sq, a->B, a->Hq, a->Sq, D, C::BQ) || !gpu_tmap(&tm.k, k, sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
       !gpu_tmap(&tm.v, v, sv, a->B, a->Hkv, a->Skv, D, C::BK))
     return false;
-  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
-    (void)cudaGetLastError(); /* too little shared memory: the mma.sync kernel */
-    return false;
-  }
-  dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
-  lp_gpu_attn_args b = *a;
-  b.nqx = (int)grid.x;
-  K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
-  *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-  return true;
+  return gpu_wg_go<K, C>(a, tm, stream, st);
 }
 /* The HIGH kernel over the call's own Q, K, V. */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>

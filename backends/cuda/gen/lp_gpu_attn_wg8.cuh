@@ -19,7 +19,7 @@
  * kernel, as the wgl kernel does. */
 #ifndef LP_GPU_ATTN_WG8_CUH
 #define LP_GPU_ATTN_WG8_CUH
-#include "lp_gpu_attn_wg.cuh"
+#include "lp_gpu_attn_wgl.cuh" /* its CTA pieces (gpu_wgl_*) */
 
 namespace lpattn_cuda {
 
@@ -84,20 +84,9 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
   const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
   if (q0 > r1 || Skv <= 0) return;
-  const int nkt = (Skv + BK - 1) / BK;
-  const bool part = a.init_o != nullptr; /* causal, not leaky: keys [0, kw) */
-  const int jn = part ? gpu_wgl_kw(q0, off, Skv) / BK : a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  if (jn <= 0) { /* no key: O = 0, LSE = -inf, H = 0 */
-    if (!part && wg > 0) {
-      const int lane = tid & 31, rw = q0 + (wg - 1) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
-      const int rr[2] = {rw, rw + 8};
-      float oacc[NO];
-#pragma unroll
-      for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
-      gpu_row st[2];
-      gpu_row_init(&st[0]), gpu_row_init(&st[1]);
-      gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
-    }
+  const int jn = gpu_wgl_tiles(a, q0, r1, BK);
+  if (jn <= 0) {
+    gpu_wgl_empty<D>(a, q0, tid, b, h);
     return;
   }
   if (tid == 0) br.init(33);
@@ -119,27 +108,8 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
         if (++s == ST) s = 0, n++;
       }
     }
-    if (tid >= 32 && tid < 64) { /* warp 1: the outer scales of K (keys) and V (tile, channel) / 448 */
-      const int lane = tid & 31;
-      const int64_t kvbh = (int64_t)b * a.Hkv + hk;
-      const float *ko = a.kq.outer + kvbh * a.kq.rows;
-      const int vt = (int)((a.vq.rows + 63) / 64); /* V's 64-key tiles */
-      const float *vo = a.vq.outer + kvbh * vt * D;
-#pragma unroll 1
-      for (int j = 0, s = 0, n = 0; j < jn; j++) {
-        float *ks = scal + s * C::SCF, *vs = ks + BK;
-        if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
-        for (int i = lane; i < BK; i += 32) ks[i] = j * BK + i < Skv ? ko[j * BK + i] : 0.0f;
-        gpu_mb_arrive(br.kfull(s));
-        if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
-        for (int i = lane; i < 2 * D; i += 32) {
-          const int t64 = j * 2 + i / D;
-          vs[i] = t64 * 64 < Skv ? (1.0f / 448.0f) * vo[(int64_t)t64 * D + i % D] : 0.0f;
-        }
-        gpu_mb_arrive(br.vfull(s));
-        if (++s == ST) s = 0, n++;
-      }
-    }
+    if (tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (times P's 1/448) */
+      gpu_wgl_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, 1.0f / 448.0f);
     return;
   }
 
@@ -319,19 +289,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     gpu_mb_arrive(br.vempty(j % ST));
   }
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
-  if (!part) {
-    gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
-    return;
-  }
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++) { /* the rows' state for the mma.sync kernel (init_o) */
-    if (rr[hh] >= Sq) continue;
-    const int64_t row = ((int64_t)b * a.Hq + h) * Sq + rr[hh];
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++)
-      *(float2 *)&a.init_o[row * D + 8 * nb + 2 * t] = make_float2(oacc[4 * nb + 2 * hh], oacc[4 * nb + 2 * hh + 1]);
-    if (t == 0) *(float4 *)&a.init_st[row * 4] = make_float4(st[hh].m, st[hh].l, st[hh].r, (float)st[hh].n);
-  }
+  gpu_wgl_end<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
@@ -366,16 +324,7 @@ static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpatt
   if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
       !gpu_tmap8(&tm.v, a->vq.codes, dv, sv, C::BK, D))
     return false;
-  if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  dim3 grid((unsigned)((a->Sq + C::BQ - 1) / C::BQ), (unsigned)a->Hq, (unsigned)a->B);
-  lp_gpu_attn_args b = *a;
-  b.nqx = (int)grid.x;
-  K<<<grid, C::NT, C::bytes, stream>>>(b, tm);
-  *st = cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-  return true;
+  return gpu_wg_go<K, C>(a, tm, stream, st);
 }
 } // namespace lpattn_cuda
 #endif

@@ -33,6 +33,78 @@ template <int D_> struct gpu_wgl_cfg {
   static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + (size_t)ST * SCF * 4 + 8 * NBAR + 1024;
 };
 
+/* Pieces of the low-format warpgroup kernels (this one and the FP8 one of
+ * lp_gpu_attn_wg8.cuh). Tiles of BK keys a CTA of rows [q0, r1] visits:
+ * causal (not leaky) calls with init_o stop at gpu_wgl_kw, the state left
+ * for the mma.sync kernel. */
+__device__ __forceinline__ int gpu_wgl_tiles(const lp_gpu_attn_args &a, int q0, int r1, int BK) {
+  const int nkt = (a.Skv + BK - 1) / BK;
+  if (a.init_o) return gpu_wgl_kw(q0, a.off, a.Skv) / BK;
+  return a.causal ? min(nkt, gpu_floordiv(r1 + a.off, BK) + 1) : nkt;
+}
+/* A CTA with no tile (rows far before the keys, causal): O = 0, LSE = -inf,
+ * H = 0 of the rows of computing warpgroup wg - 1 (none with init_o). */
+template <int D>
+__device__ __forceinline__ void gpu_wgl_empty(const lp_gpu_attn_args &a, int q0, int tid, int b, int h) {
+  const int wg = tid >> 7;
+  if (a.init_o || wg == 0) return;
+  const int lane = tid & 31, rw = q0 + (wg - 1) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
+  const int rr[2] = {rw, rw + 8};
+  float oacc[D / 2];
+#pragma unroll
+  for (int o = 0; o < D / 2; o++) oacc[o] = 0.0f;
+  gpu_row st[2];
+  gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+  gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
+}
+/* Warp 1 of the copier: tile j's K outer scales (BK keys) and V outer
+ * scales (its BK / 64 SPEC tiles x D channels, times vmul) into stage
+ * j % ST of scal (SCF floats a stage), arriving on the stage's full
+ * mbarriers; keys and tiles past Skv get 0. */
+template <int D, int BK, int ST, int SCF>
+__device__ __forceinline__ void gpu_wgl_scales(const lp_gpu_attn_args &a, float *scal, const gpu_wg_bars<ST> &br,
+                                               int jn, int b, int hk, int lane, float vmul) {
+  constexpr int HV = BK / 64;
+  const int Skv = a.Skv;
+  const int64_t kvbh = (int64_t)b * a.Hkv + hk;
+  const float *ko = a.kq.outer + kvbh * a.kq.rows;
+  const int vt = (int)((a.vq.rows + 63) / 64); /* V's 64-key tiles */
+  const float *vo = a.vq.outer + kvbh * vt * D;
+#pragma unroll 1
+  for (int j = 0, s = 0, n = 0; j < jn; j++) {
+    float *ks = scal + s * SCF, *vs = ks + BK;
+    if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
+    for (int i = lane; i < BK; i += 32) ks[i] = j * BK + i < Skv ? ko[j * BK + i] : 0.0f;
+    gpu_mb_arrive(br.kfull(s));
+    if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
+    for (int i = lane; i < HV * D; i += 32) {
+      const int t64 = j * HV + i / D;
+      vs[i] = vmul * (t64 * 64 < Skv ? vo[(int64_t)t64 * D + i % D] : 0.0f);
+    }
+    gpu_mb_arrive(br.vfull(s));
+    if (++s == ST) s = 0, n++;
+  }
+}
+/* The end of a computing thread: O, LSE and H of its rows, or (init_o)
+ * their unnormalized O and (m, l, r, n) for the mma.sync kernel. */
+template <int D>
+__device__ __forceinline__ void gpu_wgl_end(const lp_gpu_attn_args &a, const gpu_row (&st)[2],
+                                            const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
+  if (!a.init_o) {
+    gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
+    return;
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) {
+    if (rr[hh] >= a.Sq) continue;
+    const int64_t row = ((int64_t)b * a.Hq + h) * a.Sq + rr[hh];
+#pragma unroll
+    for (int nb = 0; nb < D / 8; nb++)
+      *(float2 *)&a.init_o[row * D + 8 * nb + 2 * t] = make_float2(oacc[4 * nb + 2 * hh], oacc[4 * nb + 2 * hh + 1]);
+    if (t == 0) *(float4 *)&a.init_st[row * 4] = make_float4(st[hh].m, st[hh].l, st[hh].r, (float)st[hh].n);
+  }
+}
+
 template <int D, int FMT>
 __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
 #if GPU_WG_ARCH
@@ -54,21 +126,9 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
   const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
   if (q0 > r1 || Skv <= 0) return;
-  const int nkt = (Skv + BK - 1) / BK;
-  /* causal (not leaky): keys [0, kw) only, the state left for the mma.sync kernel */
-  const bool part = a.init_o != nullptr;
-  const int jn = part ? gpu_wgl_kw(q0, off, Skv) / BK : a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
-  if (jn <= 0) { /* no key (rows far before the keys, causal): O = 0, LSE = -inf, H = 0 */
-    if (!part && wg > 0) {
-      const int lane = tid & 31, rw = q0 + (wg - 1) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
-      const int rr[2] = {rw, rw + 8};
-      float oacc[NO];
-#pragma unroll
-      for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
-      gpu_row st[2];
-      gpu_row_init(&st[0]), gpu_row_init(&st[1]);
-      gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
-    }
+  const int jn = gpu_wgl_tiles(a, q0, r1, BK);
+  if (jn <= 0) {
+    gpu_wgl_empty<D>(a, q0, tid, b, h);
     return;
   }
   if (tid == 0) br.init(SC ? 33 : 1);
@@ -77,28 +137,8 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   if (wg == 0) { /* ---- the copier ----------------------------------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) gpu_wg_copy<D, BQ, BK, ST>(tm, sq, sk, sv, br, q0, h, hk, b, jn);
-    if (SC && tid >= 32 && tid < 64) { /* warp 1: the outer scales of K (keys) and V (tile, channel) */
-      const int lane = tid & 31;
-      const int64_t kvbh = (int64_t)b * a.Hkv + hk;
-      const float *ko = a.kq.outer + kvbh * a.kq.rows;
-      const int vt = (int)((a.vq.rows + 63) / 64); /* V's 64-key tiles */
-      const float *vo = a.vq.outer + kvbh * vt * D;
-#pragma unroll 1
-      for (int j = 0, s = 0, n = 0; j < jn; j++) {
-        float *ks = scal + s * C::SCF, *vs = ks + BK;
-        if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
-        for (int i = lane; i < BK; i += 32) ks[i] = j * BK + i < Skv ? ko[j * BK + i] : 0.0f;
-        gpu_mb_arrive(br.kfull(s));
-        if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
-        for (int i = lane; i < HV * D; i += 32) {
-          const int t64 = j * HV + i / D;
-          const float w = t64 * 64 < Skv ? vo[(int64_t)t64 * D + i % D] : 0.0f;
-          vs[i] = FMT == LPATTN_FMT_FP8 ? (1.0f / 448.0f) * w : w; /* FP8: P's outer scale too */
-        }
-        gpu_mb_arrive(br.vfull(s));
-        if (++s == ST) s = 0, n++;
-      }
-    }
+    if (SC && tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (FP8: times P's 1/448 too) */
+      gpu_wgl_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, FMT == LPATTN_FMT_FP8 ? 1.0f / 448.0f : 1.0f);
     return;
   }
 
@@ -279,19 +319,7 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     pv(jn - 1);
   }
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
-  if (!part) {
-    gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
-    return;
-  }
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++) { /* the rows' state for the mma.sync kernel (init_o) */
-    if (rr[hh] >= Sq) continue;
-    const int64_t row = ((int64_t)b * a.Hq + h) * Sq + rr[hh];
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++)
-      *(float2 *)&a.init_o[row * D + 8 * nb + 2 * t] = make_float2(oacc[4 * nb + 2 * hh], oacc[4 * nb + 2 * hh + 1]);
-    if (t == 0) *(float4 *)&a.init_st[row * 4] = make_float4(st[hh].m, st[hh].l, st[hh].r, (float)st[hh].n);
-  }
+  gpu_wgl_end<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
