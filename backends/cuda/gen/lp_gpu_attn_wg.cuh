@@ -563,6 +563,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
 #endif
 }
 
+
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (no
  * libcuda link), or NULL. */
 typedef CUresult (*gpu_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
@@ -668,5 +669,6 @@ template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
 static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
   return gpu_wg_start<K, gpu_wg_cfg<D>>(a, a->q, a->sq, a->k, a->sk, a->v, a->sv, stream, st);
 }
+
 } // namespace lpattn_cuda
 #endif
