@@ -7,22 +7,21 @@
  * Validated on an H100 (tests/cuda/test_cuda_backward.c against the f64 ref).
  *
  * Low tiles (FP8/NVFP4/MXFP4, block_q = block_k = 64; THRIFT: UNSUPPORTED):
- * the plan below, as built (P_r, dS_r, dS_c staged through shared memory,
- * a lane per 64-value domain running gpu_quantize_domain). The plan was:
  * five of the eight SR operands do not depend on the tile pair (dO_r, dO_d,
  * V_d, K_c, Q_r: their domains are a row along D or a column of one 64-row
- * tile), so they, and the forward's Q and K along D (RNE), can be quantized
+ * tile), so they, and the forward's Q and K along D (RNE), are quantized
  * whole into the workspace by the quantize kernel (stochastic, seed + (o + 1)
  * * 0x9E3779B97F4A7C15; its SR index is already the logical one) and expanded
  * to exact bf16 codes * group scale (as gpu_dequant_kv does), outer scales
  * kept apart; P_r and dS_r (dkdv) and dS_c (dq) are quantized in the kernel,
- * a warp per 64-value domain of its own rows through shared memory (the
- * quantize kernel's warp domain step, moved to lp_gpu.cuh, with the index
- * ((b Hq + h) Sq + r) Skv + c). The low products are then gpu_mm_scores<LO>
- * and gpu_mm_pv_low with the two outer scales applied per row and column of
- * the pair's partial product, as the forward's low tiles do. Shared memory
- * at D = 128 does not hold high and low tiles both double-buffered: low
- * steps would load in step. THRIFT also needs the forward's selection. */
+ * in registers (inc/bwd_sr.j2: a row's 4 lanes per 64-value domain, each
+ * Philox block computed once and its words shuffled to the lanes that need
+ * them, index ((b Hq + h) Sq + r) Skv + c). The low products are then
+ * gpu_mm_scores<LO> and gpu_mm_pv_low with the two outer scales applied per
+ * row and column of the pair's partial product, as the forward's low tiles
+ * do. The LOW kernels keep six tiles in shared memory (two resident low
+ * tiles, four step tiles that a diagonal step fills with its high tiles),
+ * so two CTAs share an SM. */
 #include "error.h"
 #include "gpu_backend.h"
 

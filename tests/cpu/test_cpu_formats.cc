@@ -218,10 +218,38 @@ static void test_load_row(void) {
   CHECK(bad == 0, "%d f16/bf16 loads differ", bad);
 }
 
+// The SR value forms (the backward's in-kernel P and dS quantizers on the
+// GPU) against core's SR encoders, decoded: finite x of both signs over a
+// sweep of bit patterns, uniforms at the edges and at random.
+static void test_sr_values(void) {
+  std::mt19937 rng(5);
+  int bad2 = 0, bad3 = 0;
+  for (uint64_t b = 0; b < (1ull << 32); b += 65521) {
+    const float x = from_bits((uint32_t)b);
+    if (!isfinite(x)) continue;
+    const float us[] = {0.0f, 5.9604644775390625e-08f, 0.5f, 0.99999994f,
+                        (float)(rng() >> 8) * 5.9604644775390625e-08f, (float)(rng() >> 8) * 5.9604644775390625e-08f};
+    for (float u : us) {
+      bad2 += bits(cpu_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
+      bad3 += bits(cpu_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
+    }
+  }
+  // values between the grid points of every binade, to exercise the picks
+  for (int i = 0; i < 200000; i++) {
+    const float x = ((float)(rng() >> 8) * 5.9604644775390625e-08f - 0.5f) * ldexpf(1.0f, (int)(rng() % 30) - 16);
+    const float u = (float)(rng() >> 8) * 5.9604644775390625e-08f;
+    bad2 += bits(cpu_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
+    bad3 += bits(cpu_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
+  }
+  CHECK(bad2 == 0, "%d e2m1 SR values differ", bad2);
+  CHECK(bad3 == 0, "%d e4m3 SR values differ", bad3);
+}
+
 int main(void) {
   test_load_row();
   test_api();
   test_scalar();
+  test_sr_values();
   test_domains();
   test_simd_p();
   return test_finish();

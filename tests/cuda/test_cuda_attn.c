@@ -245,7 +245,7 @@ static void long_low(lpattn_ctx *cu, lpattn_ctx *ref) {
       parity(cu, ref, &sh[i], (lpattn_precision)prec, 1, 0, 0);
       parity(cu, ref, &sh[i], (lpattn_precision)prec, 1, 0, 1);
     }
-  const int64_t starts[][2] = {{37, 0}, {130, 64}, {0, 300}};
+  const int64_t starts[][2] = {{37, 0}, {130, 64}, {0, 320}}; /* kv_start: a multiple of Bk */
   for (int i = 0; i < 3; i++) {
     lpattn_attn_params ap;
     lpattn_attn_params_init(&ap);

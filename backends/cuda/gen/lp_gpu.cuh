@@ -175,10 +175,9 @@ static __host__ __device__ __forceinline__ float gpu_group_scale(int format, flo
 }
 
 /* ---- stochastic rounding ------------------------------------------------------ */
-/* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
- * as the uniform (word >> 8) * 2^-24. */
-static __host__ __device__ __forceinline__ float gpu_sr_uniform(uint64_t seed, uint64_t n) {
-  uint64_t ctr = n >> 2;
+/* Philox4x32-10(key = seed, counter = (ctr lo, ctr hi, 0, 0)): its four
+ * words, w[0..3]; element n of a stream takes word n % 4 of block n / 4. */
+static __host__ __device__ __forceinline__ void gpu_philox4(uint64_t seed, uint64_t ctr, uint32_t w[4]) {
   uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; r++) {
@@ -187,8 +186,16 @@ static __host__ __device__ __forceinline__ float gpu_sr_uniform(uint64_t seed, u
     uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
     c1 = (uint32_t)p1, c3 = (uint32_t)p0, c0 = n0, c2 = n2;
   }
-  uint32_t w = (n & 3) == 0 ? c0 : (n & 3) == 1 ? c1 : (n & 3) == 2 ? c2 : c3;
-  return (float)(w >> 8) * 5.9604644775390625e-08f;
+  w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
+}
+/* A Philox word as the uniform (word >> 8) * 2^-24. */
+static __host__ __device__ __forceinline__ float gpu_sr_word_u(uint32_t w) { return (float)(w >> 8) * 5.9604644775390625e-08f; }
+/* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
+ * as the uniform (word >> 8) * 2^-24. */
+static __host__ __device__ __forceinline__ float gpu_sr_uniform(uint64_t seed, uint64_t n) {
+  uint32_t w[4];
+  gpu_philox4(seed, n >> 2, w);
+  return gpu_sr_word_u((n & 3) == 0 ? w[0] : (n & 3) == 1 ? w[1] : (n & 3) == 2 ? w[2] : w[3]);
 }
 
 /* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
@@ -245,6 +252,33 @@ static __host__ __device__ __forceinline__ float gpu_e4m3_round(float y) {
   const uint32_t e = gpu_bits(y) & 0x7f800000u;
   const float m = gpu_from_bits((e > 0x3c800000u ? e : 0x3c800000u) + (20u << 23));
   return (y + m) - m;
+}
+
+/* Values of the SR element step, decode(encode_sr(x, u)), for finite x (the
+ * backward's in-kernel P and dS quantizers). The grid neighbours of |x| are
+ * vlo <= |x| < vlo + step with step a power of two, so sr_pick's
+ * (x - A) / (B - A) is (x - A) times the exact 1 / step: the same bits. */
+static __host__ __device__ __forceinline__ float gpu_sr_value(float x, float u, float a, float vlo, float step, float top) {
+  const float vhi = vlo + step, rstep = gpu_from_bits(0x7f000000u - gpu_bits(step));
+  const int neg = x < 0.0f;
+  const int to_b = u < (x - (neg ? -vhi : vlo)) * rstep;
+  /* vhi only between grid points below the top (no branch: selects) */
+  const int up = (vlo < a) & (vlo < top) & (to_b != neg);
+  return copysignf(up ? vhi : vlo, x);
+}
+static __host__ __device__ __forceinline__ float gpu_e2m1_sr(float x, float u) {
+  const float a = fabsf(x);
+  const uint32_t b = gpu_bits(a);
+  const int sub = a < 1.0f; /* the grid's steps of 0.5 below 1 */
+  const float vlo = sub ? (a < 0.5f ? 0.0f : 0.5f) : fminf(gpu_from_bits(b & 0xffc00000u), 6.0f);
+  return gpu_sr_value(x, u, a, vlo, sub ? 0.5f : gpu_from_bits((b & 0x7f800000u) - (1u << 23)), 6.0f);
+}
+static __host__ __device__ __forceinline__ float gpu_e4m3_sr(float x, float u) {
+  const float a = fabsf(x);
+  const uint32_t b = gpu_bits(a);
+  const int sub = a < 0.015625f; /* steps of 2^-9 below 2^-6 */
+  const float vlo = sub ? floorf(a * 512.0f) * 0.001953125f : fminf(gpu_from_bits(b & 0xfff00000u), 448.0f);
+  return gpu_sr_value(x, u, a, vlo, sub ? 0.001953125f : gpu_from_bits((b & 0x7f800000u) - (3u << 23)), 448.0f);
 }
 
 /* ---- one domain ------------------------------------------------------------------ */

@@ -55,49 +55,137 @@ __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *sr
 }
 
 /* Shared memory of either kernel: two resident tiles and two double-buffered
- * ones of [64][LD], then 4 x 64 f32 row scalars. */
+ * ones of [64][LD], then 4 x 64 f32 row scalars. The LOW instances: two
+ * resident low tiles and four step tiles (a low step's four quantized
+ * operands, or a high step's four tiles), the row scalars and the outer
+ * scales of the tiles' rows and channels: six tiles, so that two CTAs fit
+ * an SM as the HIGH instances do. */
 template <int D> struct gpu_bwd_smem {
   static constexpr int T64 = 64 * gpu_smem<D>::LD;
   static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4;
-  /* with low tiles: six more tiles (the quantized operands), the warps'
-   * staging of P / dS rows [4][16][64] and their outers [4][16], and the
-   * outer scales of the tiles' rows and channels */
-  static constexpr size_t low_bytes = bytes + (size_t)6 * T64 * 2 + (size_t)(4 * 16 * 64 + 64 + 4 * 64 + 2 * D) * 4;
+  static constexpr size_t low_bytes = (size_t)6 * T64 * 2 + (size_t)(6 * 64 + 2 * D) * 4;
 };
 
-/* SPEC 10's P and dS of a low tile pair, quantized with stochastic rounding:
- * each row of the warp's 16 x 64 register tile x (lane layout gpu_lay) is
- * one domain of 64 values, element (row, col) drawing its uniform at index
- * base + row * rstep + col * cstep of the Philox stream key. The rows go
- * through the warp's staging area st ([16][64]); lanes 0..15 run the
- * reference's domain step (gpu_quantize_domain) on one row each; x gets
- * code x group scale (exact in bf16), rout[hh] its row's outer scale. */
-static __device__ __noinline__ void gpu_bwd_sr_rows(float (&x)[2][16], float (&rout)[2], float *st, float *sto,
-                                             const gpu_lay<32> &lay, int lane, int fmt, int mx_up, uint64_t key,
-                                             int64_t base, int64_t rstep, int64_t cstep) {
+
+/* 4-way select of a register by a lane-dependent index (no local memory). */
+__device__ __forceinline__ uint32_t gpu_sel4(const uint32_t (&w)[4], int i) {
+  return (i & 2) ? ((i & 1) ? w[3] : w[2]) : ((i & 1) ? w[1] : w[0]);
+}
+
+/* Philox uniforms u[sl] of row slots hh of a warp's 16 x 64 tile (lane
+ * layout gpu_lay: row (lane >> 2) + 8 hh, column key(sl)). Element (row,
+ * col) draws index base + row + col * Skv (KEYROWS, dkdv: rows are keys,
+ * columns queries) or base + row * Skv + col (dq). With Skv % 4 == 0 (and
+ * base % 4 == 0, which the callers' bases then are) a Philox block is 4
+ * keys of one query: KEYROWS, the 4 rows of a lane's quad-row group, held
+ * by lanes that differ in lane bits 2-3; else 4 columns, held by lanes t and
+ * t ^ 1. One lane computes the block, 3 (resp. 1) shuffles hand its words
+ * over. Otherwise every element computes its own block. */
+template <bool KEYROWS>
+__device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lane, uint64_t key, int64_t base,
+                                                 int Skv) {
+  const int t = lane & 3, q = lane >> 2, row = q + 8 * hh;
+  if (Skv & 3) {
 #pragma unroll
-  for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-    for (int sl = 0; sl < 16; sl++) st[lay.row(hh) * 64 + lay.key(sl)] = x[hh][sl];
-  __syncwarp();
-  if (lane < 16) {
-    int64_t idx[64];
-    uint8_t codes[64], sc[4];
-    float outer;
-    for (int i = 0; i < 64; i++) idx[i] = base + lane * rstep + i * cstep;
-    gpu_quantize_domain(fmt, mx_up, 1, key, idx, st + lane * 64, 1, 64, codes, sc, &outer);
-    const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
-    for (int i = 0; i < 64; i++) st[lane * 64 + i] = gpu_deq_inner(fmt, codes[i], fmt == LPATTN_FMT_FP8 ? 0 : sc[i / G]);
-    sto[lane] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : outer;
+    for (int sl = 0; sl < 16; sl++) {
+      const int col = (sl >> 1) * 8 + 2 * t + (sl & 1);
+      const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
+      u[sl] = gpu_sr_uniform(key, (uint64_t)n);
+    }
+    return;
   }
-  __syncwarp();
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++) { /* slots 4 jj .. 4 jj + 3: columns 16 jj + {0, 1, 8, 9} + 2 t */
+    uint32_t w[4];
+    if (KEYROWS) {
+      /* lane r = q & 3 of the group computes the block of column slot 4 jj + r
+       * (rows (q & ~3) + 8 hh + 0..3: word r is row (q & ~3) + r + 8 hh) */
+      const int r = q & 3, col = 8 * (2 * jj + (r >> 1)) + 2 * t + (r & 1);
+      gpu_philox4(key, (uint64_t)(base + (q & ~3) + 8 * hh + (int64_t)col * Skv) >> 2, w);
+      uint32_t v[4]; /* v[d]: word r of the block of lane r ^ d */
+      v[0] = gpu_sel4(w, r);
+#pragma unroll
+      for (int d = 1; d < 4; d++) v[d] = __shfl_xor_sync(0xffffffffu, gpu_sel4(w, r ^ d), d << 2);
+#pragma unroll
+      for (int s = 0; s < 4; s++) u[4 * jj + s] = gpu_sr_word_u(gpu_sel4(v, s ^ r));
+    } else {
+      /* lane t computes the block of columns 8 j + 4 (t >> 1) .. + 3, j = 2 jj + (t & 1):
+       * its words 2 (t & 1) + {0, 1} are its own, the other two lane t ^ 1's */
+      const int p = t & 1, j = 2 * jj + p;
+      gpu_philox4(key, (uint64_t)(base + (int64_t)row * Skv + 8 * j + 4 * (t >> 1)) >> 2, w);
+      const uint32_t o0 = p ? w[2] : w[0], o1 = p ? w[3] : w[1];
+      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, p ? w[0] : w[2], 1);
+      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, p ? w[1] : w[3], 1);
+      u[4 * jj] = gpu_sr_word_u(p ? r0 : o0), u[4 * jj + 1] = gpu_sr_word_u(p ? r1 : o1);
+      u[4 * jj + 2] = gpu_sr_word_u(p ? o0 : r0), u[4 * jj + 3] = gpu_sr_word_u(p ? o1 : r1);
+    }
+  }
+}
+
+/* SPEC 10's P or dS of a low tile pair with stochastic rounding, in
+ * registers: each row of the warp's 16 x 64 tile x is one domain of 64
+ * values (16 on each of the row's 4 lanes; group m of 16 columns = slots
+ * 4m .. 4m + 3), quantized by common/quant.j2's steps (outer_scale,
+ * group_scale, e2m1_sr / e4m3_sr: those of quantize_domain with sr = 1),
+ * the element step on y = x * fl(1 / divisor) as the forward's P quantizer
+ * takes it (both scaled by 2^64 where 1 / divisor would overflow: the same
+ * value). x gets code x group
+ * scale (exact in bf16), rout[hh] its row's outer scale (MXFP4: 1; FP8 with
+ * a non-finite value: NaN, as the quantizer's). */
+template <bool KEYROWS>
+__device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)[2], int lane, int fmt, int mx_up,
+                                             uint64_t key, int64_t base, int Skv) {
+  const bool fp8 = fmt == LPATTN_FMT_FP8, mx = fmt == LPATTN_FMT_MXFP4;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
+    float u[16];
+    gpu_bwd_uniforms<KEYROWS>(u, hh, lane, key, base, Skv);
+    float ga[4], gb[4], amax = 0.0f, bad = 0.0f;
 #pragma unroll
-    for (int sl = 0; sl < 16; sl++) x[hh][sl] = st[lay.row(hh) * 64 + lay.key(sl)];
-    rout[hh] = sto[lay.row(hh)];
+    for (int m = 0; m < 4; m++) {
+      float a = 0.0f, b = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const float v = x[hh][4 * m + k];
+        if (gpu_finite(v)) a = fmaxf(a, fabsf(v));
+        else b = 1.0f;
+      }
+      ga[m] = gpu_rmax<32>(a), gb[m] = gpu_rmax<32>(b);
+      amax = fmaxf(amax, ga[m]), bad = fmaxf(bad, gb[m]);
+    }
+    const float out = gpu_outer_scale(fmt, amax);
+    if (fp8) {
+      rout[hh] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : out;
+      const bool ok = bad == 0.0f && out != 0.0f;
+      const float k = out < 1e-30f ? 1.8446744e19f : 1.0f, rd = ok ? 1.0f / (out * k) : 0.0f;
+#pragma unroll
+      for (int sl = 0; sl < 16; sl++) x[hh][sl] = ok ? gpu_e4m3_sr((x[hh][sl] * k) * rd, u[sl]) : 0.0f;
+      continue;
+    }
+    rout[hh] = mx ? 1.0f : out;
+    /* lane i of the row's quad takes group i's scale step (MXFP4: its pair's) */
+    const int gi = lane & 3;
+    float g = 0.0f, gbd = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      const int mm = m & ~1;
+      if (m == gi) g = mx ? fmaxf(ga[mm], ga[mm + 1]) : ga[m], gbd = mx ? fmaxf(gb[mm], gb[mm + 1]) : gb[m];
+    }
+    uint8_t sc;
+    float denom;
+    const float svi = gpu_group_scale(fmt, g, gbd != 0.0f, out, mx_up, &sc, &denom);
+    const float ki = denom < 1e-30f ? 1.8446744e19f : 1.0f;
+    const float rdi = denom == 0.0f ? 0.0f : 1.0f / (denom * ki); /* 0: the group's codes are 0 */
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      const float sv = gpu_rlane(svi, m), rd = gpu_rlane(rdi, m), k = gpu_rlane(ki, m);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float v = x[hh][4 * m + e];
+        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr((v * k) * rd, u[4 * m + e])) * sv;
+      }
+    }
   }
-  __syncwarp();
 }
 
 /* Rows [row0, row0 + 64) of head h of a bf16 copy [B][H][S][D] (a low
@@ -197,8 +285,9 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
   typedef gpu_mma<T> HI;
   constexpr int LD = gpu_smem<D>::LD, T64 = gpu_bwd_smem<D>::T64, NO = D / 4;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_bwd_raw[];
+  /* LOW: [Kl][Vl][four step tiles], lse_s and del_s after them */
   unsigned short *Ks = (unsigned short *)gpu_bwd_raw, *Vs = Ks + T64, *Qb = Vs + T64, *Ob = Qb + 2 * T64;
-  float *lse_s = (float *)(Ob + 2 * T64), *del_s = lse_s + 128;
+  float *lse_s = (float *)(Ob + 2 * T64), *del_s = lse_s + (LOW ? 64 : 128);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int hk = blockIdx.y, b = blockIdx.z, G = a.Hq / a.Hkv, Sq = a.Sq, Skv = a.Skv;
@@ -208,8 +297,10 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
   const int nq = max(nqt - i0, 0), n = G * nq;
   const bool edge_k = c0 + 64 > Skv;
 
-  gpu_bwd_tile<D>(Ks, a.k, a.sk, b, hk, c0, Skv, a.vec16);
-  gpu_bwd_tile<D>(Vs, a.v, a.sv, b, hk, c0, Skv, a.vec16);
+  if (!LOW) {
+    gpu_bwd_tile<D>(Ks, a.k, a.sk, b, hk, c0, Skv, a.vec16);
+    gpu_bwd_tile<D>(Vs, a.v, a.sv, b, hk, c0, Skv, a.vec16);
+  }
   /* step t: q head hk*G + t / nq, query tile i0 + t % nq */
   auto issue = [&](int t, int buf) {
     const int h = hk * G + t / nq, r0 = (i0 + t % nq) * 64;
@@ -223,7 +314,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
     }
     gpu_cp_commit();
   };
-  if (n > 0) issue(0, 0);
+  if (!LOW && n > 0) issue(0, 0);
   else gpu_cp_commit();
 
   float dk[2][NO], dv[2][NO];
@@ -231,9 +322,10 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
   for (int hh = 0; hh < 2; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) dk[hh][o] = dv[hh][o] = 0.0f;
-  const unsigned short *Kw = Ks + warp * 16 * LD, *Vw = Vs + warp * 16 * LD;
-  /* a high step: query rows [r0, r0 + 64) with Q, dO in Qs, Os */
-  auto hstep = [&](const unsigned short *Qs, const unsigned short *Os, const float *ls, const float *dl, int r0) {
+  /* a high step: query rows [r0, r0 + 64) with Q, dO in Qs, Os, this key tile's K, V in Kt, Vt */
+  auto hstep = [&](const unsigned short *Kt, const unsigned short *Vt, const unsigned short *Qs,
+                   const unsigned short *Os, const float *ls, const float *dl, int r0) {
+    const unsigned short *Kw = Kt + warp * 16 * LD, *Vw = Vt + warp * 16 * LD;
     float s[2][16], dp[2][16];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -259,23 +351,22 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
         gpu_cp_wait<0>();
       }
       __syncthreads();
-      hstep(Qb + buf * T64, Ob + buf * T64, lse_s + buf * 64, del_s + buf * 64, r0);
+      hstep(Ks, Vs, Qb + buf * T64, Ob + buf * T64, lse_s + buf * 64, del_s + buf * 64, r0);
       __syncthreads(); /* buffer buf is refilled by step t + 2 */
     }
     gpu_cp_wait<0>();
   } else {
-    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn. Low
+    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn (two CTAs
+     * an SM overlap one's loads with the other's products). Low
      * operands: Kl, Vl (the forward's K along D, V along D with SR; this
      * key tile), Ql, Dd (the forward's Q, dO along D), Dr, Qr (dO, Q along
      * the query rows) of the step's query tile. */
     typedef gpu_mma<gpu_bf16> LO;
-    unsigned short *Kl = (unsigned short *)(del_s + 128), *Vl = Kl + T64, *Ql = Vl + T64, *Dd = Ql + T64,
-                   *Dr = Dd + T64, *Qr = Dr + T64;
-    float *stg = (float *)(Qr + T64), *sto = stg + 4 * 16 * 64, *kso = sto + 64, *vso = kso + 64, *qso = vso + 64,
-          *dso = qso + 64, *dro = dso + 64, *qro = dro + D;
+    unsigned short *Kl = (unsigned short *)gpu_bwd_raw, *Vl = Kl + T64, *Ql = Vl + T64, *Dd = Ql + T64,
+                   *Dr = Dd + T64, *Qr = Dr + T64; /* the step tiles: Ql, Dd, Dr, Qr (a high step: Q, dO, K, V) */
+    float *kso = del_s + 64, *vso = kso + 64, *qso = vso + 64, *dso = qso + 64, *dro = dso + 64, *qro = dro + D;
     const int fmt = a.low;
-    gpu_cp_wait<0>(); /* step 0's high tiles (issued above) are not used here */
-    __syncthreads();
+    gpu_cp_wait<0>();
     gpu_bwd_low_tile<D>(Kl, a.lk, a.Hkv, Skv, b, hk, c0);
     gpu_bwd_low_tile<D>(Vl, a.vd, a.Hkv, Skv, b, hk, c0);
     gpu_bwd_row_outer(kso, a.lk_out, fmt, a.Hkv, Skv, b, hk, c0);
@@ -295,9 +386,11 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
         gpu_bwd_row_outer(dso, a.dod_out, fmt, a.Hq, Sq, b, h, r0);
         gpu_bwd_chan_outer<D>(dro, a.dor_out, fmt, a.Hq, Sq, b, h, qt);
         gpu_bwd_chan_outer<D>(qro, a.qr_out, fmt, a.Hq, Sq, b, h, qt);
-      } else {
-        gpu_bwd_tile<D>(Qb, a.q, a.sq, b, h, r0, Sq, a.vec16);
-        gpu_bwd_tile<D>(Ob, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
+      } else { /* a diagonal tile pair (SPEC 4): Q, dO and this key tile's K, V, high */
+        gpu_bwd_tile<D>(Ql, a.q, a.sq, b, h, r0, Sq, a.vec16);
+        gpu_bwd_tile<D>(Dd, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
+        gpu_bwd_tile<D>(Dr, a.k, a.sk, b, hk, c0, Skv, a.vec16);
+        gpu_bwd_tile<D>(Qr, a.v, a.sv, b, hk, c0, Skv, a.vec16);
       }
       for (int r = tid; r < 64; r += blockDim.x) {
         const bool ok = r0 + r < Sq;
@@ -309,7 +402,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
       gpu_cp_wait<0>();
       __syncthreads();
       if (!lowt) {
-        hstep(Qb, Ob, lse_s, del_s, r0);
+        hstep(Dr, Qr, Ql, Dd, lse_s, del_s, r0);
         continue;
       }
       const int64_t pbase = ((int64_t)b * a.Hq + h) * Sq * (int64_t)Skv + (int64_t)r0 * Skv + c0 + warp * 16;
@@ -330,8 +423,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
 #pragma unroll
         for (int sl = 0; sl < 16; sl++) pq[hh][sl] = s[hh][sl];
       /* dV += P_r^T dO_r (both along the query rows) */
-      gpu_bwd_sr_rows(pq, pout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
-                      gpu_bwd_key(a.seed, 0), pbase, 1, Skv);
+      gpu_bwd_sr_tile<true>(pq, pout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 0), pbase, Skv);
       gpu_mm_pv_low<D>(dv, pq, Dr, false, pout, dro, lane);
       /* dP^T = V_d dO_d^T (both along D) */
       gpu_mm_scores<LO, D>(dp, Vlw, Dd, lane);
@@ -343,8 +435,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
           s[hh][sl] = s[hh][sl] * (d - del_s[lay.key(sl)]); /* dS^T = P^T (dP^T - Delta) */
         }
       /* dK += dS_r^T Q_r (both along the query rows) */
-      gpu_bwd_sr_rows(s, dout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
-                      gpu_bwd_key(a.seed, 6), pbase, 1, Skv);
+      gpu_bwd_sr_tile<true>(s, dout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 6), pbase, Skv);
       gpu_mm_pv_low<D>(dk, s, Qr, false, dout, qro, lane);
     }
     gpu_cp_wait<0>();
@@ -391,7 +482,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
   for (int hh = 0; hh < 2; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) dq[hh][o] = 0.0f;
-  if (nj > 0) {
+  if (!LOW && nj > 0) {
     gpu_bwd_tile<D>(Qs, a.q, a.sq, b, h, r0, Sq, a.vec16);
     gpu_bwd_tile<D>(Os, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
   }
@@ -400,9 +491,10 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
     gpu_bwd_tile<D>(Vb + buf * T64, a.v, a.sv, b, hk, j * 64, Skv, a.vec16);
     gpu_cp_commit();
   };
-  const unsigned short *Qw = Qs + warp * 16 * LD, *Ow = Os + warp * 16 * LD;
-  /* a high step: key tile j with K, V in Ks, Vs */
-  auto hstep = [&](const unsigned short *Ks, const unsigned short *Vs, int j) {
+  /* a high step: key tile j with K, V in Ks, Vs, this query tile's Q, dO in Qt, Ot */
+  auto hstep = [&](const unsigned short *Qt, const unsigned short *Ot, const unsigned short *Ks,
+                   const unsigned short *Vs, int j) {
+    const unsigned short *Qw = Qt + warp * 16 * LD, *Ow = Ot + warp * 16 * LD;
     float s[2][16], dp[2][16];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -429,24 +521,27 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
         gpu_cp_wait<0>();
       }
       __syncthreads();
-      hstep(Kb + buf * T64, Vb + buf * T64, j);
+      hstep(Qs, Os, Kb + buf * T64, Vb + buf * T64, j);
       __syncthreads();
     }
   } else {
-    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn. Low
+    /* Low tiles (SEMANTICS "Backward"), every step loaded in turn (two CTAs
+     * an SM overlap one's loads with the other's products). Low
      * operands: Ql, Dd (the forward's Q along D, dO along D with SR; this
      * query tile), Kl, Vl (the forward's K, V along D) and Kc (K along the
      * keys) of the step's key tile. */
     typedef gpu_mma<gpu_bf16> LO;
-    unsigned short *Ql = Vb + 2 * T64, *Dd = Ql + T64, *Kl = Dd + T64, *Vl = Kl + T64, *Kc = Vl + T64;
-    float *stg = (float *)(Kc + 2 * T64), *sto = stg + 4 * 16 * 64, *qso = sto + 64, *dso = qso + 64,
+    /* [Ql][Dd] resident, then the step tiles Kl, Vl, Kc (a high step: K, V, Q, dO) */
+    unsigned short *Ql = (unsigned short *)gpu_bwd_raw, *Dd = Ql + T64, *Kl = Dd + T64, *Vl = Kl + T64,
+                   *Kc = Vl + T64, *S3 = Kc + T64;
+    float *qso = (float *)(S3 + T64), *dso = qso + 64,
           *kso = dso + 64, *vso = kso + 64, *kco = vso + 64;
     const int fmt = a.low;
     gpu_bwd_low_tile<D>(Ql, a.lq, a.Hq, Sq, b, h, r0);
     gpu_bwd_low_tile<D>(Dd, a.dod, a.Hq, Sq, b, h, r0);
     gpu_bwd_row_outer(qso, a.lq_out, fmt, a.Hq, Sq, b, h, r0);
     gpu_bwd_row_outer(dso, a.dod_out, fmt, a.Hq, Sq, b, h, r0);
-    gpu_cp_commit(); /* with Q and dO (high) above */
+    gpu_cp_commit();
     const unsigned short *Qlw = Ql + warp * 16 * LD, *Ddw = Dd + warp * 16 * LD;
     for (int j = 0; j < nj; j++) {
       const bool lowt = a.leaky || !(a.causal && j * 64 + 63 > r0 + off);
@@ -458,15 +553,17 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
         gpu_bwd_row_outer(kso, a.lk_out, fmt, a.Hkv, Skv, b, hk, j * 64);
         gpu_bwd_row_outer(vso, a.vd_out, fmt, a.Hkv, Skv, b, hk, j * 64);
         gpu_bwd_chan_outer<D>(kco, a.kc_out, fmt, a.Hkv, Skv, b, hk, j);
-      } else {
-        gpu_bwd_tile<D>(Kb, a.k, a.sk, b, hk, j * 64, Skv, a.vec16);
-        gpu_bwd_tile<D>(Vb, a.v, a.sv, b, hk, j * 64, Skv, a.vec16);
+      } else { /* a diagonal tile pair (SPEC 4): K, V and this query tile's Q, dO, high */
+        gpu_bwd_tile<D>(Kl, a.k, a.sk, b, hk, j * 64, Skv, a.vec16);
+        gpu_bwd_tile<D>(Vl, a.v, a.sv, b, hk, j * 64, Skv, a.vec16);
+        gpu_bwd_tile<D>(Kc, a.q, a.sq, b, h, r0, Sq, a.vec16);
+        gpu_bwd_tile<D>(S3, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
       }
       gpu_cp_commit();
       gpu_cp_wait<0>();
       __syncthreads();
       if (!lowt) {
-        hstep(Kb, Vb, j);
+        hstep(Kc, S3, Kl, Vl, j);
         continue;
       }
       float s[2][16], dp[2][16], dout[2];
@@ -492,8 +589,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
         }
       /* dQ += dS_c K_c (both along the keys) */
       const int64_t pbase = (((int64_t)b * a.Hq + h) * Sq + r0 + warp * 16) * (int64_t)Skv + j * 64;
-      gpu_bwd_sr_rows(s, dout, stg + warp * 16 * 64, sto + warp * 16, lay, lane, fmt, a.mx_round_up,
-                      gpu_bwd_key(a.seed, 4), pbase, Skv, 1);
+      gpu_bwd_sr_tile<false>(s, dout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 4), pbase, Skv);
       gpu_mm_pv_low<D>(dq, s, Kc, false, dout, kco, lane);
     }
     gpu_cp_wait<0>();
