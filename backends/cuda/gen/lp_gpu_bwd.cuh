@@ -94,28 +94,31 @@ __device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lan
     }
     return;
   }
+  /* the 4 blocks first (independent Philox chains the scheduler can interleave), then their words */
+  uint32_t w[4][4];
+  const int r = q & 3, p = t & 1;
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++) {
+    /* KEYROWS: lane r = q & 3 of the group computes the block of column slot 4 jj + r (rows
+     * (q & ~3) + 8 hh + 0..3: word r is row (q & ~3) + r + 8 hh); else lane t computes the
+     * block of columns 8 j + 4 (t >> 1) .. + 3, j = 2 jj + (t & 1) */
+    const int64_t n = KEYROWS ? base + (q & ~3) + 8 * hh + (int64_t)(8 * (2 * jj + (r >> 1)) + 2 * t + (r & 1)) * Skv
+                              : base + (int64_t)row * Skv + 8 * (2 * jj + p) + 4 * (t >> 1);
+    gpu_philox4(key, (uint64_t)n >> 2, w[jj]);
+  }
 #pragma unroll
   for (int jj = 0; jj < 4; jj++) { /* slots 4 jj .. 4 jj + 3: columns 16 jj + {0, 1, 8, 9} + 2 t */
-    uint32_t w[4];
     if (KEYROWS) {
-      /* lane r = q & 3 of the group computes the block of column slot 4 jj + r
-       * (rows (q & ~3) + 8 hh + 0..3: word r is row (q & ~3) + r + 8 hh) */
-      const int r = q & 3, col = 8 * (2 * jj + (r >> 1)) + 2 * t + (r & 1);
-      gpu_philox4(key, (uint64_t)(base + (q & ~3) + 8 * hh + (int64_t)col * Skv) >> 2, w);
       uint32_t v[4]; /* v[d]: word r of the block of lane r ^ d */
-      v[0] = gpu_sel4(w, r);
+      v[0] = gpu_sel4(w[jj], r);
 #pragma unroll
-      for (int d = 1; d < 4; d++) v[d] = __shfl_xor_sync(0xffffffffu, gpu_sel4(w, r ^ d), d << 2);
+      for (int d = 1; d < 4; d++) v[d] = __shfl_xor_sync(0xffffffffu, gpu_sel4(w[jj], r ^ d), d << 2);
 #pragma unroll
       for (int s = 0; s < 4; s++) u[4 * jj + s] = gpu_sr_word_u(gpu_sel4(v, s ^ r));
-    } else {
-      /* lane t computes the block of columns 8 j + 4 (t >> 1) .. + 3, j = 2 jj + (t & 1):
-       * its words 2 (t & 1) + {0, 1} are its own, the other two lane t ^ 1's */
-      const int p = t & 1, j = 2 * jj + p;
-      gpu_philox4(key, (uint64_t)(base + (int64_t)row * Skv + 8 * j + 4 * (t >> 1)) >> 2, w);
-      const uint32_t o0 = p ? w[2] : w[0], o1 = p ? w[3] : w[1];
-      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, p ? w[0] : w[2], 1);
-      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, p ? w[1] : w[3], 1);
+    } else { /* words 2 (t & 1) + {0, 1} are this lane's, the other two lane t ^ 1's */
+      const uint32_t o0 = p ? w[jj][2] : w[jj][0], o1 = p ? w[jj][3] : w[jj][1];
+      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, p ? w[jj][0] : w[jj][2], 1);
+      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, p ? w[jj][1] : w[jj][3], 1);
       u[4 * jj] = gpu_sr_word_u(p ? r0 : o0), u[4 * jj + 1] = gpu_sr_word_u(p ? r1 : o1);
       u[4 * jj + 2] = gpu_sr_word_u(p ? o0 : r0), u[4 * jj + 3] = gpu_sr_word_u(p ? o1 : r1);
     }
