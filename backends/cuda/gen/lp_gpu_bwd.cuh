@@ -134,8 +134,10 @@ __device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lan
  * takes it (both scaled by 2^64 where 1 / divisor would overflow: the same
  * value). x gets code x group
  * scale (exact in bf16), rout[hh] its row's outer scale (MXFP4: 1; FP8 with
- * a non-finite value: NaN, as the quantizer's). */
-template <bool KEYROWS>
+ * a non-finite value: NaN, as the quantizer's). NONNEG (P >= 0): the value
+ * forms get |y|, which lets the compiler drop their sign path (a +0 where
+ * the quantizer would keep -0: the same value). */
+template <bool KEYROWS, bool NONNEG = false>
 __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)[2], int lane, int fmt, int mx_up,
                                              uint64_t key, int64_t base, int Skv) {
   const bool fp8 = fmt == LPATTN_FMT_FP8, mx = fmt == LPATTN_FMT_MXFP4;
@@ -160,9 +162,16 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
     if (fp8) {
       rout[hh] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : out;
       const bool ok = bad == 0.0f && out != 0.0f;
-      const float k = out < 1e-30f ? 1.8446744e19f : 1.0f, rd = ok ? 1.0f / (out * k) : 0.0f;
+      const bool tiny = out < 1e-30f; /* 1 / out would overflow: both scaled by 2^64 */
+      const float k = tiny ? 1.8446744e19f : 1.0f, rd = ok ? 1.0f / (out * k) : 0.0f;
+      if (gpu_warp_any(tiny))
 #pragma unroll
-      for (int sl = 0; sl < 16; sl++) x[hh][sl] = ok ? gpu_e4m3_sr((x[hh][sl] * k) * rd, u[sl]) : 0.0f;
+        for (int sl = 0; sl < 16; sl++) x[hh][sl] *= k;
+#pragma unroll
+      for (int sl = 0; sl < 16; sl++) {
+        const float y = x[hh][sl] * rd;
+        x[hh][sl] = ok ? gpu_e4m3_sr(NONNEG ? fabsf(y) : y, u[sl]) : 0.0f;
+      }
       continue;
     }
     rout[hh] = mx ? 1.0f : out;
@@ -177,15 +186,22 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
     uint8_t sc;
     float denom;
     const float svi = gpu_group_scale(fmt, g, gbd != 0.0f, out, mx_up, &sc, &denom);
-    const float ki = denom < 1e-30f ? 1.8446744e19f : 1.0f;
+    const bool tiny = denom < 1e-30f; /* 1 / denom would overflow: both scaled by 2^64 */
+    const float ki = tiny ? 1.8446744e19f : 1.0f;
     const float rdi = denom == 0.0f ? 0.0f : 1.0f / (denom * ki); /* 0: the group's codes are 0 */
+    const bool any_tiny = gpu_warp_any(tiny);
 #pragma unroll
     for (int m = 0; m < 4; m++) {
-      const float sv = gpu_rlane(svi, m), rd = gpu_rlane(rdi, m), k = gpu_rlane(ki, m);
+      const float sv = gpu_rlane(svi, m), rd = gpu_rlane(rdi, m);
+      if (any_tiny) {
+        const float k = gpu_rlane(ki, m);
+#pragma unroll
+        for (int e = 0; e < 4; e++) x[hh][4 * m + e] *= k;
+      }
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const float v = x[hh][4 * m + e];
-        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr((v * k) * rd, u[4 * m + e])) * sv;
+        const float y = x[hh][4 * m + e] * rd;
+        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, u[4 * m + e])) * sv;
       }
     }
   }
@@ -426,7 +442,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
 #pragma unroll
         for (int sl = 0; sl < 16; sl++) pq[hh][sl] = s[hh][sl];
       /* dV += P_r^T dO_r (both along the query rows) */
-      gpu_bwd_sr_tile<true>(pq, pout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 0), pbase, Skv);
+      gpu_bwd_sr_tile<true, true>(pq, pout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 0), pbase, Skv);
       gpu_mm_pv_low<D>(dv, pq, Dr, false, pout, dro, lane);
       /* dP^T = V_d dO_d^T (both along D) */
       gpu_mm_scores<LO, D>(dp, Vlw, Dd, lane);
