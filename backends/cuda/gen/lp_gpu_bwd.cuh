@@ -18,7 +18,8 @@
  * inc/attn_cuda.j2: ldmatrix + mma.sync m16n8k16, f32 accumulation), read
  * with the roles of their operands exchanged; P and dS enter a product in
  * the input type, as the forward's P does (bf16: as two terms, gpu_bwd_pv). Q/dO
- * (dkdv) and K/V (dq) tiles are double-buffered with cp.async. */
+ * (dkdv) and K/V (dq) tiles are double-buffered with cp.async in the HIGH
+ * instances; the LOW ones load each step's tiles in turn (gpu_bwd_smem). */
 #ifndef LP_GPU_BWD_CUH
 #define LP_GPU_BWD_CUH
 #include "lp_gpu_attn.cuh"
@@ -75,8 +76,8 @@ __device__ __forceinline__ uint32_t gpu_sel4(const uint32_t (&w)[4], int i) {
 /* Philox uniforms u[sl] of row slots hh of a warp's 16 x 64 tile (lane
  * layout gpu_lay: row (lane >> 2) + 8 hh, column key(sl)). Element (row,
  * col) draws index base + row + col * Skv (KEYROWS, dkdv: rows are keys,
- * columns queries) or base + row * Skv + col (dq). With Skv % 4 == 0 (and
- * base % 4 == 0, which the callers' bases then are) a Philox block is 4
+ * columns queries) or base + row * Skv + col (dq). With Skv % 4 == 0 and
+ * base % 4 == 0 (the callers' bases are, when Skv is) a Philox block is 4
  * keys of one query: KEYROWS, the 4 rows of a lane's quad-row group, held
  * by lanes that differ in lane bits 2-3; else 4 columns, held by lanes t and
  * t ^ 1. One lane computes the block, 3 (resp. 1) shuffles hand its words
@@ -85,7 +86,7 @@ template <bool KEYROWS>
 __device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lane, uint64_t key, int64_t base,
                                                  int Skv) {
   const int t = lane & 3, q = lane >> 2, row = q + 8 * hh;
-  if (Skv & 3) {
+  if ((Skv | (int)(base & 3)) & 3) { /* the shared blocks need base and Skv multiples of 4 */
 #pragma unroll
     for (int sl = 0; sl < 16; sl++) {
       const int col = (sl >> 1) * 8 + 2 * t + (sl & 1);
