@@ -67,6 +67,33 @@ template <int D> struct gpu_bwd_smem {
   static constexpr size_t low_bytes = (size_t)6 * T64 * 2 + (size_t)(6 * 64 + 2 * D) * 4;
 };
 
+/* Rows [row0, row0 + 64) of head h of a bf16 copy [B][H][S][D] (a low
+ * operand) into a [64][LD] tile, zeros past S; and its outer scales: per
+ * row (AXIS_D copies) into o[64], or per channel of the 64-row tile
+ * (AXIS_S) into o[D]; MXFP4 has none (1). */
+template <int D>
+__device__ __forceinline__ void gpu_bwd_low_tile(unsigned short *dst, const void *src, int H, int S, int b, int h,
+                                                 int row0) {
+  const int64_t st[4] = {(int64_t)H * S * D, (int64_t)S * D, D, 1};
+  gpu_bwd_tile<D>(dst, src, st, b, h, row0, S, true);
+}
+__device__ __forceinline__ void gpu_bwd_row_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
+                                                  int row0) {
+  for (int r = threadIdx.x; r < 64; r += blockDim.x)
+    o[r] = row0 + r >= S ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[((int64_t)b * H + h) * S + row0 + r];
+}
+template <int D>
+__device__ __forceinline__ void gpu_bwd_chan_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
+                                                   int tile) {
+  const int nt = (S + 63) / 64;
+  for (int d = threadIdx.x; d < D; d += blockDim.x)
+    o[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[(((int64_t)b * H + h) * nt + tile) * D + d];
+}
+/* SR stream of operand o (SEMANTICS "Backward"): seed + (o + 1) * golden ratio */
+__device__ __forceinline__ uint64_t gpu_bwd_key(uint64_t seed, int o) {
+  return seed + (uint64_t)(o + 1) * 0x9E3779B97F4A7C15ull;
+}
+
 
 /* 4-way select of a register by a lane-dependent index (no local memory). */
 __device__ __forceinline__ uint32_t gpu_sel4(const uint32_t (&w)[4], int i) {
@@ -206,33 +233,6 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
       }
     }
   }
-}
-
-/* Rows [row0, row0 + 64) of head h of a bf16 copy [B][H][S][D] (a low
- * operand) into a [64][LD] tile, zeros past S; and its outer scales: per
- * row (AXIS_D copies) into o[64], or per channel of the 64-row tile
- * (AXIS_S) into o[D]; MXFP4 has none (1). */
-template <int D>
-__device__ __forceinline__ void gpu_bwd_low_tile(unsigned short *dst, const void *src, int H, int S, int b, int h,
-                                                 int row0) {
-  const int64_t st[4] = {(int64_t)H * S * D, (int64_t)S * D, D, 1};
-  gpu_bwd_tile<D>(dst, src, st, b, h, row0, S, true);
-}
-__device__ __forceinline__ void gpu_bwd_row_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
-                                                  int row0) {
-  for (int r = threadIdx.x; r < 64; r += blockDim.x)
-    o[r] = row0 + r >= S ? 0.0f : fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[((int64_t)b * H + h) * S + row0 + r];
-}
-template <int D>
-__device__ __forceinline__ void gpu_bwd_chan_outer(float *o, const float *src, int fmt, int H, int S, int b, int h,
-                                                   int tile) {
-  const int nt = (S + 63) / 64;
-  for (int d = threadIdx.x; d < D; d += blockDim.x)
-    o[d] = fmt == LPATTN_FMT_MXFP4 ? 1.0f : src[(((int64_t)b * H + h) * nt + tile) * D + d];
-}
-/* SR stream of operand o (SEMANTICS "Backward"): seed + (o + 1) * golden ratio */
-__device__ __forceinline__ uint64_t gpu_bwd_key(uint64_t seed, int o) {
-  return seed + (uint64_t)(o + 1) * 0x9E3779B97F4A7C15ull;
 }
 
 /* acc += P V for the backward's products with a rounded factor (dV += P^T
