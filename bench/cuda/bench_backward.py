@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Time lpattn's CUDA attention backward (precision HIGH) and PyTorch SDPA's
-backward (flash and cuDNN backends) on the same shapes in the same run
-(issue 14's target: B = 1, H = 32, D = 128, S = 4k-16k, f16); write a
-markdown table.
+"""Time lpattn's CUDA attention backward (precision HIGH, and FP8, NVFP4 and
+MXFP4 as a ratio to HIGH) and PyTorch SDPA's backward (flash and cuDNN
+backends) on the same shapes in the same run (issue 14's targets: B = 1,
+H = 32, D = 128, S = 4k-16k, f16; HIGH >= 0.5x SDPA, low <= 1x HIGH's time);
+write a markdown table.
 
 Usage: LPATTN_LIBRARY=.../liblpattn.so bench_backward.py OUT.md [S,S,...]
 (the lpattn Python package on PYTHONPATH, e.g. PYTHONPATH=python). Each
@@ -84,7 +85,7 @@ def main():
             print(rows[-1], flush=True)
     dev = torch.cuda.get_device_name()
     with open(out_md, "w") as f:
-        f.write("# Attention backward, precision HIGH: lpattn CUDA vs PyTorch SDPA\n\n")
+        f.write("# Attention backward: lpattn CUDA (HIGH and the low precisions) vs PyTorch SDPA\n\n")
         f.write("%s, torch %s, %s; B = %d, H = %d, D = %d, f16; median ms of one backward.\n"
                 "speed = SDPA's best / lpattn (1 = as fast as SDPA; issue 14 asks >= 0.5).\n"
                 "Low columns: lpattn's backward at that precision, ms (its time / HIGH's; issue 14 asks <= 1).\n\n"
