@@ -112,11 +112,12 @@ __device__ __forceinline__ uint32_t gpu_sel4(const uint32_t (&w)[4], int i) {
 template <bool KEYROWS>
 __device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lane, uint64_t key, int64_t base,
                                                  int Skv) {
-  const int t = lane & 3, q = lane >> 2, row = q + 8 * hh;
+  const gpu_lay<32> lay{lane};
+  const int t = lane & 3, q = lane >> 2, row = lay.row(hh);
   if ((Skv | (int)(base & 3)) & 3) { /* the shared blocks need base and Skv multiples of 4 */
 #pragma unroll
     for (int sl = 0; sl < 16; sl++) {
-      const int col = (sl >> 1) * 8 + 2 * t + (sl & 1);
+      const int col = lay.key(sl);
       const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
       u[sl] = gpu_sr_uniform(key, (uint64_t)n);
     }
@@ -204,16 +205,8 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
     }
     rout[hh] = mx ? 1.0f : out;
     /* lane i of the row's quad takes group i's scale step (MXFP4: its pair's) */
-    const int gi = lane & 3;
-    float g = 0.0f, gbd = 0.0f;
-#pragma unroll
-    for (int m = 0; m < 4; m++) {
-      const int mm = m & ~1;
-      if (m == gi) g = mx ? fmaxf(ga[mm], ga[mm + 1]) : ga[m], gbd = mx ? fmaxf(gb[mm], gb[mm + 1]) : gb[m];
-    }
-    uint8_t sc;
     float denom;
-    const float svi = gpu_group_scale(fmt, g, gbd != 0.0f, out, mx_up, &sc, &denom);
+    const float svi = gpu_quad_group_scale(ga, gb, fmt, out, mx_up, &denom);
     const bool tiny = denom < 1e-30f; /* 1 / denom would overflow: both scaled by 2^64 */
     const float ki = tiny ? 1.8446744e19f : 1.0f;
     const float rdi = denom == 0.0f ? 0.0f : 1.0f / (denom * ki); /* 0: the group's codes are 0 */

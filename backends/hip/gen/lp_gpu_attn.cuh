@@ -209,6 +209,27 @@ __device__ inline void gpu_mm_pv_any(float (&acc)[1][D / (W / 16)], const float 
   }
 }
 
+#if defined(GPU_P_SPLIT_SCALES)
+/* Lane i of a row's quad: the scale step (common/quant.j2 group_scale) of
+ * the row's 16-column group i (MXFP4: of its pair of groups), from the
+ * groups' amaxes ga and non-finite flags gb; returns the decoded scale and
+ * sets *denom, the group's divisor. The row's lanes read group m's from lane
+ * m (gpu_rlane). Used by this P quantizer and the backward's SR tile. */
+__device__ __forceinline__ float gpu_quad_group_scale(const float (&ga)[4], const float (&gb)[4], int fmt, float outer,
+                                                      int mx_round_up, float *denom) {
+  const bool mx = fmt == LPATTN_FMT_MXFP4;
+  const int q = gpu_rindex();
+  float g = 0.0f, bad = 0.0f;
+#pragma unroll
+  for (int m = 0; m < 4; m++) {
+    const int mm = m & ~1;
+    if (m == q) g = mx ? fmaxf(ga[mm], ga[mm + 1]) : ga[m], bad = mx ? fmaxf(gb[mm], gb[mm + 1]) : gb[m];
+  }
+  uint8_t sc;
+  return gpu_group_scale(fmt, g, bad != 0.0f, outer, mx_round_up, &sc, denom);
+}
+#endif
+
 /* P^ of a low tile, per row of the tile, in registers: a row's 16-key groups
  * are SPG slots on each of its lanes; pout[hh] is row hh's outer scale.
  * CHECK = false (the sm_90a kernel, whose row sums already carry a NaN P to
@@ -244,16 +265,9 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
     pout[hh] = outer;
 #if defined(GPU_P_SPLIT_SCALES)
     if constexpr (BK / 16 == 4) { /* lane i of the row's quad computes group i's scale, the quad shares them */
-      const int q = gpu_rindex();
-      float gq = 0.0f; /* group q's amax (MXFP4: of its pair) */
-#pragma unroll
-      for (int m = 0; m < BK / 16; m++) {
-        const int mm = m & ~1;
-        if (m == q) gq = mx ? fmaxf(ga16[mm], ga16[mm + 1]) : ga16[m];
-      }
-      uint8_t sc;
+      const float nobad[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* the flags are applied below */
       float denom;
-      const float svq = gpu_group_scale(fmt, gq, 0, outer, mx_round_up, &sc, &denom);
+      const float svq = gpu_quad_group_scale(ga16, nobad, fmt, outer, mx_round_up, &denom);
       const float rdq = denom == 0.0f ? 0.0f : 1.0f / denom; /* 0: the group's codes are 0 */
 #pragma unroll
       for (int m = 0; m < BK / 16; m++) {
