@@ -33,7 +33,8 @@ def inputs(S):
     return [torch.randn(B, H, S, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(4)]
 
 
-LOW = ("fp8", "nvfp4", "mxfp4")
+# LPATTN_BENCH_LOW=fp8,nvfp4 picks the low precisions timed ("" none)
+LOW = tuple(x for x in os.environ.get("LPATTN_BENCH_LOW", "fp8,nvfp4,mxfp4").split(",") if x)
 
 
 def lpattn_bwd(S, causal, reps, precision="high"):

@@ -248,6 +248,10 @@ int main(void) {
       {1, 2, 2, 150, 90, 64, LPATTN_BF16, LPATTN_F16, LPATTN_BF16},   /* Sq > Skv: rows that see no key */
       {1, 2, 1, 129, 129, 128, LPATTN_F16, LPATTN_F16, LPATTN_F16},
       {1, 1, 1, 64, 64, 64, LPATTN_F16, LPATTN_F32, LPATTN_F32},
+      /* long enough for many pipeline stages per CTA of the sm_90a kernels
+       * (lp_gpu_bwd_wg.cuh: 128 keys / rows a CTA, 64 a step), GQA 4 */
+      {1, 8, 2, 700, 1000, 128, LPATTN_F16, LPATTN_F32, LPATTN_F16},
+      {1, 4, 1, 577, 577, 64, LPATTN_BF16, LPATTN_F32, LPATTN_F32},
   };
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], causal);
