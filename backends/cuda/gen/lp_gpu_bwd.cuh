@@ -294,7 +294,8 @@ __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<3
 }
 
 /* 2. dK and dV of key tile blockIdx.x of KV head blockIdx.y, batch blockIdx.z. */
-template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gpu_bwd_dkdv(const lp_gpu_bwd_args a) {
+template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu_bwd_dkdv(const lp_gpu_bwd_args a) {
+  constexpr bool LOW = FMT >= 0;
   typedef gpu_mma<T> HI;
   constexpr int LD = gpu_smem<D>::LD, T64 = gpu_bwd_smem<D>::T64, NO = D / 4;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_bwd_raw[];
@@ -378,7 +379,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
     unsigned short *Kl = (unsigned short *)gpu_bwd_raw, *Vl = Kl + T64, *Ql = Vl + T64, *Dd = Ql + T64,
                    *Dr = Dd + T64, *Qr = Dr + T64; /* the step tiles: Ql, Dd, Dr, Qr (a high step: Q, dO, K, V) */
     float *kso = del_s + 64, *vso = kso + 64, *qso = vso + 64, *dso = qso + 64, *dro = dso + 64, *qro = dro + D;
-    const int fmt = a.low;
+    constexpr int fmt = LOW ? FMT : 0; /* a.low, fixed per instance */
     gpu_cp_wait<0>();
     gpu_bwd_low_tile<D>(Kl, a.lk, a.Hkv, Skv, b, hk, c0);
     gpu_bwd_low_tile<D>(Vl, a.vd, a.Hkv, Skv, b, hk, c0);
@@ -469,7 +470,8 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
 
 /* 3. dQ of a query tile (blockIdx.x, reversed when causal) of q head
  * blockIdx.y, batch blockIdx.z. */
-template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gpu_bwd_dq(const lp_gpu_bwd_args a) {
+template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu_bwd_dq(const lp_gpu_bwd_args a) {
+  constexpr bool LOW = FMT >= 0;
   typedef gpu_mma<T> HI;
   constexpr int LD = gpu_smem<D>::LD, T64 = gpu_bwd_smem<D>::T64, NO = D / 4;
   extern __shared__ __attribute__((aligned(16))) unsigned char gpu_bwd_raw[];
@@ -549,7 +551,7 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
                    *Kc = Vl + T64, *S3 = Kc + T64;
     float *qso = (float *)(S3 + T64), *dso = qso + 64,
           *kso = dso + 64, *vso = kso + 64, *kco = vso + 64;
-    const int fmt = a.low;
+    constexpr int fmt = LOW ? FMT : 0; /* a.low, fixed per instance */
     gpu_bwd_low_tile<D>(Ql, a.lq, a.Hq, Sq, b, h, r0);
     gpu_bwd_low_tile<D>(Dd, a.dod, a.Hq, Sq, b, h, r0);
     gpu_bwd_row_outer(qso, a.lq_out, fmt, a.Hq, Sq, b, h, r0);
@@ -619,17 +621,20 @@ template <typename T, int D, bool LOW> __global__ void __launch_bounds__(128) gp
 }
 
 /* The three launches on one stream; calls with low tiles take the kernels'
- * LOW instances (their shared memory and registers are not the HIGH ones'). */
-template <typename T, int D, bool LOW> static lpattn_status gpu_bwd_launch_k(const lp_gpu_bwd_args *a, cudaStream_t st) {
+ * LOW instance of their format (FMT = a->low: each format's own code, the
+ * others' branches compiled out; their shared memory and registers are not
+ * the HIGH ones'). */
+template <typename T, int D, int FMT> static lpattn_status gpu_bwd_launch_k(const lp_gpu_bwd_args *a, cudaStream_t st) {
+  constexpr bool LOW = FMT >= 0;
   const size_t smem = LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes;
   int dev = 0, optin = 0; /* a device with less shared memory per block: UNSUPPORTED, not a launch failure */
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   if (smem > (size_t)optin) return LPATTN_ERR_UNSUPPORTED;
-  if (cudaFuncSetAttribute(gpu_bwd_dkdv<T, D, LOW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+  if (cudaFuncSetAttribute(gpu_bwd_dkdv<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
           cudaSuccess ||
-      cudaFuncSetAttribute(gpu_bwd_dq<T, D, LOW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+      cudaFuncSetAttribute(gpu_bwd_dq<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
           cudaSuccess) {
     (void)cudaGetLastError(); /* clear our own error */
     return LPATTN_ERR_BACKEND;
@@ -637,12 +642,17 @@ template <typename T, int D, bool LOW> static lpattn_status gpu_bwd_launch_k(con
   const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
   gpu_bwd_prep<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(*a);
   const unsigned nkt = (unsigned)((a->Skv + 63) / 64), nqt = (unsigned)((a->Sq + 63) / 64);
-  gpu_bwd_dkdv<T, D, LOW><<<dim3(nkt, (unsigned)a->Hkv, (unsigned)a->B), 128, smem, st>>>(*a);
-  gpu_bwd_dq<T, D, LOW><<<dim3(nqt, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
+  gpu_bwd_dkdv<T, D, FMT><<<dim3(nkt, (unsigned)a->Hkv, (unsigned)a->B), 128, smem, st>>>(*a);
+  gpu_bwd_dq<T, D, FMT><<<dim3(nqt, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 template <typename T, int D> static lpattn_status gpu_bwd_launch(const lp_gpu_bwd_args *a, cudaStream_t st) {
-  return a->low >= 0 ? gpu_bwd_launch_k<T, D, true>(a, st) : gpu_bwd_launch_k<T, D, false>(a, st);
+  switch (a->low) {
+  case LPATTN_FMT_NVFP4: return gpu_bwd_launch_k<T, D, LPATTN_FMT_NVFP4>(a, st);
+  case LPATTN_FMT_MXFP4: return gpu_bwd_launch_k<T, D, LPATTN_FMT_MXFP4>(a, st);
+  case LPATTN_FMT_FP8: return gpu_bwd_launch_k<T, D, LPATTN_FMT_FP8>(a, st);
+  default: return a->low < 0 ? gpu_bwd_launch_k<T, D, -1>(a, st) : LPATTN_ERR_UNSUPPORTED;
+  }
 }
 } // namespace lpattn_cuda
 #endif
