@@ -25,7 +25,8 @@ import lpattn  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cuda import timed  # noqa: E402
 
-B, H, D = 1, 32, 128
+B, H = 1, 32
+D = int(os.environ.get("LPATTN_BENCH_D", "128"))  # issue 14 names D = 128
 
 
 def inputs(S):
