@@ -26,12 +26,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cuda import timed  # noqa: E402
 
 B, H = 1, 32
-D = int(os.environ.get("LPATTN_BENCH_D", "128"))  # issue 14 names D = 128
+D = int(os.environ.get("LPATTN_BENCH_D", "128"))  # issue 14 names D = 128 and f16
+DT = os.environ.get("LPATTN_BENCH_DTYPE", "f16")
 
 
 def inputs(S):
     g = torch.Generator(device="cuda").manual_seed(S)
-    return [torch.randn(B, H, S, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(4)]
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[DT]
+    return [torch.randn(B, H, S, D, device="cuda", dtype=dt, generator=g) for _ in range(4)]
 
 
 # LPATTN_BENCH_LOW=fp8,nvfp4 picks the low precisions timed ("" none)
@@ -88,10 +90,10 @@ def main():
     dev = torch.cuda.get_device_name()
     with open(out_md, "w") as f:
         f.write("# Attention backward: lpattn CUDA (HIGH and the low precisions) vs PyTorch SDPA\n\n")
-        f.write("%s, torch %s, %s; B = %d, H = %d, D = %d, f16; median ms of one backward.\n"
+        f.write("%s, torch %s, %s; B = %d, H = %d, D = %d, %s; median ms of one backward.\n"
                 "speed = SDPA's best / lpattn (1 = as fast as SDPA; issue 14 asks >= 0.5).\n"
                 "Low columns: lpattn's backward at that precision, ms (its time / HIGH's; issue 14 asks <= 1).\n\n"
-                % (dev, torch.__version__, platform.node(), B, H, D))
+                % (dev, torch.__version__, platform.node(), B, H, D, DT))
         f.write("| S | causal | lpattn ms | lpattn TFLOP/s | SDPA flash ms | SDPA cuDNN ms | SDPA best TFLOP/s | speed | "
                 + " | ".join("%s ms (x HIGH)" % p for p in LOW) + " |\n")
         f.write("| --- " * (8 + len(LOW)) + "|\n")

@@ -128,10 +128,11 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, int causal
   parity_at(cu, ref, s, causal, 0, 0);
 }
 
-/* q, k, v and dout as views with a row pitch of D + 3 elements: the kernel's
- * element-wise (not 16-byte) loads. */
-static void strided(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const int64_t B = 1, Hq = 2, Hkv = 1, S = 100, D = 64, P = D + 3;
+/* q, k, v and dout as views with a row pitch of D + extra elements: extra 3,
+ * the kernel's element-wise (not 16-byte) loads; extra 8, 16-byte rows at a
+ * pitch (the sm_90a kernels' TMA maps with that row stride). */
+static void strided(lpattn_ctx *cu, lpattn_ctx *ref, int64_t extra) {
+  const int64_t B = 1, Hq = 2, Hkv = 1, S = 100, D = 64, P = D + extra;
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.causal = 1;
@@ -150,7 +151,7 @@ static void strided(lpattn_ctx *cu, lpattn_ctx *ref) {
   CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK);
   CHECK_STATUS(ref_bwd(ref, &p, &r, &ap), LPATTN_OK);
   const double eq = ct_relerr(&p.dq.h, &r.dq.h), ek = ct_relerr(&p.dk.h, &r.dk.h), ev = ct_relerr(&p.dv.h, &r.dv.h);
-  printf("backward strided: dq %.2e dk %.2e dv %.2e\n", eq, ek, ev);
+  printf("backward strided (row pitch D + %lld): dq %.2e dk %.2e dv %.2e\n", (long long)extra, eq, ek, ev);
   CHECK(eq < 5e-3 && ek < 5e-3 && ev < 5e-3, "strided rel err dq %g dk %g dv %g", eq, ek, ev);
   for (int t = 0; t < 4; t++) ct_free(&wide[t]);
   ct_free(&p.o), ct_free(&p.lse), ct_free(&p.dq), ct_free(&p.dk), ct_free(&p.dv);
@@ -257,10 +258,13 @@ int main(void) {
     for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], causal);
   /* absolute positions (causal masks that are not bottom-right): rows before
    * the first key, a top-left mask, every key visible */
-  const int64_t starts[][2] = {{0, 64}, {37, 0}, {700, 128}};
+  /* {0, 192}: a key CTA of the sm_90a dK/dV kernel sees no query tile and a
+   * row CTA of its dQ kernel no key tile */
+  const int64_t starts[][2] = {{0, 64}, {37, 0}, {700, 128}, {0, 192}};
   for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
     parity_at(cu, ref, &shapes[0], 1, starts[i][0], starts[i][1]);
-  strided(cu, ref);
+  strided(cu, ref, 3);
+  strided(cu, ref, 8);
   leak(cu, 100, LPATTN_PREC_HIGH);
   leak(cu, 127, LPATTN_PREC_HIGH);
   for (int prec = LPATTN_PREC_FP8; prec <= LPATTN_PREC_MXFP4; prec++) {

@@ -187,6 +187,10 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
   const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int kb = c0 + 64 * cw; /* this warpgroup's keys */
   constexpr int NO = D / 2;
+  /* bf16 at D = 128: dK and dV, the next step's S^T and dP^T and the hi + lo
+   * fragments of dK's product do not fit 240 registers at once (ptxas would
+   * serialize every wgmma, C7512): each step waits for its dK product. */
+  constexpr bool WAIT_DK = !gpu_is_f16<T>() && D == 128;
   float dk[NO], dv[NO];
 #pragma unroll
   for (int o = 0; o < NO; o++) dk[o] = dv[o] = 0.0f;
@@ -198,13 +202,12 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
     float sc[32], dp[32];
     uint32_t fh[4][4], fl[4][4];
     gpu_mb_wait(br.full(s), (uint32_t)(t / ST) & 1);
-    gpu_wg_hold(dk), gpu_wg_hold(dv);
     gpu_wg_fence();
     gpu_bwd_wg_ss<T, D, 128>(sc, sk, 64 * cw, sq + s * T64); /* S^T = K Q^T */
     gpu_bwd_wg_ss<T, D, 128>(dp, sv, 64 * cw, so + s * T64); /* dP^T = V dO^T */
     gpu_wg_wait<1>(); /* S^T, and the previous step's dV, dK */
-    if (t > 0) gpu_mb_arrive(br.empty((t - 1) % ST));
-    gpu_wg_hold(sc);
+    if (t > 0 && !WAIT_DK) gpu_mb_arrive(br.empty((t - 1) % ST));
+    gpu_wg_hold(dk), gpu_wg_hold(dv), gpu_wg_hold(sc);
     const float *ls = lsd + s * 128, *dl = ls + 64;
     const bool msk = a.causal && kb + 63 > r0 + off;
 #pragma unroll
@@ -226,9 +229,13 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
     gpu_wg_fence();
     gpu_bwd_wg_rs<T, D>(dk, fh, fl, sq + s * T64); /* dK += dS^T Q */
     gpu_wg_commit();
+    if (WAIT_DK) { /* dK's fragments are not held into the next step's MMAs */
+      gpu_wg_wait<0>();
+      gpu_mb_arrive(br.empty(s));
+    }
   }
   gpu_wg_wait<0>();
-  if (n > 0) gpu_mb_arrive(br.empty((n - 1) % ST));
+  if (n > 0 && !WAIT_DK) gpu_mb_arrive(br.empty((n - 1) % ST));
   gpu_wg_hold(dk), gpu_wg_hold(dv);
   gpu_bwd_wg_store<D>(a.dk, a.dk_dtype, a.sdk, dk, a.sm_scale, b, hk, kb, Skv, warp, lane);
   gpu_bwd_wg_store<D>(a.dv, a.dv_dtype, a.sdv, dv, 1.0f, b, hk, kb, Skv, warp, lane);
@@ -297,13 +304,12 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
     float sc[32], dp[32];
     uint32_t fh[4][4], fl[4][4];
     gpu_mb_wait(br.full(s), (uint32_t)(j / ST) & 1);
-    gpu_wg_hold(dq);
     gpu_wg_fence();
     gpu_bwd_wg_ss<T, D, 128>(sc, sq, 64 * cw, sk + s * T64); /* S = Q K^T */
     gpu_bwd_wg_ss<T, D, 128>(dp, so, 64 * cw, sv + s * T64); /* dP = dO V^T */
     gpu_wg_wait<1>(); /* S, and the previous step's dQ */
     if (j > 0) gpu_mb_arrive(br.empty((j - 1) % ST));
-    gpu_wg_hold(sc);
+    gpu_wg_hold(dq), gpu_wg_hold(sc);
     const bool msk = c0 + 64 > Skv || (a.causal && c0 + 63 > w0 + off);
 #pragma unroll
     for (int i = 0; i < 32; i++) {
@@ -353,7 +359,8 @@ template <void (*K1)(lp_gpu_bwd_args, gpu_bwd_tmaps)> static bool gpu_bwd_wg_ok(
       (void)cudaGetLastError();
       have = 0;
     } else {
-      have = fa.binaryVersion == 90 && built == 1;
+      /* setmaxnreg moves registers within the 168 x 384 the launch allocates */
+      have = fa.binaryVersion == 90 && built == 1 && fa.numRegs >= 168;
     }
   }
   return have > 0;
