@@ -5,7 +5,7 @@
  * replayed twice, and every output (O, LSE, entropy, THRIFT selection)
  * compared bitwise with the eager call's. HIGH, NVFP4 (with PASA) and
  * THRIFT; causal, GQA, a partial last tile. Also a decode step through a
- * THRIFT KV cache (selection and k on the device). */
+ * THRIFT KV cache (selection and k on the device), and the backward. */
 #include "cudatest.h"
 
 #include <cuda_runtime_api.h>
@@ -158,6 +158,68 @@ static void graph_decode(lpattn_ctx *cu, cudaStream_t st, int pasa) {
   lpattn_kv_cache_free(c);
 }
 
+/* lpattn_attention_backward (HIGH: the sm_90a wgmma kernels on Hopper; NVFP4:
+ * the quantize passes and the LOW kernels): eager first (the workspace grows),
+ * then captured and replayed twice, dQ/dK/dV bitwise equal to the eager call. */
+static void graph_backward(lpattn_ctx *cu, cudaStream_t st, lpattn_precision prec) {
+  static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
+  ct_pair q = ct_make(LPATTN_F16, B, HQ, SQ, D), k = ct_make(LPATTN_F16, B, HKV, SKV, D),
+          v = ct_make(LPATTN_F16, B, HKV, SKV, D), o = ct_make(LPATTN_F16, B, HQ, SQ, D),
+          l = ct_make(LPATTN_F32, B, HQ, SQ, 1), dout = ct_make(LPATTN_F16, B, HQ, SQ, D),
+          dq = ct_make(LPATTN_F32, B, HQ, SQ, D), dk = ct_make(LPATTN_F32, B, HKV, SKV, D),
+          dv = ct_make(LPATTN_F32, B, HKV, SKV, D);
+  ct_fill(&q, 0.0, 1.0), ct_fill(&k, 0.3, 1.0), ct_fill(&v, 0.0, 1.0), ct_fill(&dout, 0.0, 1.0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = 1;
+  lpattn_attn_aux aux;
+  lpattn_attn_aux_init(&aux);
+  aux.lse = l.d;
+  lpattn_attn_grads g;
+  lpattn_attn_grads_init(&g);
+  g.dq = dq.d, g.dk = dk.d, g.dv = dv.d, g.seed = 11;
+  ct_pair *outs[3] = {&dq, &dk, &dv};
+  void *eager[3] = {NULL, NULL, NULL};
+  CHECK_STATUS(lpattn_attention(cu, &q.d, &k.d, &v.d, &o.d, &ap, &aux), LPATTN_OK);
+  for (int i = 0; i < 3; i++) ct_poison(outs[i]);
+  ht_dsync();
+  CHECK_STATUS(lpattn_attention_backward(cu, &q.d, &k.d, &v.d, &o.d, &l.d, &dout.d, &ap, &g), LPATTN_OK);
+  CHECK(cudaStreamSynchronize(st) == cudaSuccess, "eager backward failed");
+  for (int i = 0; i < 3; i++) ct_down(outs[i]), eager[i] = copy_of(outs[i]);
+  CHECK(ct_nonfinite(&dq.h) == 0 && ct_nonfinite(&dk.h) == 0 && ct_nonfinite(&dv.h) == 0,
+        "%s: eager gradients not finite", PN[prec]);
+  for (int i = 0; i < 3; i++) ct_poison(outs[i]);
+  ht_dsync();
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+  CHECK(e == cudaSuccess, "begin capture: %s", cudaGetErrorString(e));
+  lpattn_status s = lpattn_attention_backward(cu, &q.d, &k.d, &v.d, &o.d, &l.d, &dout.d, &ap, &g);
+  e = cudaStreamEndCapture(st, &graph);
+  CHECK(s == LPATTN_OK && e == cudaSuccess && graph, "%s backward capture: %s / %s", PN[prec],
+        lpattn_status_string(s), cudaGetErrorString(e));
+  if (s == LPATTN_OK && e == cudaSuccess && graph) {
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    CHECK(e == cudaSuccess, "instantiate: %s", cudaGetErrorString(e));
+    for (int rep = 0; e == cudaSuccess && rep < 2; rep++) {
+      CHECK(cudaGraphLaunch(exec, st) == cudaSuccess, "graph launch");
+      CHECK(cudaStreamSynchronize(st) == cudaSuccess, "graph run failed");
+      int eq = 1;
+      for (int i = 0; i < 3; i++) eq &= same(outs[i], eager[i]);
+      printf("graph backward %-6s: replay %d %s eager\n", PN[prec], rep, eq ? "bitwise equal to" : "DIFFERS from");
+      CHECK(eq, "%s backward: replay %d differs from the eager call", PN[prec], rep);
+      for (int i = 0; i < 3; i++) ct_poison(outs[i]);
+      ht_dsync();
+    }
+  }
+  (void)cudaGetLastError();
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  for (int i = 0; i < 3; i++) free(eager[i]);
+  ct_free(&q), ct_free(&k), ct_free(&v), ct_free(&o), ct_free(&l), ct_free(&dout);
+  ct_free(&dq), ct_free(&dk), ct_free(&dv);
+}
+
 int main(void) {
   if (!lpattn_backend_available(LPATTN_BACKEND_CUDA)) return test_skip("no usable GPU device");
   cudaStream_t st = NULL;
@@ -173,6 +235,8 @@ int main(void) {
   graph_case(cu, st, LPATTN_PREC_THRIFT, 0);
   graph_decode(cu, st, 0);
   graph_decode(cu, st, 1);
+  graph_backward(cu, st, LPATTN_PREC_HIGH);
+  graph_backward(cu, st, LPATTN_PREC_NVFP4);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   cudaStreamDestroy(st);
