@@ -358,7 +358,9 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
  * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. CUDA
  * takes D = 64/128: HIGH, and FP8/NVFP4/MXFP4 with block_q = block_k = 64
- * (THRIFT: UNSUPPORTED there).
+ * (THRIFT: UNSUPPORTED there). On CUDA, once an eager call of a shape has
+ * grown the context's workspace, the call neither allocates nor
+ * synchronizes: it can be captured in a CUDA graph (tests/cuda/test_cuda_graph).
  * Absolute positions as in the forward: given the whole rows' out and lse, a
  * shard's dq (over its keys) and dk/dv (from its queries) are partial sums. */
 LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
