@@ -606,6 +606,23 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* 1 where kernel k's image on the current device is sm_90a (the wgmma
+ * bodies are there) and it was given at least min_regs registers (a kernel
+ * that moves registers by setmaxnreg needs its launch allocation); 0 where
+ * not, or where LPATTN_NO_WGMMA=1 turns the wgmma paths off (same-run
+ * comparisons with the mma.sync kernels). Errors of its own queries are cleared. */
+static int gpu_wg_image(const void *k, int min_regs) {
+  cudaFuncAttributes fa;
+  int built = 0;
+  const char *e = getenv("LPATTN_NO_WGMMA");
+  if (e && e[0] == '1') return 0;
+  if (cudaFuncGetAttributes(&fa, k) != cudaSuccess ||
+      cudaMemcpyFromSymbol(&built, gpu_wg_built, sizeof built) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear only our own error */
+    return 0;
+  }
+  return fa.binaryVersion == 90 && built == 1 && fa.numRegs >= min_regs;
+}
 /* Whether kernel K (a _wg or _wgl entry) may take call a, whose
  * gpu_attn_spec is spec: a 9.0 device whose image of K is sm_90a, 32-lane
  * warps; spec 0 (HIGH without PASA) with 16-byte rows; a low format's spec
@@ -617,19 +634,7 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
 static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   static int have = -1; /* per kernel (the first 9.0 device asked): its image is sm_90a */
-  if (have < 0 && a->cc == 90) {
-    cudaFuncAttributes fa;
-    int built = 0;
-    const char *e = getenv("LPATTN_NO_WGMMA");
-    if (e && e[0] == '1') have = 0;
-    else if (cudaFuncGetAttributes(&fa, K) != cudaSuccess ||
-             cudaMemcpyFromSymbol(&built, gpu_wg_built, sizeof built) != cudaSuccess) {
-      (void)cudaGetLastError(); /* clear only our own error */
-      have = 0;
-    } else {
-      have = fa.binaryVersion == 90 && built == 1;
-    }
-  }
+  if (have < 0 && a->cc == 90) have = gpu_wg_image((const void *)K, 0);
   if (have <= 0 || a->cc != 90 || a->warp != 32 || gpu_attn_spec(*a) != spec) return false;
   if (spec == 0) return a->vec16;
   return (a->qd || lp_gpu_wg8_takes(a->low, a->D)) && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));

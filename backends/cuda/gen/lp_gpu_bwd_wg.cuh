@@ -349,20 +349,8 @@ template <void (*K1)(lp_gpu_bwd_args, gpu_bwd_tmaps)> static bool gpu_bwd_wg_ok(
     return false;
   }
   if (major != 9 || minor != 0) return false;
-  if (have < 0) {
-    cudaFuncAttributes fa;
-    int built = 0;
-    const char *e = getenv("LPATTN_NO_WGMMA");
-    if (e && e[0] == '1') have = 0;
-    else if (cudaFuncGetAttributes(&fa, K1) != cudaSuccess ||
-             cudaMemcpyFromSymbol(&built, gpu_wg_built, sizeof built) != cudaSuccess) {
-      (void)cudaGetLastError();
-      have = 0;
-    } else {
-      /* setmaxnreg moves registers within the 168 x 384 the launch allocates */
-      have = fa.binaryVersion == 90 && built == 1 && fa.numRegs >= 168;
-    }
-  }
+  /* setmaxnreg moves registers within the 168 x 384 the launch allocates */
+  if (have < 0) have = gpu_wg_image((const void *)K1, 168);
   return have > 0;
 }
 /* The prep kernel, then K1 and K2 with the TMA maps of a's tensors; false
