@@ -29,6 +29,9 @@ typedef struct {
   float thrift_budget;        /* decode derives k from it when thrift_k == 0 */
   int64_t off;                /* causal: row r sees key c iff c <= r + off; Skv - Sq,
                                  or q_start - kv_start with absolute positions */
+  /* FP8_STATIC (SPEC 11): f32 [B, Hkv] descales as {1, 1, B, Hkv} views,
+   * NULL = 1 */
+  const lpattn_tensor *q_descale, *k_descale, *v_descale;
 } lpattn_attn_problem;
 
 /* Derived parameters, each rule written once (core/thrift.c); core resolves

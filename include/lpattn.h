@@ -252,7 +252,8 @@ typedef enum {
   LPATTN_PREC_FP8 = 1,   /* off-diagonal tiles in E4M3 (causal: diagonal tiles high) */
   LPATTN_PREC_NVFP4 = 2,
   LPATTN_PREC_MXFP4 = 3,
-  LPATTN_PREC_THRIFT = 4 /* top-k tiles high, the rest in thrift_low */
+  LPATTN_PREC_THRIFT = 4, /* top-k tiles high, the rest in thrift_low */
+  LPATTN_PREC_FP8_STATIC = 5 /* SPEC 11: E4M3 Q/K/V with caller-given descales, every tile */
 } lpattn_precision;
 
 /* Largest sm_scale accepted (see lpattn_attn_params). */
@@ -310,6 +311,12 @@ typedef struct {
   int64_t q_start;
   int64_t kv_start;
   int positions;
+  /* Static-scale FP8 (precision FP8_STATIC, SPEC 11; FlashAttention-3's
+   * q_descale / k_descale / v_descale): f32 [B, Hkv] as shape {1, 1, B, Hkv}
+   * (any strides), in backend memory; data NULL (the default) means 1. A
+   * value is code * descale. q, k, v are all E4M3 codes, or all
+   * f32/f16/bf16 that the call casts to E4M3(x / descale) (RNE, saturating). */
+  lpattn_tensor q_descale, k_descale, v_descale;
 } lpattn_attn_params;
 
 LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);
