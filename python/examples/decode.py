@@ -17,7 +17,7 @@ def rnd(*shape):
 
 
 pool = lpattn.KVPool(PAGES, 2, HKV, HQ, D, page_size=PAGE, precision="nvfp4")
-page_bytes, _, _ = lpattn.pool_bytes(PAGES, 2, HKV, HQ, D)
+page_bytes, _, _ = lpattn.pool_bytes(PAGES, 2, HKV, HQ, D, precision="nvfp4")
 print(f"pool {pool.memory.nbytes} bytes (a {pool.memory.dtype} array you own), "
       f"{page_bytes / PAGE:.0f} bytes per token")
 

@@ -1,12 +1,94 @@
 """attention, merge_states, quantize / dequantize, thrift_k, pasa_beta."""
 import ctypes
 import math
+import operator
 
 from . import _dlpack, _lib
 from ._context import context
 from .errors import call
 
 LAYOUTS = {"bhsd": (0, 1, 2, 3), "bshd": (0, 2, 1, 3)}
+LAYOUT_TEXT = {"bhsd": "[B, H, S, D] (layout 'bhsd')", "bshd": "[B, S, H, D] (layout 'bshd')"}
+INT32 = (-2 ** 31, 2 ** 31 - 1)
+INT64 = (-2 ** 63, 2 ** 63 - 1)
+UINT64 = (0, 2 ** 64 - 1)
+
+
+def _int(name, value, rng=INT32):
+    """value as a Python int within the C type's range `rng` (ctypes would
+    narrow it silently): TypeError for a non-integer, ValueError outside."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} = {value!r}: expected an integer") from None
+    if not rng[0] <= v <= rng[1]:
+        raise ValueError(f"{name} = {v} is out of range: expected {rng[0]}..{rng[1]}")
+    return v
+
+
+def _float_ok(name, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} = {value!r}: expected a number") from None
+
+
+def check_sm_scale(sm_scale):
+    """sm_scale as a float: None means 1/sqrt(D) (the C API's 0); 0, a
+    negative or NaN scale is not one (lpattn.h: (0, 16]): ValueError. The
+    upper bound is the library's."""
+    if sm_scale is None:
+        return None
+    s = _float_ok("sm_scale", sm_scale)
+    if not s > 0.0:
+        raise ValueError(f"sm_scale = {sm_scale!r}, expected None (1/sqrt(head_dim)) or a "
+                         "scale in (0, 16]")
+    return s
+
+
+def _same_dtype(*vs):
+    """k and v (merge: o_a and o_b) share one dtype; blame the odd one out,
+    naming both dtypes (q, when given first, decides which is odd)."""
+    first, a, b = (None,) + vs if len(vs) == 2 else vs
+    if a.dtype == b.dtype:
+        return
+    odd, other = (a, b) if first is not None and first.dtype == b.dtype else (b, a)
+    raise TypeError(f"{odd.name} is {odd.dtype_name} but {other.name} is {other.dtype_name}: "
+                    f"{a.name} and {b.name} take one dtype")
+
+
+def _alloc(like, shape, dtype, probe=None):
+    """An output array; when the allocation fails, `probe` asks the library
+    whether the call's shapes are valid at all (its SIZE_OVERFLOW / BAD_SHAPE
+    error is then raised instead of MemoryError)."""
+    try:
+        return _dlpack.empty(like, shape, dtype)
+    except (MemoryError, RuntimeError, ValueError) as e:
+        if probe is None or (isinstance(e, RuntimeError) and "memory" not in str(e).lower()):
+            raise
+        probe()
+        raise
+
+
+_dummy = (ctypes.c_uint8 * 64)()
+
+
+def _probe_attention(ctx, tq, tk, tv, p):
+    """Validate an attention call without running it: out is a made-up
+    dense view of q's shape over a small buffer and aux.lse has a wrong
+    dtype, which the library checks after every shape (core/api.c
+    lp_resolve_attention): a failure that is not aux.lse's is the call's."""
+    sh = tuple(tq.shape)
+    st = (sh[1] * sh[2] * sh[3], sh[2] * sh[3], sh[3], 1)
+    fake = _lib.Tensor(ctypes.addressof(_dummy), tq.dtype, _lib.c_i64_4(*sh), _lib.c_i64_4(*st))
+    aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
+    aux.lse = _lib.Tensor(ctypes.addressof(_dummy), _lib.I32, _lib.c_i64_4(sh[0], sh[1], sh[2], 1),
+                          _lib.c_i64_4(sh[1] * sh[2], sh[2], 1, 1))
+    st = _lib.lib.lpattn_attention(ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
+                                   ctypes.byref(fake), ctypes.byref(p), ctypes.byref(aux))
+    if st != 0 and not (_lib.lib.lpattn_last_error() or b"").startswith(b"aux.lse"):
+        from .errors import check
+        check("attention", st)
 
 
 def _choice(name, value, table):
@@ -15,8 +97,8 @@ def _choice(name, value, table):
     return table[value]
 
 
-def _views(*named, stream_of=None):
-    vs = [_dlpack.View(obj, name) for name, obj in named]
+def _views(*named, kind="any", write=()):
+    vs = [_dlpack.View(obj, name, kind=kind, write=name in write) for name, obj in named]
     dev = {(v.device_type, v.device_id) for v in vs}
     if len(dev) > 1:
         raise ValueError("tensors on different devices: " + ", ".join(
@@ -28,7 +110,7 @@ def _views(*named, stream_of=None):
     return vs
 
 
-def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=None,
+def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=None,
                 thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None, block_q=None,
                 block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False,
                 q_start=None, kv_start=None):
@@ -36,24 +118,26 @@ def attn_params(precision="nvfp4", causal=False, sm_scale=None, thrift_budget=No
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.causal = int(bool(causal))
     if sm_scale is not None:
-        p.sm_scale = float(sm_scale)
+        p.sm_scale = check_sm_scale(sm_scale)
     if thrift_budget is not None:
-        p.thrift_budget = float(thrift_budget)
+        p.thrift_budget = _float_ok("thrift_budget", thrift_budget)
     if thrift_k is not None:
-        p.thrift_k = int(thrift_k)
+        p.thrift_k = _int("thrift_k", thrift_k)
     p.thrift_low = _choice("thrift_low", thrift_low, _lib.FORMATS)
     p.pasa = int(bool(pasa))
     if pasa_beta is not None:
-        p.pasa_beta = float(pasa_beta)
+        p.pasa_beta = _float_ok("pasa_beta", pasa_beta)
     if block_q is not None:
-        p.block_q = int(block_q)
+        p.block_q = _int("block_q", block_q)
     if block_k is not None:
-        p.block_k = int(block_k)
+        p.block_k = _int("block_k", block_k)
     p.check_finite = int(bool(check_finite))
     p.leaky = int(bool(leaky))
     p.mx_scale_round_up = int(bool(mx_scale_round_up))
     if q_start is not None or kv_start is not None:  # absolute positions (lpattn.h)
-        p.positions, p.q_start, p.kv_start = 1, int(q_start or 0), int(kv_start or 0)
+        p.positions = 1
+        p.q_start = _int("q_start", q_start or 0, INT64)
+        p.kv_start = _int("kv_start", kv_start or 0, INT64)
     return p
 
 
@@ -62,8 +146,8 @@ def _row_outputs(like, B, H, S, return_lse, return_entropy):
     outs = []
     for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
         if want:
-            arr = _dlpack.empty(like, (B, H, S), "float32")
-            setattr(aux, field, _dlpack.View(arr, field).tensor(shape4=True))
+            arr = _alloc(like, (B, H, S), "float32")
+            setattr(aux, field, _dlpack.View(arr, field, write=True).tensor(shape4=True))
             t = getattr(aux, field)
             t.shape = _lib.c_i64_4(B, H, S, 1)
             t.stride = _lib.c_i64_4(H * S, S, 1, 1)
@@ -71,19 +155,22 @@ def _row_outputs(like, B, H, S, return_lse, return_entropy):
     return aux, outs
 
 
-def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
+def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
               block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
               mx_scale_round_up=False, q_start=None, kv_start=None):
-    """softmax(sm_scale q k^T [causal mask]) v in lpattn's low precision.
+    """softmax(sm_scale q k^T [causal mask]) v, exact ("high") by default.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
     [B, S, H, D]): any DLPack tensors of one device (torch, NumPy, CuPy, JAX
     on the CPU), float32/float16/bfloat16 (GPU backends: float16/bfloat16).
-    The causal mask is bottom-right aligned. precision: "high", "fp8",
-    "nvfp4", "mxfp4" or "thrift" (thrift_budget / thrift_k, tiles outside
-    the selection in thrift_low). leaky (research only): every tile low with
+    The causal mask is bottom-right aligned. precision: "high" (default:
+    f32 accumulation of the inputs as given), or a low precision by name:
+    "fp8", "nvfp4", "mxfp4" or "thrift" (thrift_budget / thrift_k, tiles
+    outside the selection in thrift_low). sm_scale: None (1/sqrt(D)) or a
+    scale in (0, 16]; 0 is rejected (ValueError). out: a writable array of
+    q's shape and dtype (read-only arrays: ValueError). leaky (research only): every tile low with
     scales spanning the tile (the future-leakage paper's "leaky" baseline).
     mx_scale_round_up: MXFP4's scale rule that never clips (use it for
     training). q_start / kv_start (either given: absolute positions): the
@@ -93,19 +180,21 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
-    qv, kv_, vv = _views(("q", q), ("k", k), ("v", v))
-    stream = _dlpack.current_stream(q, qv)
-    ctx = context(backend, qv, stream)
-    tq, tk, tv = qv.tensor(perm), kv_.tensor(perm), vv.tensor(perm)
-    B, H, S = tq.shape[0], tq.shape[1], tq.shape[2]
-    if out is None:
-        out = _dlpack.empty(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "float32"))
-    ov = _dlpack.View(out, "out")
+    qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="float")
+    _same_dtype(qv, kv_, vv)
+    tq, tk, tv = (x.tensor(perm, layout=LAYOUT_TEXT[layout]) for x in (qv, kv_, vv))
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
                     q_start, kv_start)
+    stream = _dlpack.current_stream(q, qv)
+    ctx = context(backend, qv, stream)
+    B, H, S = tq.shape[0], tq.shape[1], tq.shape[2]
+    probe = lambda: _probe_attention(ctx, tq, tk, tv, p)  # noqa: E731
+    if out is None:
+        out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype], probe)
+    ov = _dlpack.View(out, "out", kind="float", write=True)
+    to = ov.tensor(perm, layout=LAYOUT_TEXT[layout])
     aux, rows = _row_outputs(q, B, H, S, return_lse, return_entropy)
-    to = ov.tensor(perm)
     call("attention", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
          ctypes.byref(to), ctypes.byref(p), ctypes.byref(aux))
     res = _dlpack.finish(q, out)
@@ -114,7 +203,7 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     return (res,) + tuple(_dlpack.finish(q, r) for r in rows)
 
 
-def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp4",
+def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="high",
                        layout="bhsd", sm_scale=None, thrift_budget=None, thrift_k=None,
                        thrift_low="nvfp4", pasa=False, pasa_beta=None, backend="auto",
                        block_q=None, block_k=None, seed=0, leaky=False,
@@ -129,24 +218,28 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="nvfp
     given the whole row's out and lse."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv, ov, lv, gv = _views(("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
-                                     ("dout", dout))
-    stream = _dlpack.current_stream(q, qv)
-    ctx = context(backend, qv, stream)
-    tq, tk, tv, to, tg = (x.tensor(perm) for x in (qv, kv_, vv, ov, gv))
-    tl = lv.tensor(shape4=True)
+                                     ("dout", dout), kind="float")
+    _same_dtype(qv, kv_, vv)
+    tq, tk, tv, to, tg = (x.tensor(perm, layout=LAYOUT_TEXT[layout])
+                          for x in (qv, kv_, vv, ov, gv))
+    lv.need_rank(3, "[B, H, Sq] float32 (attention(..., return_lse=True))")
     B, H, S = tq.shape[0], tq.shape[1], tq.shape[2]
     if lv.shape != (B, H, S):
         raise ValueError(f"lse.shape = {lv.shape}, expected {(B, H, S)} (attention(..., return_lse=True))")
-    tl.shape = _lib.c_i64_4(B, H, S, 1)
-    tl.stride = _lib.c_i64_4(lv.strides[0], lv.strides[1], lv.strides[2], 1)
-    grads = [_dlpack.empty(x, vw.shape, _dlpack.NAMES.get(vw.dtype, "float32"))
-             for x, vw in ((q, qv), (k, kv_), (v, vv))]
-    g = _lib.init(_lib.AttnGrads, "lpattn_attn_grads_init")
-    g.dq, g.dk, g.dv = (_dlpack.View(a, n).tensor(perm) for a, n in zip(grads, ("dq", "dk", "dv")))
-    g.seed = int(seed) & (2 ** 64 - 1)
+    tl = _lib.Tensor(lv.ptr, lv.dtype, _lib.c_i64_4(B, H, S, 1),
+                     _lib.c_i64_4(lv.strides[0], lv.strides[1], lv.strides[2], 1))
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, leaky=leaky, mx_scale_round_up=mx_scale_round_up,
                     q_start=q_start, kv_start=kv_start)
+    g = _lib.init(_lib.AttnGrads, "lpattn_attn_grads_init")
+    g.seed = _int("seed", seed, UINT64)
+    stream = _dlpack.current_stream(q, qv)
+    ctx = context(backend, qv, stream)
+    probe = lambda: _probe_attention(ctx, tq, tk, tv, p)  # noqa: E731
+    grads = [_alloc(x, vw.shape, _dlpack.NAMES[vw.dtype], probe)
+             for x, vw in ((q, qv), (k, kv_), (v, vv))]
+    g.dq, g.dk, g.dv = (_dlpack.View(a, n, write=True).tensor(perm)
+                        for a, n in zip(grads, ("dq", "dk", "dv")))
     call("attention_backward", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
          ctypes.byref(to), ctypes.byref(tl), ctypes.byref(tg), ctypes.byref(p), ctypes.byref(g))
     return tuple(_dlpack.finish(q, a) for a in grads)
@@ -162,22 +255,24 @@ def merge_states(o_a, lse_a, o_b, lse_b, h_a=None, h_b=None, *, backend="auto"):
         if h_a is None or h_b is None:
             raise ValueError("merge_states: give both h_a and h_b, or neither")
         named += [("h_a", h_a), ("h_b", h_b)]
-    vs = _views(*named)
-    ctx = context(backend, vs[0], _dlpack.current_stream(o_a, vs[0]))
-    o = _dlpack.empty(o_a, vs[0].shape, _dlpack.NAMES.get(vs[0].dtype, "float32"))
-    lse = _dlpack.empty(o_a, vs[1].shape, "float32")
-    outs = [o, lse] + ([_dlpack.empty(o_a, vs[1].shape, "float32")] if with_h else [])
-    ov = [_dlpack.View(x, n) for x, n in zip(outs, ("o", "lse", "h"))]
+    vs = _views(*named, kind="float")
+    _same_dtype(vs[0], vs[2])
+    for v in vs:
+        if v.name.startswith("o_"):
+            v.need_rank(4, "[B, H, S, D]")
+        else:
+            v.need_rank(3, "[B, H, S] float32")
 
-    def row(v):
-        t = v.tensor(shape4=True) if len(v.shape) == 4 else None
-        if len(v.shape) == 3:  # [B, H, S] -> [B, H, S, 1]
-            t = _lib.Tensor(v.ptr, v.dtype if v.dtype is not None else 0,
-                            _lib.c_i64_4(*v.shape, 1), _lib.c_i64_4(*v.strides, 1))
-        return t
+    def row(v):  # [B, H, S] -> [B, H, S, 1]
+        return _lib.Tensor(v.ptr, v.dtype, _lib.c_i64_4(*v.shape, 1), _lib.c_i64_4(*v.strides, 1))
 
     ts = [vs[0].tensor(), row(vs[1]), vs[2].tensor(), row(vs[3])]
     hs = [row(vs[4]), row(vs[5])] if with_h else [None, None]
+    ctx = context(backend, vs[0], _dlpack.current_stream(o_a, vs[0]))
+    o = _alloc(o_a, vs[0].shape, _dlpack.NAMES[vs[0].dtype])
+    lse = _alloc(o_a, vs[1].shape, "float32")
+    outs = [o, lse] + ([_alloc(o_a, vs[1].shape, "float32")] if with_h else [])
+    ov = [_dlpack.View(x, n, write=True) for x, n in zip(outs, ("o", "lse", "h"))]
     to, tl = ov[0].tensor(), row(ov[1])
     th = row(ov[2]) if with_h else None
     ref = lambda t: ctypes.byref(t) if t is not None else None  # noqa: E731
@@ -195,11 +290,40 @@ class QuantizedTensor:
         self.format, self.axis, self.tile, self.shape = fmt, axis, tile, tuple(shape)
         self.codes, self.scales, self.outer = codes, scales, outer
 
-    def _c(self):
-        ptr = lambda a: _dlpack.View(a, "q").ptr if a is not None and _size(a) else None  # noqa
-        return _lib.QTensor(_lib.FORMATS[self.format], {"d": 0, "s": 1}[self.axis], self.tile,
-                            _lib.c_i64_4(*self.shape), ptr(self.codes), ptr(self.scales),
-                            ptr(self.outer))
+    def _c(self, write=False):
+        """The lpattn_qtensor; checks that codes, scales and outer are
+        contiguous arrays of one device holding at least the bytes the
+        format needs (the C struct has pointers only)."""
+        fmt = _choice("format", self.format, _lib.FORMATS)
+        axis = _choice("axis", self.axis, {"d": 0, "s": 1})
+        tile = _int("tile", self.tile)
+        if len(self.shape) != 4:
+            raise ValueError(f"QuantizedTensor.shape = {self.shape}, expected [B, H, S, D]")
+        shape = _lib.c_i64_4(*(_int("shape", n, INT64) for n in self.shape))
+        cb, sb, oc = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
+        call("qtensor_sizes", fmt, axis, tile, shape, ctypes.byref(cb), ctypes.byref(sb),
+             ctypes.byref(oc))
+        ptrs, dev = [], set()
+        for name, a, kind, need in (("codes", self.codes, "bytes", cb.value),
+                                    ("scales", self.scales, "bytes", sb.value),
+                                    ("outer", self.outer, "float", oc.value)):
+            if not need:
+                ptrs.append(None)
+                continue
+            if a is None:
+                raise ValueError(f"QuantizedTensor.{name} is None, the format needs {need}")
+            v = _dlpack.View(a, "QuantizedTensor." + name, kind=kind, write=write)
+            if kind == "float" and v.dtype != _lib.F32:
+                raise TypeError(f"{v.name}: {v.dtype_name} is not accepted; use float32")
+            n = math.prod(v.shape)
+            if not v.contiguous() or n < need:
+                raise ValueError(f"{v.name}: expected a contiguous array of at least {need} "
+                                 f"elements, got shape {v.shape} strides {v.strides}")
+            dev.add((v.device_type, v.device_id))
+            ptrs.append(v.ptr)
+        if len(dev) > 1:
+            raise ValueError("QuantizedTensor: codes, scales and outer on different devices")
+        return _lib.QTensor(fmt, axis, tile, shape, *ptrs)
 
     def __repr__(self):
         return (f"QuantizedTensor({self.format}, axis={self.axis!r}, shape={self.shape}, "
@@ -216,45 +340,48 @@ def quantize(x, format="nvfp4", *, axis="d", tile=64, rounding="nearest", seed=0
     """x [B, H, S, D] (float32/float16/bfloat16) -> QuantizedTensor (SPEC 2):
     axis "d" groups along the head dim (Q, K), "s" along the sequence in
     tiles of `tile` tokens (V); rounding "nearest" (even) or "stochastic"
-    (Philox, `seed`). Bit-exact on every backend."""
-    (xv,) = _views(("x", x))
-    ctx = context(backend, xv, _dlpack.current_stream(x, xv))
+    (Philox, `seed`, 0 <= seed < 2**64). Bit-exact on every backend."""
+    (xv,) = _views(("x", x), kind="float")
     p = _lib.init(_lib.QuantParams, "lpattn_quant_params_init")
     p.format = _choice("format", format, _lib.FORMATS)
     p.axis = _choice("axis", axis, {"d": 0, "s": 1})
-    p.tile = int(tile)
+    p.tile = _int("tile", tile)
     p.rounding = _choice("rounding", rounding, {"nearest": 0, "stochastic": 1})
-    p.seed, p.mx_scale_round_up, p.check_finite = seed, int(mx_scale_round_up), int(check_finite)
+    p.seed = _int("seed", seed, UINT64)
+    p.mx_scale_round_up, p.check_finite = int(bool(mx_scale_round_up)), int(bool(check_finite))
     tx = xv.tensor()
+    ctx = context(backend, xv, _dlpack.current_stream(x, xv))
     cb, sb, oc = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
     call("qtensor_sizes", p.format, p.axis, p.tile, tx.shape, ctypes.byref(cb),
          ctypes.byref(sb), ctypes.byref(oc))
     qt = QuantizedTensor(format, axis, p.tile, list(tx.shape),
-                         _dlpack.empty(x, (cb.value,), "uint8"),
-                         _dlpack.empty(x, (sb.value,), "uint8"),
-                         _dlpack.empty(x, (oc.value,), "float32"))
-    c = qt._c()
+                         _alloc(x, (cb.value,), "uint8"), _alloc(x, (sb.value,), "uint8"),
+                         _alloc(x, (oc.value,), "float32"))
+    c = qt._c(write=True)
     call("quantize", ctx.handle, ctypes.byref(tx), ctypes.byref(c), ctypes.byref(p))
     return qt
 
 
 def dequantize(qt, dtype="float32", *, backend="auto"):
-    """QuantizedTensor -> array [B, H, S, D] of `dtype`, of the codes' kind."""
-    (cv,) = _views(("q.codes", qt.codes))
+    """QuantizedTensor -> array [B, H, S, D] of `dtype` (float32, float16 or
+    bfloat16), of the codes' kind."""
+    _choice("dtype", dtype, {"float32": 0, "float16": 1, "bfloat16": 2})
+    c = qt._c()  # checks the arrays against the format's sizes first
+    (cv,) = _views(("QuantizedTensor.codes", qt.codes), kind="bytes")
     ctx = context(backend, cv, _dlpack.current_stream(qt.codes, cv))
-    y = _dlpack.empty(qt.codes, qt.shape, dtype)
-    ty = _dlpack.View(y, "y").tensor()
-    c = qt._c()
+    y = _alloc(qt.codes, tuple(c.shape), dtype)
+    ty = _dlpack.View(y, "y", write=True).tensor()
     call("dequantize", ctx.handle, ctypes.byref(c), ctypes.byref(ty))
     return _dlpack.finish(qt.codes, y)
 
 
 def thrift_k(n_tiles, budget, causal=True):
     """ThriftAttention's k for n KV tiles and budget f (SPEC 5)."""
-    return _lib.lib.lpattn_thrift_k(int(n_tiles), float(budget), int(bool(causal)))
+    return _lib.lib.lpattn_thrift_k(_int("n_tiles", n_tiles), _float_ok("budget", budget),
+                                    int(bool(causal)))
 
 
 def pasa_beta(storage="float16", block=64, beta0=0.0):
     """PASA's beta for storage "float16"/"bfloat16" and block size (SPEC 6)."""
     dt = _choice("storage", storage, {"float16": _lib.F16, "bfloat16": _lib.BF16})
-    return _lib.lib.lpattn_pasa_beta(dt, int(block), float(beta0))
+    return _lib.lib.lpattn_pasa_beta(dt, _int("block", block), _float_ok("beta0", beta0))

@@ -26,65 +26,103 @@ class _Managed(ctypes.Structure):
                 ("deleter", ctypes.c_void_p)]
 
 
+class _ManagedVersioned(ctypes.Structure):  # DLPack >= 1.0: carries the read-only flag
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+READ_ONLY, IS_COPIED = 1, 2  # DLPACK_FLAG_BITMASK_*
+
 _get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
 _get_ptr.restype, _get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_get_name = ctypes.pythonapi.PyCapsule_GetName
+_get_name.restype, _get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
 
 # DLPack (code, bits) -> lpattn dtype, and the names of errors.
 _DTYPES = {(2, 32): _lib.F32, (2, 16): _lib.F16, (4, 16): _lib.BF16, (0, 32): _lib.I32,
-           (1, 8): None}
+           (1, 8): None, (0, 64): "int64"}
 NAMES = {_lib.F32: "float32", _lib.F16: "float16", _lib.BF16: "bfloat16", _lib.I32: "int32"}
+_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
+# What each kind of argument takes (View's `kind`), for the messages.
+KINDS = {"float": ("float32, float16 or bfloat16", (_lib.F32, _lib.F16, _lib.BF16)),
+         "index": ("int32 (or int64 within int32's range)", (_lib.I32, "int64")),
+         "bytes": ("uint8", (None,)),
+         "any": ("float32, float16, bfloat16, int32 or uint8",
+                 (_lib.F32, _lib.F16, _lib.BF16, _lib.I32, None))}
+
+
+def _dtype_name(code, bits, lanes=1):
+    if (code, bits) == (6, 8):
+        return "bool"
+    name = f"{_CODE_NAMES.get(code, f'dtype code {code} of ')}{bits}"
+    return name + (f"x{lanes}" if lanes != 1 else "")
 
 
 class View:
     """A DLPack view of `obj`: device, dtype (lpattn's), shape, strides in
-    elements, data pointer. Keeps the capsule (and so the buffer) alive."""
+    elements, data pointer. Keeps the capsule (and so the buffer) alive.
+    kind: the dtypes the argument takes (KINDS); write: the call writes it
+    (a read-only or copied array is refused: ValueError)."""
 
-    def __init__(self, obj, name, stream=None):
+    def __init__(self, obj, name, stream=None, *, kind="any", write=False):
         if namespace_of(obj) == "torch" and obj.requires_grad:
             obj = obj.detach()  # same memory; torch exports no tensor that requires grad
-        self.obj, self.name = obj, name
+        self.obj, self.name, self.kind = obj, name, kind
         if not hasattr(obj, "__dlpack__"):
             raise TypeError(f"{name}: expected a DLPack tensor (torch, NumPy, CuPy, JAX), "
                             f"got {type(obj).__name__}")
+        if write:
+            _check_writable(obj, name)
+        flags = 0
         try:
-            cap = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
-        except TypeError:
-            cap = obj.__dlpack__()
-        except BufferError:  # NumPy exports neither read-only nor bfloat16 arrays: use its buffer
+            cap = _export(obj, stream)
+        except BufferError:  # NumPy exports no bfloat16 (ml_dtypes) array: use its buffer
             if namespace_of(obj) != "numpy":
                 raise
-            self._from_numpy(obj)
+            self._from_numpy(obj, write)
             return
         self._cap = cap
-        t = _Managed.from_address(_get_ptr(cap, b"dltensor")).dl_tensor
+        if _get_name(cap) == b"dltensor_versioned":
+            m = _ManagedVersioned.from_address(_get_ptr(cap, b"dltensor_versioned"))
+            t, flags = m.dl_tensor, m.flags
+        else:
+            t = _Managed.from_address(_get_ptr(cap, b"dltensor")).dl_tensor
+        if write and flags & (READ_ONLY | IS_COPIED):
+            raise ValueError(f"{name}: the array is {'read-only' if flags & READ_ONLY else 'a copy'}"
+                             ", but this call writes it")
         self.device_type, self.device_id = t.device.device_type, t.device.device_id
-        if t.dtype.lanes != 1 or (t.dtype.code, t.dtype.bits) not in _DTYPES:
-            raise TypeError(f"{name}: dtype (code {t.dtype.code}, {t.dtype.bits} bits) is not "
-                            "float32, float16, bfloat16, int32 or uint8")
-        self.dtype = _DTYPES[(t.dtype.code, t.dtype.bits)]
-        self.itemsize = t.dtype.bits // 8
+        key = (t.dtype.code, t.dtype.bits)
+        self._set_dtype(_DTYPES.get(key, "?") if t.dtype.lanes == 1 else "?",
+                        _dtype_name(t.dtype.code, t.dtype.bits, t.dtype.lanes),
+                        t.dtype.bits // 8)
         self.shape = tuple(t.shape[i] for i in range(t.ndim))
         if t.strides:
             self.strides = tuple(t.strides[i] for i in range(t.ndim))
         else:
-            st, acc = [], 1
-            for n in reversed(self.shape):
-                st.append(acc)
-                acc *= n
-            self.strides = tuple(reversed(st))
+            self.strides = _dense(self.shape)
         self.ptr = (t.data or 0) + t.byte_offset
         if self.ptr == 0 and all(self.shape):
             raise ValueError(f"{name}: NULL data")
 
-    def _from_numpy(self, a):
-        codes = {"f4": _lib.F32, "f2": _lib.F16, "i4": _lib.I32, "u1": None}
-        key = "bf16" if a.dtype.name == "bfloat16" else a.dtype.str[1:]  # ml_dtypes
-        codes["bf16"] = _lib.BF16
-        if key not in codes:
-            raise TypeError(f"{self.name}: dtype {a.dtype} is not float32, float16, int32 or uint8")
-        self.dtype, self.itemsize = codes[key], a.dtype.itemsize
+    def _set_dtype(self, dt, dtname, itemsize):
+        want, ok = KINDS[self.kind]
+        if dt not in ok:
+            raise TypeError(f"{self.name}: {dtname} is not accepted; use {want}")
+        self.dtype, self.dtype_name, self.itemsize = dt, dtname, itemsize
+
+    def _from_numpy(self, a, write):
+        if write and not a.flags.writeable:
+            raise ValueError(f"{self.name}: the array is read-only, but this call writes it")
+        codes = {"float32": _lib.F32, "float16": _lib.F16, "int32": _lib.I32, "uint8": None,
+                 "bfloat16": _lib.BF16, "int64": "int64"}
+        self._set_dtype(codes.get(a.dtype.name, "?"), a.dtype.name, a.dtype.itemsize)
         self.device_type, self.device_id = CPU, 0
         self.shape = tuple(a.shape)
+        for st, n in zip(a.strides, a.shape):
+            if st % a.dtype.itemsize and n > 1:
+                raise ValueError(f"{self.name}: byte strides {a.strides} are not multiples of the "
+                                 f"{a.dtype.itemsize}-byte element ({a.dtype.name})")
         self.strides = tuple(st // a.dtype.itemsize for st in a.strides)
         self.ptr = a.__array_interface__["data"][0]
         self._cap = None
@@ -93,20 +131,69 @@ class View:
     def on_gpu(self):
         return self.device_type in (CUDA, ROCM)
 
-    def tensor(self, perm=None, shape4=None):
+    def contiguous(self):
+        """Row-major dense (dimensions of extent 1 may have any stride)."""
+        return all(s == w for s, w, n in zip(self.strides, _dense(self.shape), self.shape) if n > 1)
+
+    def need_rank(self, rank, layout):
+        """ValueError naming this argument unless it has `rank` dimensions."""
+        if len(self.shape) != rank:
+            raise ValueError(f"{self.name}: expected a {rank}-D array {layout}, got "
+                             f"{len(self.shape)}-D with shape {tuple(self.shape)}")
+
+    def tensor(self, perm=None, shape4=None, layout="[B, H, S, D]"):
         """lpattn_tensor of this view; perm maps lpattn's B, H, S, D axes to
         this view's axes (a layout), shape4 pads fewer dimensions."""
         shape, strides = self.shape, self.strides
-        if shape4 is not None:
+        if shape4 is not None and len(shape) <= 4:
             pad = 4 - len(shape)
             shape, strides = (1,) * pad + shape, (0,) * pad + strides
+        if len(shape) != 4:
+            self.need_rank(4, layout)
         if perm is not None:
             shape = tuple(shape[i] for i in perm)
             strides = tuple(strides[i] for i in perm)
-        if len(shape) != 4:
-            raise ValueError(f"{self.name}: expected 4 dimensions, got shape {self.shape}")
         dt = _lib.E4M3 if self.dtype is None else self.dtype
+        if dt == "int64":
+            raise TypeError(f"{self.name}: int64 is not accepted here; use int32")
         return _lib.Tensor(self.ptr, dt, _lib.c_i64_4(*shape), _lib.c_i64_4(*strides))
+
+
+def _dense(shape):
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= n
+    return tuple(reversed(st))
+
+
+def _export(obj, stream):
+    """obj's DLPack capsule: versioned (with flags) when the producer can."""
+    kw = {"stream": stream} if stream is not None else {}
+    try:
+        return obj.__dlpack__(max_version=(1, 0), **kw)
+    except TypeError:
+        pass
+    try:
+        return obj.__dlpack__(**kw)
+    except TypeError:
+        return obj.__dlpack__()
+
+
+def _check_writable(obj, name):
+    """ValueError for an array the call would write but must not."""
+    kind = namespace_of(obj)
+    bad = None
+    if kind == "numpy" and not obj.flags.writeable:
+        bad = "read-only (flags.writeable is False)"
+    elif kind == "jax":
+        bad = "a JAX array (immutable)"
+    elif kind == "torch":
+        import torch
+        if obj.is_inference() and not torch.is_inference_mode_enabled():
+            bad = "an inference tensor outside torch.inference_mode"
+    if bad:
+        raise ValueError(f"{name}: the array is {bad}, but this call writes it")
 
 
 def namespace_of(obj):

@@ -1,58 +1,76 @@
 """The paged KV pool (SPEC 9) and batched decode: the pool's memory is a
-uint8 tensor the caller owns, page tables and lengths are int32 tensors."""
+uint8 tensor the caller owns, page tables and lengths are int32 tensors
+(int64 ones are converted, within int32's range)."""
 import ctypes
 
 from . import _dlpack, _lib
-from ._api import _choice, _views, attn_params, _row_outputs
+from ._api import INT32, INT64, _alloc, _choice, _int, _views, attn_params, _row_outputs
 from ._context import context
 from .errors import call
 
 ALIGN = 256
 
 
-def pool_bytes(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, **kw):
-    """(page_bytes, slot_bytes, pool_bytes) of a pool with these params."""
-    p = _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, **kw)
+def pool_bytes(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *, precision,
+               **kw):
+    """(page_bytes, slot_bytes, pool_bytes) of a pool with these params
+    (precision, a required keyword, and the rest as KVPool takes them)."""
+    p = _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim,
+                     precision=precision, **kw)
     pb, sb, tb = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
     call("kv_pool_size", ctypes.byref(p), ctypes.byref(pb), ctypes.byref(sb), ctypes.byref(tb))
     return pb.value, sb.value, tb.value
 
 
-def _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, page_size=64,
-                 precision="nvfp4", high_dtype="float16", thrift_low="nvfp4", pasa=False,
+def _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *, precision,
+                 page_size=64, high_dtype="float16", thrift_low="nvfp4", pasa=False,
                  pasa_beta=None, check_finite=False):
     p = _lib.init(_lib.PoolParams, "lpattn_kv_pool_params_init")
-    p.num_pages, p.num_slots = int(num_pages), int(num_slots)
-    p.num_kv_heads, p.num_q_heads, p.head_dim = int(num_kv_heads), int(num_q_heads), int(head_dim)
-    p.page_size = int(page_size)
+    p.num_pages, p.num_slots = _int("num_pages", num_pages), _int("num_slots", num_slots)
+    p.num_kv_heads, p.num_q_heads = _int("num_kv_heads", num_kv_heads), _int("num_q_heads", num_q_heads)
+    p.head_dim = _int("head_dim", head_dim)
+    p.page_size = _int("page_size", page_size)
+    if p.page_size < 32:
+        raise ValueError(
+            f"page_size = {p.page_size}: a page is one tile of the cache (SPEC 9) and holds at "
+            "least 32 tokens (MXFP4 groups 32 keys per scale); expected a multiple of 32 in "
+            "[32, 256]. An engine with 16-token blocks maps two blocks onto one 32-token page "
+            "(lpattn.serving.paged_from_flashinfer)")
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.high_dtype = _choice("high_dtype", high_dtype,
                            {"float32": _lib.F32, "float16": _lib.F16, "bfloat16": _lib.BF16})
     p.thrift_low = _choice("thrift_low", thrift_low, _lib.FORMATS)
     p.pasa = int(bool(pasa))
     if pasa_beta is not None:
-        p.pasa_beta = float(pasa_beta)
+        p.pasa_beta = float(pasa_beta)  # c_float: out-of-range values become inf, rejected
     p.check_finite = int(bool(check_finite))
     return p
 
 
 class KVPool:
     """A pool of `num_pages` pages of `page_size` tokens (all KV heads of one
-    layer) plus `num_slots` sequence slots, in `memory`: a uint8 tensor the
-    caller owns (made like `like` when not given: same kind and device).
+    layer) plus `num_slots` sequence slots, in `memory`: a writable,
+    contiguous tensor the caller owns (uint8 by convention; made like `like`
+    when not given: same kind and device).
+
+    precision is required (there is no lossy default): "high" keeps pages
+    in high_dtype, "fp8" / "nvfp4" / "mxfp4" / "thrift" store completed
+    pages quantized. page_size: a multiple of 32 in [32, 256] (a page is a
+    tile; see lpattn.serving for engines with 16-token blocks).
 
     A sequence is (slot, page-table row, length); one call appends to or
-    decodes a whole batch: `slots`, `lengths` int32 [num_seqs], `page_table`
-    int32 [num_seqs, max_pages], on the pool's device (lpattn.h "paged KV
-    storage" says what each must hold). Use a pool from the thread that made
-    it (it holds that thread's lpattn context)."""
+    decodes a whole batch: `slots`, `lengths` [num_seqs], `page_table`
+    [num_seqs, max_pages], int32 or int64 (int64 is converted to int32 with
+    a range check: a copy, and on a GPU a device sync), on the pool's device
+    (lpattn.h "paged KV storage" says what each must hold). Use a pool from
+    the thread that made it (it holds that thread's lpattn context)."""
 
     def __init__(self, num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *,
-                 like=None, memory=None, backend="auto", **params):
+                 precision, like=None, memory=None, backend="auto", **params):
         self.params = _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim,
-                                   **params)
+                                   precision=precision, **params)
         _, _, need = pool_bytes(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim,
-                                **params)
+                                precision=precision, **params)
         self.bytes = need
         if memory is None:
             if like is None:
@@ -61,8 +79,11 @@ class KVPool:
             memory = _dlpack.empty(like, (need + ALIGN,), "uint8")
             off = (-_dlpack.View(memory, "memory").ptr) % ALIGN
             memory = memory[off:off + need]
+        (mv,) = _views(("memory", memory), write=("memory",))
+        if not mv.contiguous():  # the library takes (pointer, bytes): one dense block
+            raise ValueError(f"memory: expected a contiguous array, got shape {mv.shape} with "
+                             f"strides {mv.strides} (elements)")
         self.memory = memory
-        (mv,) = _views(("memory", memory))
         self._ctx = context(backend, mv, _dlpack.current_stream(memory, mv))
         nbytes = 1
         for n in mv.shape:
@@ -92,36 +113,48 @@ class KVPool:
         self.close()
 
     def _batch(self, slots, lengths, page_table, max_length):
-        vs = _views(("slots", slots), ("lengths", lengths), ("page_table", page_table))
+        slots, lengths, page_table = (as_int32(x, n) for x, n in (
+            (slots, "slots"), (lengths, "lengths"), (page_table, "page_table")))
+        vs = _views(("slots", slots), ("lengths", lengths), ("page_table", page_table),
+                    kind="index")
+        vs[0].need_rank(1, "[num_seqs] int32")
+        vs[1].need_rank(1, "[num_seqs] int32")
+        vs[2].need_rank(2, "[num_seqs, max_pages] int32")
         b = _lib.init(_lib.Batch, "lpattn_kv_batch_init")
-        b.num_seqs = vs[0].shape[0] if vs[0].shape else 0
+        b.num_seqs = _int("num_seqs (slots.shape[0])", vs[0].shape[0])
         b.slots, b.lengths = vs[0].tensor(shape4=True), vs[1].tensor(shape4=True)
         b.page_table = vs[2].tensor(shape4=True)
         if max_length is None:  # reads the lengths (a device sync on GPUs)
             max_length = int(max(int(x) for x in _host_ints(lengths))) if b.num_seqs else 0
-        b.max_length = int(max_length)
-        return b, vs
+        b.max_length = _int("max_length", max_length, INT64)
+        return b, (vs, slots, lengths, page_table)
 
     def _sync_stream(self, like):
         mv = _dlpack.View(self.memory, "memory")
         self._ctx.use_stream(_dlpack.current_stream(like, mv))
 
+    def _live(self):
+        if not getattr(self, "handle", None):
+            raise ValueError("KVPool: the pool is closed")
+
     def append(self, k, v, slots, lengths, page_table, q=None, *, max_length=None):
         """Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]; q None or
         [num_seqs, Hq, n, D] (THRIFT reads the queries). lengths: tokens held
         before the call (0 starts a sequence in its slot)."""
+        self._live()
         b, keep = self._batch(slots, lengths, page_table, max_length)
         named = [("k", k), ("v", v)] + ([("q", q)] if q is not None else [])
-        vs = _views(*named)
+        vs = _views(*named, kind="float")
+        ts = [x.tensor(layout="[num_seqs, heads, n, head_dim]") for x in vs]
         self._sync_stream(k)
-        ts = [x.tensor() for x in vs]
         call("kv_append", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(ts[0]),
              ctypes.byref(ts[1]), ctypes.byref(ts[2]) if q is not None else None)
         del keep
 
     def slot_copy(self, src, dst):
         """Copy slot src's state to slot dst (fork a sequence)."""
-        call("kv_slot_copy", self._ctx.handle, self.handle, int(src), int(dst))
+        self._live()
+        call("kv_slot_copy", self._ctx.handle, self.handle, _int("src", src), _int("dst", dst))
 
     def decode(self, q, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
@@ -138,20 +171,26 @@ class KVPool:
         (kv_start + length == q_start + Sq) or holds whole pages ending at or
         before the first query's tile. lpattn.distributed.paged_decode merges
         the ranks' states."""
+        self._live()
         b, keep = self._batch(slots, lengths, page_table, max_length)
         if (kv_start is None) != (q_start is None):
             raise ValueError("decode: give both kv_start and q_start, or neither")
         if kv_start is not None:
-            pv = _views(("kv_start", kv_start), ("q_start", q_start))
+            kv_start, q_start = as_int32(kv_start, "kv_start"), as_int32(q_start, "q_start")
+            pv = _views(("kv_start", kv_start), ("q_start", q_start), kind="index")
+            for v in pv:
+                v.need_rank(1, "[num_seqs] int32")
             b.kv_start, b.q_start = pv[0].tensor(shape4=True), pv[1].tensor(shape4=True)
-            keep = (keep, pv)
-        (qv,) = _views(("q", q))
-        self._sync_stream(q)
-        if out is None:
-            out = _dlpack.empty(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "float32"))
-        tq, to = qv.tensor(), _dlpack.View(out, "out").tensor()
+            keep = (keep, pv, kv_start, q_start)
+        (qv,) = _views(("q", q), kind="float")
+        tq = qv.tensor(layout="[num_seqs, Hq, Sq, head_dim]")
         p = attn_params(self._precision_name(), True, sm_scale, thrift_budget, thrift_k,
                         check_finite=check_finite)
+        self._sync_stream(q)
+        if out is None:
+            out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype])
+        to = _dlpack.View(out, "out", kind="float", write=True).tensor(
+            layout="[num_seqs, Hq, Sq, head_dim]")
         aux, rows = _row_outputs(q, tq.shape[0], tq.shape[1], tq.shape[2], return_lse,
                                  return_entropy)
         call("paged_decode", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(tq),
@@ -161,6 +200,32 @@ class KVPool:
 
     def _precision_name(self):
         return {v: k for k, v in _lib.PRECISIONS.items()}[self.params.precision]
+
+
+def as_int32(x, name):
+    """x itself when it is not int64; else an int32 copy of x (same kind and
+    device), after checking every value fits (a device sync on GPUs)."""
+    if not hasattr(x, "__dlpack__"):
+        return x  # View's TypeError names it
+    dt = str(getattr(x, "dtype", ""))
+    if dt not in ("int64", "torch.int64"):
+        return x
+    kind = _dlpack.namespace_of(x)
+    n = 1
+    for s in x.shape:
+        n *= int(s)
+    if n:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < INT32[0] or hi > INT32[1]:
+            raise ValueError(f"{name}: int64 values {lo}..{hi} do not fit int32 (lpattn's ids "
+                             "and lengths are int32)")
+    if kind == "torch":
+        import torch
+        return x.to(torch.int32)
+    if kind == "jax":
+        import jax.numpy as jnp
+        return jnp.asarray(x, dtype=jnp.int32)
+    return x.astype("int32")
 
 
 def _host_ints(x):

@@ -4,7 +4,8 @@ autograd formula over lpattn_attention_backward, and a drop-in for
 torch.nn.functional.scaled_dot_product_attention.
 
     import lpattn.torch as lt
-    out = lt.attention(q, k, v, causal=True, precision="nvfp4")
+    out = lt.attention(q, k, v, causal=True)                 # exact ("high") by default
+    out = lt.attention(q, k, v, causal=True, precision="nvfp4")  # low precision, by name
     torch.nn.functional.scaled_dot_product_attention = lt.scaled_dot_product_attention
 """
 import ctypes
@@ -112,7 +113,7 @@ def _setup(ctx, inputs, output):
 torch.library.register_autograd("lpattn::attention", _backward, setup_context=_setup)
 
 
-def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_scale=None,
+def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               return_lse=False, return_entropy=False, backend="auto", leaky=False,
               mx_scale_round_up=False):
@@ -120,7 +121,11 @@ def attention(q, k, v, *, causal=False, precision="nvfp4", layout="bhsd", sm_sca
     Differentiable: with grad enabled and an input that requires grad, the
     forward keeps its LSE and backward runs lpattn_attention_backward
     (SPEC 10: low tiles' backward products in their format with stochastic
-    rounding; PASA has no backward yet)."""
+    rounding; PASA has no backward yet). precision defaults to "high";
+    sm_scale None means 1/sqrt(D) (0 is rejected, as lpattn.attention)."""
+    _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
+    if thrift_k is not None:
+        _api._int("thrift_k", thrift_k)
     need_lse = return_lse or (torch.is_grad_enabled() and
                               any(t.requires_grad for t in (q, k, v)))
     out, lse, ent = torch.ops.lpattn.attention(
@@ -174,6 +179,7 @@ def _(x, format, axis, tile, rounding, seed):
 
 def quantize(x, format="nvfp4", *, axis="d", tile=64, rounding="nearest", seed=0):
     """lpattn.quantize as an op: an lpattn.QuantizedTensor of torch tensors."""
+    tile, seed = _api._int("tile", tile), _api._int("seed", seed, (0, 2 ** 63 - 1))  # int64 op
     codes, scales, outer = torch.ops.lpattn.quantize(x, format, axis, tile, rounding, seed)
     return _api.QuantizedTensor(format, axis, tile, list(x.shape), codes, scales, outer)
 
@@ -239,14 +245,17 @@ def _(memory, pool_id, q, slots, lengths, page_table, max_length, sm_scale, thri
 def kv_append(pool, k, v, slots, lengths, page_table, max_length, q=None):
     """pool.append as an op (the pool's memory tensor is what it mutates)."""
     torch.ops.lpattn.kv_append(pool.memory, _pool_id(pool), k, v, q, slots, lengths, page_table,
-                               int(max_length))
+                               _api._int("max_length", max_length, _api.INT64))
 
 
 def paged_decode(pool, q, slots, lengths, page_table, max_length, *, sm_scale=None,
                  thrift_budget=None, thrift_k=None):
     """pool.decode as an op."""
+    _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
+    if thrift_k is not None:
+        _api._int("thrift_k", thrift_k)
     return torch.ops.lpattn.paged_decode(pool.memory, _pool_id(pool), q, slots, lengths,
-                                         page_table, int(max_length), float(sm_scale or 0.0),
+                                         page_table, _api._int("max_length", max_length, _api.INT64), float(sm_scale or 0.0),
                                          float(thrift_budget or 0.0), int(thrift_k or 0))
 
 
@@ -293,10 +302,12 @@ def sdpa_unsupported_reason(query, key, value, attn_mask=None, dropout_p=0.0, is
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False, *,
-                                 precision="nvfp4", strict=False):
+                                 precision="high", strict=False):
     """torch.nn.functional.scaled_dot_product_attention with lpattn inside:
-    calls lpattn can take run in `precision`; the others go to torch's own
-    (strict=True raises NotImplementedError naming the reason instead)."""
+    calls lpattn can take run in `precision` ("high" by default: a drop-in
+    is exact unless a low precision is asked for by name); the others go to
+    torch's own (strict=True raises NotImplementedError naming the reason
+    instead)."""
     why = sdpa_unsupported_reason(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa)
     if why is not None:

@@ -91,7 +91,8 @@ class Errors(unittest.TestCase):
             lpattn.attention(k, k, k, layout="sbhd")
         with self.assertRaisesRegex(TypeError, "DLPack"):
             lpattn.attention([1.0], k, k)
-        with self.assertRaisesRegex(TypeError, "dtype"):
+        with self.assertRaisesRegex(TypeError, "q: float64 is not accepted; use float32, "
+                                    "float16 or bfloat16"):
             lpattn.attention(k.astype(np.float64), k, k)
         with self.assertRaises(ValueError):
             lpattn.attention(k, k, k, backend="cuda")  # host arrays
@@ -166,8 +167,9 @@ class Helpers(unittest.TestCase):
 class Paged(unittest.TestCase):
     H, D, T = 2, 64, 64
 
-    def pool(self, **kw):
-        return lpattn.KVPool(8, 2, self.H, self.H, self.D, high_dtype="float32", **kw)
+    def pool(self, precision="nvfp4", **kw):
+        return lpattn.KVPool(8, 2, self.H, self.H, self.D, high_dtype="float32",
+                             precision=precision, **kw)
 
     def test_decode_matches_prefill(self):
         n = 100
@@ -214,13 +216,13 @@ class Paged(unittest.TestCase):
             pool.slot_copy(0, 5)
 
     def test_caller_memory(self):
-        _, _, need = lpattn.pool_bytes(4, 1, 2, 2, 64)
+        _, _, need = lpattn.pool_bytes(4, 1, 2, 2, 64, precision="nvfp4")
         raw = np.zeros(need + 256, np.uint8)
         off = (-raw.ctypes.data) % 256
-        with lpattn.KVPool(4, 1, 2, 2, 64, memory=raw[off:off + need]) as pool:
+        with lpattn.KVPool(4, 1, 2, 2, 64, precision="nvfp4", memory=raw[off:off + need]) as pool:
             self.assertEqual(pool.bytes, need)
         with self.assertRaisesRegex(lpattn.LpattnError, "the pool needs"):
-            lpattn.KVPool(4, 1, 2, 2, 64, memory=raw[off:off + 256])
+            lpattn.KVPool(4, 1, 2, 2, 64, precision="nvfp4", memory=raw[off:off + 256])
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ class TorchCPU(unittest.TestCase):
         out, lse = lt.attention(q, k, v, causal=True, precision="nvfp4", return_lse=True)
         self.assertIsInstance(out, torch.Tensor)
         np_out, np_lse = lpattn.attention(q.numpy(), k.numpy(), v.numpy(), causal=True,
-                                          return_lse=True)
+                                          precision="nvfp4", return_lse=True)
         np.testing.assert_array_equal(out.numpy(), np_out)
         np.testing.assert_array_equal(lse.numpy(), np_lse)
         direct = lpattn.attention(q, k, v, causal=True)  # torch in, torch out
@@ -59,7 +59,8 @@ class TorchCPU(unittest.TestCase):
         self.assertEqual(explain.graph_break_count, 0)
 
     def test_compile_paged_decode(self):
-        pool = lpattn.KVPool(4, 1, 2, 2, 64, like=torch.empty(0), high_dtype="float32")
+        pool = lpattn.KVPool(4, 1, 2, 2, 64, like=torch.empty(0), high_dtype="float32",
+                             precision="nvfp4")
         slots, table = torch.tensor([0], dtype=torch.int32), torch.tensor([[0, 1]], dtype=torch.int32)
         k, v = rnd(1, 2, 80, 64, seed=10), rnd(1, 2, 80, 64, seed=11)
         lt.kv_append(pool, k, v, slots, torch.tensor([0], dtype=torch.int32), table, 0)
@@ -190,7 +191,7 @@ class TorchCUDA(unittest.TestCase):
 
     def test_paged_pool_on_gpu(self):
         H, D, n = 4, 128, 100
-        pool = lpattn.KVPool(8, 2, H, H, D, like=torch.empty(0, device="cuda"))
+        pool = lpattn.KVPool(8, 2, H, H, D, like=torch.empty(0, device="cuda"), precision="nvfp4")
         self.assertTrue(pool.memory.is_cuda)
         k, v, q = (rnd(1, H, n + 1, D, seed=s, dtype=torch.float16, device="cuda") for s in (30, 31, 32))
         i32 = dict(dtype=torch.int32, device="cuda")
@@ -198,7 +199,7 @@ class TorchCUDA(unittest.TestCase):
         pool.append(k[:, :, :n], v[:, :, :n], slots, torch.tensor([0], **i32), table, max_length=0)
         pool.append(k[:, :, n:], v[:, :, n:], slots, torch.tensor([n], **i32), table, max_length=n)
         out = pool.decode(q[:, :, n:], slots, torch.tensor([n + 1], **i32), table, max_length=n + 1)
-        full = lt.attention(q, k, v, causal=True)
+        full = lt.attention(q, k, v, causal=True, precision="nvfp4")
         self.assertLess((out[:, :, 0].float() - full[:, :, n].float()).abs().max().item(), 2e-2)
 
 
