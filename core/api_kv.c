@@ -61,8 +61,8 @@ static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv
     return lp_fail(LPATTN_ERR_BAD_GQA, "params.num_q_heads = %d is not a multiple of num_kv_heads = %d",
                    p->num_q_heads, p->num_kv_heads);
   if (p->page_size < 32 || p->page_size > 256 || p->page_size % 32)
-    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.page_size = %d, expected a multiple of 32 in [32, 256]",
-                   p->page_size);
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.page_size = %d, expected a multiple of 32 in [32, 256] "
+                   "(a page is one tile, SPEC 9, and MXFP4 groups 32 keys)", p->page_size);
   if (!is_float_io(p->high_dtype))
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = %s, expected F16, BF16 or F32",
                    lp_dtype_name(p->high_dtype));
