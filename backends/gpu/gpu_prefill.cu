@@ -3,6 +3,7 @@
  * then one launch of the attention kernel of the call's head dim and dtype. */
 #include <stdlib.h>
 
+#include "error.h"
 #include "gpu_backend.h"
 
 namespace GPU_NS {
@@ -17,8 +18,83 @@ static bool wgmma_off() {
   return v == 1;
 }
 
-lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+/* A descale view (f32 {1, 1, B, Hkv}) as pointer + element strides of (b, kv head). */
+static const float *desc_of(const lpattn_tensor *t, int64_t sd[2]) {
+  if (!t || !t->data) return sd[0] = sd[1] = 0, nullptr;
+  sd[0] = t->stride[2], sd[1] = t->stride[3];
+  return (const float *)t->data;
+}
+
+/* Static-scale FP8 (SPEC 11) on the sm_90a E4M3 kernel (D = 128): E4M3
+ * inputs go to the kernel as they are (Q and K; V transposed into the
+ * workspace), 16-bit or f32 inputs are cast by their descales first. */
+static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem *pr) {
+  const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
+            Skv = (int)pr->Skv, D = (int)pr->D;
+  gpu_attn_fn fn = find_attn(pr->D, LPATTN_F16); /* the kernel reads codes: the f16 variant has it */
+  if (!fn || D != 128 || im->cc != 90 || wgmma_off() || pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX)) {
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "static FP8 (precision FP8_STATIC) needs the sm_90a kernels at "
+                   "D = 128 on CUDA (this call: D = %d, compute capability %d.%d)", D, im->cc / 10, im->cc % 10);
+  }
+  const bool codes_in = pr->q->dtype == LPATTN_E4M3;
+  const int64_t Sp = ((int64_t)Skv + 63) / 64 * 64;
+  gpu_carve c = {0};
+  const size_t v_at = carve(&c, (size_t)B * Hkv * D * Sp);
+  const size_t q_at = codes_in ? 0 : carve(&c, (size_t)B * Hq * Sq * D);
+  const size_t k_at = codes_in ? 0 : carve(&c, (size_t)B * Hkv * Skv * D);
+  TRY(ensure_ws(im, c.used));
+  char *ws = (char *)im->ws;
+  lp_gpu_attn_args a;
+  memset(&a, 0, sizeof a);
+  a.q_desc = desc_of(pr->q_descale, a.sdesc[0]);
+  a.k_desc = desc_of(pr->k_descale, a.sdesc[1]);
+  a.v_desc = desc_of(pr->v_descale, a.sdesc[2]);
+  /* cast (or copy, transposing V) into the kernel's layouts */
+  const lpattn_tensor *src[3] = {pr->q, pr->k, pr->v};
+  const float *dsc[3] = {a.q_desc, a.k_desc, a.v_desc};
+  const size_t at[3] = {q_at, k_at, v_at};
+  for (int i = codes_in ? 2 : 0; i < 3; i++) {
+    gpu_cast8_args g;
+    memset(&g, 0, sizeof g);
+    g.x = src[i]->data, g.dtype = src[i]->dtype;
+    strides(src[i], g.sx);
+    g.B = B, g.H = i == 0 ? Hq : Hkv, g.S = i == 0 ? Sq : Skv, g.D = D, g.G = i == 0 ? Hq / Hkv : 1;
+    g.desc = dsc[i], g.sd[0] = a.sdesc[i][0], g.sd[1] = a.sdesc[i][1];
+    g.codes = (uint8_t *)ws + at[i], g.transpose = i == 2, g.rows = i == 2 ? Sp : g.S;
+    TRY(gpu_cast_e4m3(&g, im->stream));
+  }
+  if (codes_in) {
+    a.qq.codes = (const uint8_t *)pr->q->data, a.kq.codes = (const uint8_t *)pr->k->data;
+    for (int i = 0; i < 3; i++) a.q8s[i] = pr->q->stride[i], a.k8s[i] = pr->k->stride[i];
+  } else {
+    a.qq.codes = (const uint8_t *)ws + q_at, a.kq.codes = (const uint8_t *)ws + k_at;
+    const int64_t q8s[3] = {(int64_t)Hq * Sq * D, (int64_t)Sq * D, D}, k8s[3] = {(int64_t)Hkv * Skv * D, (int64_t)Skv * D, D};
+    memcpy(a.q8s, q8s, sizeof q8s), memcpy(a.k8s, k8s, sizeof k8s);
+  }
+  a.qq.rows = Sq, a.kq.rows = Skv;
+  a.vq.codes = (const uint8_t *)ws + v_at, a.vq.rows = Skv;
+  a.out = pr->out->data;
+  strides(pr->out, a.so);
+  a.out_dtype = pr->out->dtype;
+  if (pr->lse) a.lse = (float *)pr->lse->data, strides(pr->lse, a.sl);
+  if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
+  a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
+  a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.prec = pr->precision, a.low = LPATTN_FMT_FP8;
+  a.sm_scale = pr->sm_scale, a.nkt = (Skv + 63) / 64, a.nqx = (Sq + 63) / 64, a.split = 1;
+  a.warp = im->warp, a.cc = im->cc;
+  const lpattn_status st = fn(&a, im->stream);
+  if (st == LPATTN_ERR_UNSUPPORTED)
+    return lp_fail(st, "static FP8 (precision FP8_STATIC): the sm_90a kernel could not take this call "
+                   "(E4M3 strides must be multiples of 16 bytes)");
+  return st;
+}
+
+static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   gpu_impl *im = impl_of(ctx);
+  if (pr->precision == LPATTN_PREC_FP8_STATIC) {
+    CK(cudaSetDevice(im->device));
+    return gpu_attention_fp8s(im, pr);
+  }
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
   if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
@@ -123,6 +199,34 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   a.warp = im->warp;
   a.cc = im->cc;
   return fn(&a, im->stream);
+}
+
+/* A head dim without its own variant runs on the next compiled Dp with
+ * zero-padded Q/K/V and output (gpu_pad.cu, SEMANTICS "Head dimensions"). */
+static lpattn_status gpu_attention_padded(lpattn_ctx *ctx, const lpattn_attn_problem *pr, int64_t Dp) {
+  gpu_impl *im = impl_of(ctx);
+  CK(cudaSetDevice(im->device));
+  const lpattn_tensor *t[4] = {pr->q, pr->k, pr->v, pr->out};
+  lpattn_tensor p[4];
+  size_t at[4];
+  TRY(gpu_pad_begin(im, t, 4, Dp, at));
+  for (int i = 0; i < 3; i++) TRY(gpu_pad_copy(im, t[i], Dp, at[i], 1, &p[i]));
+  TRY(gpu_pad_copy(im, t[3], Dp, at[3], 2, &p[3])); /* the view only: every channel is written */
+  lpattn_attn_problem pp = *pr;
+  pp.D = Dp, pp.q = &p[0], pp.k = &p[1], pp.v = &p[2], pp.out = &p[3]; /* sm_scale: of the true D */
+  TRY(gpu_attention_at(ctx, &pp));
+  return gpu_pad_copy(im, pr->out, Dp, at[3], 0, NULL);
+}
+
+lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  const lpattn_dtype dt = pr->q->dtype;
+  if (pr->precision != LPATTN_PREC_FP8_STATIC && (dt == LPATTN_F16 || dt == LPATTN_BF16) &&
+      !find_attn(pr->D, dt)) {
+    int64_t Dp;
+    TRY(gpu_padded_dim(pr->D, dt, 0, &Dp));
+    return gpu_attention_padded(ctx, pr, Dp);
+  }
+  return gpu_attention_at(ctx, pr);
 }
 
 } // namespace GPU_NS

@@ -59,6 +59,13 @@ typedef struct {
   int maxpass;              /* 1: only fill part_m */
   int warp;                 /* lanes of a warp (wave) on the device; the CTA has 4 */
   int cc;                   /* the device's compute capability, major * 10 + minor (CUDA) */
+  /* static-scale FP8 (prec FP8_STATIC, SPEC 11): E4M3 codes of Q and K in
+   * qq.codes / kq.codes with byte strides q8s / k8s (b, h, s; rows of D
+   * bytes), V^T codes in vq (AXIS_S layout, no scales); descales [b][kv
+   * head] with element strides sdesc[q, k, v] (NULL: 1) */
+  int64_t q8s[3], k8s[3];
+  const float *q_desc, *k_desc, *v_desc;
+  int64_t sdesc[3][2];
 } lp_gpu_attn_args;
 
 /* The sm_90a FP8 prefill kernel on E4M3 wgmma (lp_gpu_attn_wg8.cuh) takes
@@ -81,6 +88,7 @@ typedef struct {
   float beta;
   int shift_tile, shift_tiles;
   int dst_b0, dst_s0; /* destination (b, s) of source (0, 0): KV cache tiles */
+  int sr_d;           /* head dim of the SR indices (0: D); a zero-padded copy's true D */
 } lp_gpu_quant_args;
 
 typedef struct {

@@ -45,7 +45,24 @@ typedef struct {
   int out_k;
 } gpu_select_args;
 
+/* Static-scale FP8 (SPEC 11): x [B][H][S][D] (f32/f16/bf16 cast by the
+ * descale of (b, h / G); E4M3 copied) -> codes [B][H][rows][D], or with
+ * transpose [B][H][D][rows] (V^T, keys past S zero). desc: [b][kv head] at
+ * element strides sd, NULL = 1. */
+typedef struct {
+  const void *x;
+  int dtype;
+  int64_t sx[4];
+  int B, H, S, D, G;
+  const float *desc;
+  int64_t sd[2];
+  uint8_t *codes;
+  int transpose;
+  int64_t rows;
+} gpu_cast8_args;
+
 lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st);
+lpattn_status gpu_cast_e4m3(const gpu_cast8_args *a, cudaStream_t st);
 lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st);
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);

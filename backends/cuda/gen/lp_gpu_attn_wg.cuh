@@ -639,6 +639,14 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   if (spec == 0) return a->vec16;
   return (a->qd || lp_gpu_wg8_takes(a->low, a->D)) && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));
 }
+/* Whether the static-scale FP8 kernel K may take call a: a 9.0 device whose
+ * image of K is sm_90a, 32-lane warps (LPATTN_NO_WGMMA=1: no). */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
+static bool gpu_wg8s_ok(const lp_gpu_attn_args *a) {
+  static int have = -1;
+  if (have < 0 && a->cc == 90) have = gpu_wg_image((const void *)K, 0);
+  return have > 0 && a->cc == 90 && a->warp == 32;
+}
 /* Launches K (configuration C: BQ rows a CTA, NT threads, bytes of shared
  * memory) for call a with the TMA maps tm (false: too little shared memory). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), typename C>

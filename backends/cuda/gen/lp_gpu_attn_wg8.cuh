@@ -65,7 +65,16 @@ __device__ __forceinline__ void gpu_wg8_pfrag(const float *s, uint32_t (&f)[4], 
   }
 }
 
-template <int D>
+/* A descale of SPEC 11 ([b][kv head], element strides sd; NULL: 1). */
+__device__ __forceinline__ float gpu_desc(const float *p, const int64_t (&sd)[2], int b, int hk) {
+  return p ? p[b * sd[0] + hk * sd[1]] : 1.0f;
+}
+
+/* STAT = false: precision FP8 (SPEC 3's domains, the scales above);
+ * STAT = true: static-scale FP8 (SPEC 11): one descale per (batch, KV head)
+ * for each of Q, K, V, folded into the exponent's factor and O's fold, and
+ * every tile (the diagonal ones too) runs here, masked in soft(). */
+template <int D, bool STAT>
 __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
 #if GPU_WG_ARCH
   typedef gpu_wg8_cfg<D> C;
@@ -89,7 +98,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     gpu_wgl_empty<D>(a, q0, tid, b, h);
     return;
   }
-  if (tid == 0) br.init(33);
+  if (tid == 0) br.init(STAT ? 1 : 33);
   __syncthreads();
 
   if (wg == 0) { /* ---- the copier ----------------------------------------- */
@@ -108,7 +117,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
         if (++s == ST) s = 0, n++;
       }
     }
-    if (tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (times P's 1/448) */
+    if (!STAT && tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (times P's 1/448) */
       gpu_wgl_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, 1.0f / 448.0f);
     return;
   }
@@ -123,9 +132,11 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
    * 0 anyway: 1), and the exponent's factor, kept >= FLT_MIN so that a
    * masked -inf times it stays -inf (a NaN stays NaN) */
   float qo[2], qs2[2];
+  /* static: qo = q_descale k_descale (the score is y qo sm_scale); O times vd / 448 at the end */
+  const float sqk = STAT ? __fmul_rn(gpu_desc(a.q_desc, a.sdesc[0], b, hk), gpu_desc(a.k_desc, a.sdesc[1], b, hk)) : 1.0f;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
-    const float v = rr[hh] < Sq ? a.qq.outer[((int64_t)b * a.Hq + h) * Sq + rr[hh]] : 0.0f;
+    const float v = STAT ? sqk : rr[hh] < Sq ? a.qq.outer[((int64_t)b * a.Hq + h) * Sq + rr[hh]] : 0.0f;
     qo[hh] = v == 0.0f ? 1.0f : v;
     const float f = __fmul_rn(qo[hh], a.sm_scale) * L2E;
     qs2[hh] = f < 1.17549435e-38f ? 1.17549435e-38f : f;
@@ -162,11 +173,12 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     const int s = j % ST;
     /* y = S^ kout[key]; the score is y qout sm_scale (qout > 0) */
     const float *ks = scal + s * C::SCF;
+    if (!STAT)
 #pragma unroll
-    for (int u = 0; u < BK / 2; u += 2) {
-      const float2 k2 = *(const float2 *)&ks[8 * (u >> 2) + 2 * t];
-      sacc[u] = __fmul_rn(sacc[u], k2.x), sacc[u + 1] = __fmul_rn(sacc[u + 1], k2.y);
-    }
+      for (int u = 0; u < BK / 2; u += 2) {
+        const float2 k2 = *(const float2 *)&ks[8 * (u >> 2) + 2 * t];
+        sacc[u] = __fmul_rn(sacc[u], k2.x), sacc[u + 1] = __fmul_rn(sacc[u + 1], k2.y);
+      }
     gpu_mb_arrive(br.kempty(s)); /* K and its scales are read */
 #pragma unroll
     for (int hv = 0; hv < 2; hv++) { /* SPEC's 64-key tiles in order */
@@ -223,11 +235,11 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     for (int kc = 0; kc < BK / 32; kc++) gpu_wg8_pfrag(&sacc[16 * kc], pf[kc], t);
   };
   /* T = P^ V^ of SPEC tile hv of tile j (V^T codes, K-major: 32 keys = 32 bytes a k-step) */
-  auto issue_pv = [&](float (&tacc)[NO], int j, int hv) {
+  auto issue_pv = [&](float (&tacc)[NO], int j, int hv) { /* STAT: accumulates into tacc (O) */
     const uint32_t vst = sv + (j % ST) * C::KB;
 #pragma unroll
     for (int kq = 0; kq < 2; kq++)
-      gpu_wg8_128::rs(tacc, pf[2 * hv + kq], gpu_wg_desc(vst + 64 * hv + 32 * kq, 16, 1024), kq > 0);
+      gpu_wg8_128::rs(tacc, pf[2 * hv + kq], gpu_wg_desc(vst + 64 * hv + 32 * kq, 16, 1024), STAT || kq > 0);
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
   /* O = O alpha + T vout / 448 of SPEC tile hv */
@@ -253,6 +265,47 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   float sacc[BK / 2];
   issue_s(sacc, 0);
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  if constexpr (STAT) {
+    /* Static scales: P^ V^ accumulates into O itself (no per-channel fold,
+     * no second accumulator), O rescaled before each SPEC tile's product;
+     * SPEC tile 1's product waits for tile 0's (S_(j+1) is in flight). */
+    auto scale_o = [&](int hv) {
+      if (gpu_warp_any(alph[hv][0] != 1.0f || alph[hv][1] != 1.0f))
+#pragma unroll
+        for (int o = 0; o < NO; o++) oacc[o] *= alph[hv][(o >> 1) & 1];
+    };
+#pragma unroll 1
+    for (int j = 0; j < jn - 1; j++) {
+      gpu_wg_hold(sacc);
+      soft(sacc, j);
+      gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
+      scale_o(0);
+      gpu_wg_fence();
+      issue_pv(oacc, j, 0);
+      issue_s(sacc, j + 1);
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      gpu_wg_hold(oacc);
+      scale_o(1);
+      gpu_wg_fence();
+      issue_pv(oacc, j, 1);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_hold(oacc);
+      gpu_mb_arrive(br.vempty(j % ST));
+    }
+    const int j = jn - 1;
+    gpu_wg_hold(sacc);
+    soft(sacc, j);
+    gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
+#pragma unroll
+    for (int hv = 0; hv < 2; hv++) {
+      scale_o(hv);
+      gpu_wg_fence();
+      issue_pv(oacc, j, hv);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_hold(oacc);
+    }
+    gpu_mb_arrive(br.vempty(j % ST));
+  } else {
 #pragma unroll 1
   for (int j = 0; j < jn - 1; j++) {
     float tacc[NO];
@@ -288,7 +341,13 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     }
     gpu_mb_arrive(br.vempty(j % ST));
   }
+  }
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
+  if (STAT) {
+    const float vst = __fmul_rn(gpu_desc(a.v_desc, a.sdesc[2], b, hk), 1.0f / 448.0f);
+#pragma unroll
+    for (int o = 0; o < NO; o++) oacc[o] = __fmul_rn(oacc[o], vst);
+  }
   gpu_wgl_end<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
@@ -319,6 +378,27 @@ static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpatt
   const int64_t qr = a->qq.rows, kr = a->kq.rows, sp = (a->vq.rows + 63) / 64 * 64;
   const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, sq[3] = {D, qr * D, a->Hq * qr * D};
   const int64_t dk[4] = {D, a->Skv, a->Hkv, a->B}, sk[3] = {D, kr * D, a->Hkv * kr * D};
+  const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
+  gpu_tmaps tm;
+  if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
+      !gpu_tmap8(&tm.v, a->vq.codes, dv, sv, C::BK, D))
+    return false;
+  return gpu_wg_go<K, C>(a, tm, stream, st);
+}
+/* Launches K (the D = 128 _wg8s entry, static-scale FP8) for call a: Q and
+ * K codes at byte strides q8s / k8s (the caller's E4M3 tensors or the
+ * cast's), V^T codes in vq; false where a map cannot be made (a stride
+ * that is not a multiple of 16 bytes). */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg8s_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  typedef gpu_wg8_cfg<D> C;
+  const int64_t sp = (a->vq.rows + 63) / 64 * 64;
+  /* an extent-1 axis's stride is never used: the contiguous one */
+  auto pick = [](int64_t s, int64_t n, int64_t dense) { return n > 1 ? s : dense; };
+  const int64_t sq2 = pick(a->q8s[2], a->Sq, D), sq1 = pick(a->q8s[1], a->Hq, sq2 * a->Sq);
+  const int64_t sk2 = pick(a->k8s[2], a->Skv, D), sk1 = pick(a->k8s[1], a->Hkv, sk2 * a->Skv);
+  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, sq[3] = {sq2, sq1, pick(a->q8s[0], a->B, sq1 * a->Hq)};
+  const int64_t dk[4] = {D, a->Skv, a->Hkv, a->B}, sk[3] = {sk2, sk1, pick(a->k8s[0], a->B, sk1 * a->Hkv)};
   const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
   gpu_tmaps tm;
   if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||

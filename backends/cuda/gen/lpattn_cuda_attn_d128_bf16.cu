@@ -39,11 +39,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d128_bf16_
 }
 extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d128_bf16_wgl_fp8(const lp_gpu_attn_args a,
                                                                    const __grid_constant__ lpattn_cuda::gpu_tmaps tm) {
-  lpattn_cuda::gpu_attn_wg8_body<128>(a, tm); /* on E4M3 wgmma (lp_gpu_attn_wg8.cuh) */
+  lpattn_cuda::gpu_attn_wg8_body<128, false>(a, tm); /* on E4M3 wgmma (lp_gpu_attn_wg8.cuh) */
 }
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d128_bf16(const lp_gpu_attn_args *a, cudaStream_t s) {
+  if (a->prec == LPATTN_PREC_FP8_STATIC) { /* sm_90a at D = 128 only (lp_gpu_attn_wg8.cuh) */
+    return LPATTN_ERR_UNSUPPORTED;
+  }
   switch (gpu_attn_spec(*a)) {
   case 0:
     if (gpu_wg_ok<::lpattn_cuda_attn_d128_bf16_wg>(a, 0)) {

@@ -44,6 +44,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) lpattn_cuda_attn_d64_bf16_w
 
 namespace lpattn_cuda {
 lpattn_status lpattn_cuda_attn_d64_bf16(const lp_gpu_attn_args *a, cudaStream_t s) {
+  if (a->prec == LPATTN_PREC_FP8_STATIC) { /* sm_90a at D = 128 only (lp_gpu_attn_wg8.cuh) */
+    return LPATTN_ERR_UNSUPPORTED;
+  }
   switch (gpu_attn_spec(*a)) {
   case 0:
     if (gpu_wg_ok<::lpattn_cuda_attn_d64_bf16_wg>(a, 0)) {

@@ -159,6 +159,44 @@ lpattn_status gpu_dequant_cols(const lp_gpu_qview *q, int fmt, int64_t BH, int S
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
+/* Static-scale FP8 (SPEC 11): x [B][H][S][D] -> E4M3 codes (f32/f16/bf16:
+ * E4M3(x / descale), RNE with saturation as core's encoder; E4M3: the codes
+ * as they are) in [B][H][rows][D], or with transpose in [B][H][D][rows]
+ * (keys past S zero). A block per 64 x 64 tile of (s, d) through shared
+ * memory, so that reads and writes both coalesce. */
+__global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
+  __shared__ uint8_t tile[64][65];
+  const int s0 = blockIdx.x * 64, d0 = blockIdx.y * 64;
+  const int64_t bh = blockIdx.z, b = bh / a.H, h = bh % a.H;
+  const float ds = a.desc ? a.desc[b * a.sd[0] + h / a.G * a.sd[1]] : 1.0f;
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int s = s0 + i / 64, d = d0 + i % 64;
+    uint8_t c = 0;
+    if (s < a.S && d < a.D) {
+      const int64_t off = b * a.sx[0] + h * a.sx[1] + s * a.sx[2] + d * a.sx[3];
+      c = a.dtype == LPATTN_E4M3 ? ((const uint8_t *)a.x)[off] : gpu_e4m3_encode(gpu_load(a.x, a.dtype, off) / ds);
+    }
+    tile[i / 64][i % 64] = c;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int r = i / 64, c = i % 64;
+    if (!a.transpose) {
+      if (s0 + r < a.S && d0 + c < a.D) a.codes[(bh * a.rows + s0 + r) * a.D + d0 + c] = tile[r][c];
+    } else if (d0 + r < a.D && s0 + c < a.rows) {
+      a.codes[(bh * a.D + d0 + r) * a.rows + s0 + c] = tile[c][r];
+    }
+  }
+}
+
+lpattn_status gpu_cast_e4m3(const gpu_cast8_args *a, cudaStream_t st) {
+  const int64_t n = a->transpose ? a->rows : a->S;
+  if ((int64_t)a->B * a->H * n * a->D == 0) return LPATTN_OK;
+  const dim3 grid((unsigned)((n + 63) / 64), (unsigned)((a->D + 63) / 64), (unsigned)(a->B * a->H));
+  gpu_cast8_kernel<<<grid, 256, 0, st>>>(*a);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
 /* Prefill low tiles: K (along D) and V (along S) as bf16 copies. */
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st) {

@@ -24,6 +24,9 @@ extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_hip_attn_d1
 
 namespace lpattn_hip {
 lpattn_status lpattn_hip_attn_d128_bf16(const lp_gpu_attn_args *a, cudaStream_t s) {
+  if (a->prec == LPATTN_PREC_FP8_STATIC) { /* sm_90a at D = 128 only (lp_gpu_attn_wg8.cuh) */
+    return LPATTN_ERR_UNSUPPORTED;
+  }
   switch (gpu_attn_spec(*a)) {
   case 0:
     return gpu_attn_launch<::lpattn_hip_attn_d128_bf16_plain, 128>(a, s);
