@@ -5,7 +5,7 @@
  *   quant:   lpattn_quantize of one [1, 32, S, 128] f16 tensor (the pass a low-precision
  *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
- * Usage: bench_cuda [prefill|prefill-high|prefill-16k|prefill-dims|quant|decode|all] (prefill-high:
+ * Usage: bench_cuda [prefill|prefill-high|prefill-16k|prefill-dims|fp8s|quant|decode|all] (prefill-high:
  *        precision HIGH only; prefill-16k: every precision at S = 16k; prefill-dims: HIGH at D = 64 and 256, S = 4k and 16k) */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -93,6 +93,68 @@ static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64
       }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
   }
+}
+
+/* Static-scale FP8 (SPEC 11), B=1, H=32, D=128: timed from E4M3 inputs (as
+ * FlashAttention-3 is; the V^T pass included) and from f16 inputs (the cast
+ * by the descales included). Rows "fp8s-e4m3" and "fp8s-f16". */
+static void bench_fp8s(lpattn_ctx *ctx, const int64_t *Ss, int nS) {
+  const int64_t B = 1, H = 32, D = 128;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float hd[32];
+  for (int i = 0; i < 32; i++) hd[i] = 1.0f / 64.0f;
+  float *dd;
+  CUDA_OK(cudaMalloc((void **)&dd, sizeof hd));
+  CUDA_OK(cudaMemcpy(dd, hd, sizeof hd, cudaMemcpyHostToDevice));
+  for (int si = 0; si < nS; si++) {
+    const int64_t S = Ss[si];
+    const size_t n = (size_t)(B * H * S * D);
+    void *f[3], *c[3], *o;
+    uint8_t *hc = malloc(n);
+    uint16_t *hf = malloc(n * 2);
+    for (int t = 0; t < 3; t++) {
+      f[t] = rand_f16(n, t == 1 ? 0.2f : 0.0f, 1, (unsigned)(t + 1));
+      CUDA_OK(cudaMemcpy(hf, f[t], n * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < n; i++) hc[i] = lpattn_f32_to_e4m3(lpattn_f16_to_f32(hf[i]) / hd[0]);
+      CUDA_OK(cudaMalloc(&c[t], n));
+      CUDA_OK(cudaMemcpy(c[t], hc, n, cudaMemcpyHostToDevice));
+    }
+    free(hc), free(hf);
+    CUDA_OK(cudaMalloc(&o, n * 2));
+    lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F16, B, H, S, D);
+    for (int causal = 0; causal < 2; causal++)
+      for (int in8 = 1; in8 >= 0; in8--) {
+        lpattn_tensor t[3];
+        for (int i = 0; i < 3; i++) t[i] = lpattn_tensor_4d(in8 ? c[i] : f[i], in8 ? LPATTN_E4M3 : LPATTN_F16, B, H, S, D);
+        lpattn_attn_params p;
+        lpattn_attn_params_init(&p);
+        p.precision = LPATTN_PREC_FP8_STATIC, p.causal = causal;
+        p.q_descale = lpattn_tensor_4d(dd, LPATTN_F32, 1, 1, B, H);
+        p.k_descale = p.q_descale, p.v_descale = p.q_descale;
+        if (lpattn_attention(ctx, &t[0], &t[1], &t[2], &to, &p, NULL) != LPATTN_OK) {
+          fprintf(stderr, "fp8s: %s\n", lpattn_last_error());
+          continue;
+        }
+        const int reps = S >= 16384 ? 7 : 20;
+        float ts[32];
+        for (int r = 0; r < reps; r++) {
+          cudaEventRecord(e0, 0);
+          LP_OK(lpattn_attention(ctx, &t[0], &t[1], &t[2], &to, &p, NULL));
+          cudaEventRecord(e1, 0);
+          CUDA_OK(cudaEventSynchronize(e1));
+          cudaEventElapsedTime(&ts[r], e0, e1);
+        }
+        qsort(ts, (size_t)reps, sizeof(float), cmpf);
+        const double ms = ts[reps / 2], flop = 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
+        printf("{\"kind\":\"prefill\",\"S\":%lld,\"D\":%lld,\"causal\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
+               (long long)S, (long long)D, causal, in8 ? "fp8s-e4m3" : "fp8s-f16", ms, flop / (ms * 1e-3) / 1e12);
+        fflush(stdout);
+      }
+    for (int t = 0; t < 3; t++) cudaFree(f[t]), cudaFree(c[t]);
+    cudaFree(o);
+  }
+  cudaFree(dd);
 }
 
 /* Median ms of 20 runs of fn (after 3 warm-ups), CUDA events on stream 0. */
@@ -240,6 +302,7 @@ int main(int argc, char **argv) {
   if (!strcmp(what, "prefill-16k")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss + 2, 1);
   if (!strcmp(what, "prefill-dims")) /* D = 256 needs -Dvariants=all */
     for (int64_t D = 64; D <= 256; D *= 4) bench_prefill(ctx, LPATTN_PREC_HIGH, D, Sd, 2);
+  if (!strcmp(what, "fp8s")) bench_fp8s(ctx, Ss + 1, 2); /* static FP8 at 4k and 16k */
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);
   if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);
   lpattn_free(ctx);
