@@ -254,8 +254,9 @@ def paged_decode(pool, q, slots, lengths, page_table, max_length, *, sm_scale=No
     _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
     if thrift_k is not None:
         _api._int("thrift_k", thrift_k)
+    max_length = _api._int("max_length", max_length, _api.INT64)
     return torch.ops.lpattn.paged_decode(pool.memory, _pool_id(pool), q, slots, lengths,
-                                         page_table, _api._int("max_length", max_length, _api.INT64), float(sm_scale or 0.0),
+                                         page_table, max_length, float(sm_scale or 0.0),
                                          float(thrift_budget or 0.0), int(thrift_k or 0))
 
 
