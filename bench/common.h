@@ -141,6 +141,10 @@ void table_row(bench_table *t, const char *fmt, ...);
 void table_emit(bench_table *t, const bench_opts *o);
 /* The meaning of a column name of the reports (bench/legend.c), or NULL. */
 const char *bench_column_meaning(const char *col);
+/* A horizontal bar chart of positive values on a log10 axis as an SVG file
+ * (bench/svg.c); note[i] is printed right of bar i (note may be NULL). */
+int svg_log_bars(const char *path, const char *title, const char *xlabel, int n,
+                 const char *const *label, const double *value, const char *const *note);
 
 /* ---- reports ------------------------------------------------------------ */
 int report_main(const bench_opts *o);
