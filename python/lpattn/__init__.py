@@ -5,7 +5,11 @@ results come back in the caller's kind, on the caller's current CUDA stream.
 Failures raise LpattnError with the C status and a precise detail.
 
     import lpattn
+    out = lpattn.attention(q, k, v, causal=True)   # exact ("high") by default
     out, lse = lpattn.attention(q, k, v, causal=True, precision="nvfp4", return_lse=True)
+
+Serving: lpattn.KVPool (the paged pool; its precision is a required
+argument) and lpattn.serving (FlashInfer-style page tables).
 
 PyTorch: `import lpattn.torch` registers the ops with torch.library (they
 trace under torch.compile) and offers scaled_dot_product_attention."""
