@@ -2,7 +2,8 @@
 """PNG plots from lpattn-bench CSVs: the PASA sweeps and Thrift recovery vs length.
 
 usage: python3 bench/plot.py [CSV_DIR]   (default bench/out; PNGs go next to the CSVs)
-Needs matplotlib (Debian: apt-get install python3-matplotlib); the C tool does not.
+Needs matplotlib (Debian: apt-get install python3-matplotlib); the C tool does not
+(the main report writes its own plot, main.svg, without it).
 """
 import csv
 import math
