@@ -40,6 +40,7 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
   const int64_t Sp = ((int64_t)Skv + 63) / 64 * 64;
   gpu_carve c = {0};
   const size_t v_at = carve(&c, (size_t)B * Hkv * D * Sp);
+  const size_t jmin_at = carve(&c, (size_t)B * Hkv * D * 4);
   const size_t q_at = codes_in ? 0 : carve(&c, (size_t)B * Hq * Sq * D);
   const size_t k_at = codes_in ? 0 : carve(&c, (size_t)B * Hkv * Skv * D);
   TRY(ensure_ws(im, c.used));
@@ -61,6 +62,10 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
     g.B = B, g.H = i == 0 ? Hq : Hkv, g.S = i == 0 ? Sq : Skv, g.D = D, g.G = i == 0 ? Hq / Hkv : 1;
     g.desc = dsc[i], g.sd[0] = a.sdesc[i][0], g.sd[1] = a.sdesc[i][1];
     g.codes = (uint8_t *)ws + at[i], g.transpose = i == 2, g.rows = i == 2 ? Sp : g.S;
+    if (i == 2) { /* V's NaN codes (SPEC 2: a NaN reaches only the rows that attend it) */
+      g.jmin = (int *)(ws + jmin_at);
+      CK(cudaMemsetAsync(g.jmin, 0x7f, (size_t)B * Hkv * D * 4, im->stream));
+    }
     TRY(gpu_cast_e4m3(&g, im->stream));
   }
   if (codes_in) {
@@ -86,7 +91,13 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
   if (st == LPATTN_ERR_UNSUPPORTED)
     return lp_fail(st, "static FP8 (precision FP8_STATIC): the sm_90a kernel could not take this call "
                    "(E4M3 strides must be multiples of 16 bytes)");
-  return st;
+  if (st != LPATTN_OK) return st;
+  gpu_nan_cols_args n;
+  memset(&n, 0, sizeof n);
+  n.out = a.out, n.dtype = a.out_dtype, n.jmin = (const int *)(ws + jmin_at);
+  memcpy(n.so, a.so, sizeof n.so);
+  n.B = B, n.Hq = Hq, n.Hkv = Hkv, n.Sq = Sq, n.Skv = Skv, n.D = D, n.causal = a.causal, n.off = a.off;
+  return gpu_nan_cols(&n, im->stream);
 }
 
 static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {

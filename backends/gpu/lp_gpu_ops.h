@@ -59,10 +59,21 @@ typedef struct {
   uint8_t *codes;
   int transpose;
   int64_t rows;
+  int *jmin; /* non-NULL: NaN codes written as 0, their first key per [b][h][d] kept here */
 } gpu_cast8_args;
+
+/* Static FP8's NaN V codes (gpu_cast8_args.jmin): the rows that attend them. */
+typedef struct {
+  void *out;
+  int dtype;
+  int64_t so[4];
+  const int *jmin;
+  int B, Hq, Hkv, Sq, Skv, D, causal, off;
+} gpu_nan_cols_args;
 
 lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st);
 lpattn_status gpu_cast_e4m3(const gpu_cast8_args *a, cudaStream_t st);
+lpattn_status gpu_nan_cols(const gpu_nan_cols_args *a, cudaStream_t st);
 lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st);
 lpattn_status gpu_dequant_kv(const lp_gpu_qview *kq, const lp_gpu_qview *vq, int fmt, int64_t BH,
                              int S, int D, void *kd, void *vd, cudaStream_t st);

@@ -144,7 +144,11 @@ static int run_shape(lpattn_ctx *ctx, const shape *s) {
     uint8_t *k2 = malloc(k.bytes / 2), *v2 = malloc(v.bytes / 2);
     memcpy(k2, k8, k.bytes / 2), memcpy(v2, v8, v.bytes / 2);
     for (size_t i = 0; i < k.bytes / 2; i++)
-      if ((int)(i / D % s->Skv) >= t) k2[i] ^= 0x15, v2[i] ^= 0x2a;
+      if ((int)(i / D % s->Skv) >= t) { /* finite codes (0x7f / 0xff are NaN) */
+        k2[i] ^= 0x15, v2[i] ^= 0x2a;
+        if ((k2[i] & 0x7f) == 0x7f) k2[i] ^= 1;
+        if ((v2[i] & 0x7f) == 0x7f) v2[i] ^= 1;
+      }
     void *mk2, *mv2;
     lpattn_tensor tk2 = codes_dev(k2, s->B, s->Hkv, s->Skv, s->bshd, &mk2), tv2 = codes_dev(v2, s->B, s->Hkv, s->Skv, s->bshd, &mv2);
     ct_poison(&o8);
@@ -159,6 +163,29 @@ static int run_shape(lpattn_ctx *ctx, const shape *s) {
     }
     printf("  leak test: %d changed elements before row %d, %d after\n", leaks, t - off, changed);
     CHECK(leaks == 0 && changed > 0, "%s", "");
+    /* SPEC 2: a NaN code in V at key t (b 0, kv head 0, channel 5) reaches
+     * channel 5 of the rows that attend key t only; a NaN code in K at key
+     * t reaches nothing before it */
+    memcpy(v2, v8, v.bytes / 2), memcpy(k2, k8, k.bytes / 2);
+    v2[(size_t)t * D + 5] = 0x7f, k2[(size_t)t * D + 9] = 0xff;
+    ht_dfree(mk2), ht_dfree(mv2);
+    tk2 = codes_dev(k2, s->B, s->Hkv, s->Skv, s->bshd, &mk2), tv2 = codes_dev(v2, s->B, s->Hkv, s->Skv, s->bshd, &mv2);
+    ct_poison(&o8);
+    CHECK(lpattn_attention(ctx, &tq, &tk, &tv2, &o8.d, &p, NULL) == LPATTN_OK, "%s", "");
+    ct_down(&o8);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+      const int r = (int)(i / D % s->Sq), d = (int)(i % D), bh = (int)(i / D / s->Sq);
+      const int hit = bh < G && r + off >= t && d == 5; /* b 0, q heads of kv head 0 */
+      bad += hit ? !isnan(b[i]) : memcmp(&a[i], &b[i], 4) != 0 && r + off < t;
+    }
+    ct_poison(&o8);
+    CHECK(lpattn_attention(ctx, &tq, &tk2, &tv, &o8.d, &p, NULL) == LPATTN_OK, "%s", "");
+    ct_down(&o8);
+    for (size_t i = 0; i < n; i++)
+      if ((int)(i / D % s->Sq) + off < t) bad += memcmp(&a[i], &b[i], 4) != 0;
+    printf("  NaN codes at key %d: %d wrong elements\n", t, bad);
+    CHECK(bad == 0, "%s", "");
     free(k2), free(v2), ht_dfree(mk2), ht_dfree(mv2);
   }
   free(ref), free(q8), free(k8), free(v8), ht_dfree(mq), ht_dfree(mk), ht_dfree(mv);

@@ -175,6 +175,10 @@ __global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
     if (s < a.S && d < a.D) {
       const int64_t off = b * a.sx[0] + h * a.sx[1] + s * a.sx[2] + d * a.sx[3];
       c = a.dtype == LPATTN_E4M3 ? ((const uint8_t *)a.x)[off] : gpu_e4m3_encode(gpu_load(a.x, a.dtype, off) / ds);
+      if (a.jmin && (c & 0x7f) == 0x7f) { /* a NaN code: 0 in the product, its first key kept */
+        atomicMin(&a.jmin[bh * a.D + d], s);
+        c = 0;
+      }
     }
     tile[i / 64][i % 64] = c;
   }
@@ -187,6 +191,31 @@ __global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
       a.codes[(bh * a.D + d0 + r) * a.rows + s0 + c] = tile[c][r];
     }
   }
+}
+
+/* SPEC 2 for static FP8's V: out[b, h, i, d] = NaN where row i attends
+ * (causal: key <= i + off) a key at or after jmin[b, h / G, d], the first
+ * key whose V code in channel d is NaN (the cast zeroed those codes, so
+ * masked pairs stay 0 x 0 in the tensor-core product). A block per (b, kv
+ * head); nothing to do in the usual case (no NaN: jmin = 0x7f7f7f7f). */
+__global__ void gpu_nan_cols_kernel(const gpu_nan_cols_args a) {
+  const int b = blockIdx.x / a.Hkv, hk = blockIdx.x % a.Hkv, G = a.Hq / a.Hkv;
+  const int *jm = a.jmin + ((int64_t)b * a.Hkv + hk) * a.D;
+  int any = 0;
+  for (int d = threadIdx.x; d < a.D; d += blockDim.x) any |= jm[d] < a.Skv;
+  if (!__syncthreads_or(any)) return;
+  const int64_t n = (int64_t)G * a.Sq * a.D;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int d = (int)(i % a.D), r = (int)(i / a.D % a.Sq), h = hk * G + (int)(i / a.D / a.Sq);
+    const int last = a.causal ? r + a.off : a.Skv - 1; /* the row's last key */
+    if (jm[d] <= last) gpu_store(a.out, a.dtype, gpu_off(a.so, b, h, r, d), __int_as_float(0x7fffffff));
+  }
+}
+
+lpattn_status gpu_nan_cols(const gpu_nan_cols_args *a, cudaStream_t st) {
+  if (a->B * a->Hkv == 0) return LPATTN_OK;
+  gpu_nan_cols_kernel<<<(unsigned)(a->B * a->Hkv), 256, 0, st>>>(*a);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
 lpattn_status gpu_cast_e4m3(const gpu_cast8_args *a, cudaStream_t st) {
