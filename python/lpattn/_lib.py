@@ -54,7 +54,9 @@ class AttnParams(ctypes.Structure):
                 ("pasa_beta", ctypes.c_float), ("score_f16", ctypes.c_int),
                 ("mx_scale_round_up", ctypes.c_int), ("check_finite", ctypes.c_int),
                 ("q_start", ctypes.c_int64), ("kv_start", ctypes.c_int64),
-                ("positions", ctypes.c_int)]
+                ("positions", ctypes.c_int),
+                # static-scale FP8 (SPEC 11): f32 [B, Hkv] descales, data NULL = 1
+                ("q_descale", Tensor), ("k_descale", Tensor), ("v_descale", Tensor)]
 
 
 class AttnAux(ctypes.Structure):
