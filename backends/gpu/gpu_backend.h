@@ -7,6 +7,7 @@
  *   gpu_prefill.cu   lpattn_attention
  *   gpu_backward.cu  lpattn_attention_backward (CUDA, HIGH; gated, see there)
  *   kv_pool.cu       the paged KV pool (lpattn_kv_cache is core/kvcache.c on it)
+ *   gpu_pad.cu       head dims without a compiled variant: zero-padded copies
  * Every call is asynchronous on the context's stream except lpattn_quantize
  * with check_finite (it reads a flag back) and workspace growth. */
 #ifndef LP_GPU_BACKEND_H
@@ -61,6 +62,8 @@ typedef struct {
   cudaStream_t stream;
   void *ws;
   size_t ws_size;
+  void *pad; /* zero-padded operands of a call on a larger head dim (gpu_pad.cu) */
+  size_t pad_size;
   int *flag; /* check_finite result */
 } gpu_impl;
 
@@ -95,10 +98,24 @@ static inline int vec_ok(const lpattn_tensor *t) {
 lpattn_status qview_alloc(gpu_carve *c, lpattn_format f, lpattn_axis ax, int tile,
                           const int64_t shape[4], size_t off[3]);
 lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows);
-/* Quantizes x (tile 64) into v; shift: PASA key means (or NULL). */
+/* Quantizes x (tile 64) into v; shift: PASA key means (or NULL); sr_d: the
+ * head dim of the SR indices (0: x's own). */
 lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                          lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
-                         float beta, int shift_tiles, int sr = 0, uint64_t seed = 0);
+                         float beta, int shift_tiles, int sr = 0, uint64_t seed = 0, int sr_d = 0);
+
+/* ---- head dims without a variant (gpu_pad.cu) ------------------------------ */
+/* The smallest compiled D >= D of the attention (bwd = 0) or backward kernels
+ * for dt; none: UNSUPPORTED with a detail naming the built dims and the option. */
+lpattn_status gpu_padded_dim(int64_t D, lpattn_dtype dt, int bwd, int64_t *Dp);
+/* Lays out n padded [B, H, S, Dp] copies of t[i] in the pad buffer (grown here):
+ * offsets at[i]. */
+lpattn_status gpu_pad_begin(gpu_impl *im, const lpattn_tensor *const *t, int n, int64_t Dp, size_t *at);
+/* in = 1: x into its padded copy at `at` (zeros past D); in = 0: the copy's
+ * first D channels back into x; in = 2: no copy. padded (if not NULL) = the
+ * copy's contiguous [B, H, S, Dp] view. */
+lpattn_status gpu_pad_copy(gpu_impl *im, const lpattn_tensor *x, int64_t Dp, size_t at, int in,
+                           lpattn_tensor *padded);
 
 /* ---- vtable entries --------------------------------------------------------- */
 lpattn_status gpu_quantize(lpattn_ctx *ctx, const lpattn_tensor *x, const lpattn_qtensor *q,

@@ -21,13 +21,18 @@
  * row and column of the pair's partial product, as the forward's low tiles
  * do. The LOW kernels keep six tiles in shared memory (two resident low
  * tiles, four step tiles that a diagonal step fills with its high tiles),
- * so two CTAs share an SM. */
+ * so two CTAs share an SM.
+ *
+ * A head dim without a bwd variant runs on the next larger one (gpu_pad.cu):
+ * q, k, v, out, dout zero-padded, dq, dk, dv written padded and copied back;
+ * the SR operands keep the indices of the true D (quant_into's sr_d). */
 #include "error.h"
 #include "gpu_backend.h"
 
 namespace GPU_NS {
 
-lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
+/* Dt: the call's head dim (pr->D, or less when bp is a zero-padded copy) */
+static lpattn_status gpu_backward_at(lpattn_ctx *ctx, const lpattn_bwd_problem *bp, int64_t Dt) {
   const lpattn_attn_problem *pr = &bp->f;
   gpu_impl *im = impl_of(ctx);
   const bool low = pr->precision != LPATTN_PREC_HIGH;
@@ -87,13 +92,35 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
       const lp_gpu_qview v = qview_at(ws, q_at[i], S);
       /* SR key of operand o: seed + (o + 1) * 0x9E3779B97F4A7C15 (mod 2^64) */
       const uint64_t key = bp->seed + (uint64_t)(op[i] + 1) * 0x9E3779B97F4A7C15ull;
-      TRY(quant_into(im, src[i], &v, pr->low, ax[i], pr->mx_round_up, NULL, 0, 0, op[i] >= 0, key));
+      TRY(quant_into(im, src[i], &v, pr->low, ax[i], pr->mx_round_up, NULL, 0, 0, op[i] >= 0, key, (int)Dt));
       if (ax[i] == LPATTN_AXIS_D) TRY(gpu_dequant_rows(&v, pr->low, BH, S, (int)pr->D, ws + d_at[i], im->stream));
       else TRY(gpu_dequant_cols(&v, pr->low, BH, S, (int)pr->D, ws + d_at[i], im->stream));
       *dst[i] = ws + d_at[i], *out[i] = v.outer;
     }
   }
   return fn(&a, im->stream);
+}
+
+lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
+  const lpattn_attn_problem *pr = &bp->f;
+  const lpattn_dtype dt = pr->q->dtype;
+  if (pr->precision == LPATTN_PREC_THRIFT || (dt != LPATTN_F16 && dt != LPATTN_BF16) || find_bwd(pr->D, dt))
+    return gpu_backward_at(ctx, bp, pr->D);
+  int64_t Dp;
+  TRY(gpu_padded_dim(pr->D, dt, 1, &Dp));
+  gpu_impl *im = impl_of(ctx);
+  CK(cudaSetDevice(im->device));
+  const lpattn_tensor *t[8] = {pr->q, pr->k, pr->v, pr->out, bp->dout, bp->dq, bp->dk, bp->dv};
+  lpattn_tensor p[8];
+  size_t at[8];
+  TRY(gpu_pad_begin(im, t, 8, Dp, at));
+  for (int i = 0; i < 8; i++) TRY(gpu_pad_copy(im, t[i], Dp, at[i], i < 5 ? 1 : 2, &p[i]));
+  lpattn_bwd_problem b = *bp;
+  b.f.D = Dp, b.f.q = &p[0], b.f.k = &p[1], b.f.v = &p[2], b.f.out = &p[3];
+  b.dout = &p[4], b.dq = &p[5], b.dk = &p[6], b.dv = &p[7];
+  TRY(gpu_backward_at(ctx, &b, pr->D));
+  for (int i = 5; i < 8; i++) TRY(gpu_pad_copy(im, t[i], Dp, at[i], 0, NULL));
+  return LPATTN_OK;
 }
 
 } // namespace GPU_NS

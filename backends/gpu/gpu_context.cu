@@ -45,6 +45,7 @@ static void gpu_fini(lpattn_ctx *ctx) {
   if (!im) return;
   (void)cudaSetDevice(im->device);
   if (im->ws) (void)cudaFreeAsync(im->ws, im->stream);
+  if (im->pad) (void)cudaFreeAsync(im->pad, im->stream);
   (void)cudaStreamSynchronize(im->stream);
   (void)cudaFree(im->flag);
   free(im);

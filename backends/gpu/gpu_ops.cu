@@ -98,7 +98,7 @@ lp_gpu_qview qview_at(void *ws, const size_t off[3], int64_t rows) {
 
 lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qview *v,
                          lpattn_format f, lpattn_axis ax, int mx_up, const float *shift,
-                         float beta, int shift_tiles, int sr, uint64_t seed) {
+                         float beta, int shift_tiles, int sr, uint64_t seed, int sr_d) {
   lp_gpu_quant_args a;
   memset(&a, 0, sizeof a);
   a.x = x->data, a.dtype = x->dtype;
@@ -108,7 +108,7 @@ lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qvie
   a.codes = (uint8_t *)v->codes, a.scales = (uint8_t *)v->scales, a.outer = (float *)v->outer;
   a.rows = v->rows;
   a.shift_mean = shift, a.beta = beta, a.shift_tile = 64, a.shift_tiles = shift_tiles;
-  a.stochastic = sr, a.seed = seed;
+  a.stochastic = sr, a.seed = seed, a.sr_d = sr_d;
   return run_quant(&a, im->stream);
 }
 

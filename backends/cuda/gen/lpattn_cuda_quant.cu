@@ -14,6 +14,9 @@ __device__ __forceinline__ float gpu_quant_shift(const lp_gpu_quant_args &a, flo
   return __fsub_rn(v, __fmul_rn(a.beta, a.shift_mean[(bhd * a.shift_tiles + (s + a.dst_s0) / a.shift_tile) * a.D + d]));
 }
 
+/* The head dim of SR indices: a zero-padded copy keeps its true D's (sr_d). */
+__device__ __forceinline__ int64_t gpu_sr_d(const lp_gpu_quant_args &a) { return a.sr_d ? a.sr_d : a.D; }
+
 /* Any layout: one warp per domain, elements read from the tensor. */
 __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   const int lane = threadIdx.x & 31;
@@ -41,7 +44,7 @@ __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   };
   auto sr_index = [&](int i) -> uint64_t {
     int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
-    return (uint64_t)((bh * a.S + s) * a.D + d);
+    return (uint64_t)((bh * a.S + s) * gpu_sr_d(a) + d);
   };
   /* where element i's code, its group's scale and the domain's outer go */
   const int64_t ebase = along_d ? (bhd * a.rows + sd0) * a.D : (bhd * a.D + d0) * Sp + sd0;
@@ -132,7 +135,7 @@ __device__ __forceinline__ void gpu_quant_rows_body(const lp_gpu_quant_args &a, 
       v[8 * q + k] = gpu_quant_shift(a, x, bhd, s, (int64_t)g * E + 8 * q + k);
     }
   }
-  auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s) * a.D + (int64_t)g * E + u); };
+  auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s) * gpu_sr_d(a) + (int64_t)g * E + u); };
   const int64_t dst = (bhd * a.rows + sd) * a.D + (int64_t)g * E;
   if (DG == 16) gpu_quant_group<E, 16, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
   else if (DG == 8) gpu_quant_group<E, 8, SR>(a, v, g, dst, bhd * a.rows + sd, sri, live);
@@ -159,7 +162,7 @@ __device__ __forceinline__ void gpu_quant_cols(const lp_gpu_quant_args &a, const
       const float x = a.dtype == LPATTN_F16 ? gpu_f16_tof(u16) : gpu_bf16_tof(u16);
       v[u] = s0 + r >= a.S ? 0.0f : gpu_quant_shift(a, x, bhd, s0 + r, d); /* zero padding of the last tile */
     }
-    auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s0 + k * E + u) * a.D + d); };
+    auto sri = [&](int u) -> uint64_t { return (uint64_t)((bh * a.S + s0 + k * E + u) * gpu_sr_d(a) + d); };
     gpu_quant_group<E, DG, SR>(a, v, k, (bhd * a.D + d) * Sp + sd0 + k * E, (bhd * nt + sd0 / a.tile) * a.D + d, sri);
   }
 }
@@ -194,14 +197,14 @@ __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) 
     if (a.axis == LPATTN_AXIS_D) {
       for (int r = threadIdx.x >> 5; r < R && s0 + r < a.S; r += nw) {
         auto load = [&](int i) -> float { return val(r, i); };
-        auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * a.D + i); };
+        auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + r) * gpu_sr_d(a) + i); };
         gpu_quant_domain(a, lane, a.D, load, sr_index, (bhd * a.rows + sd0 + r) * a.D, bhd * a.rows + sd0 + r);
       }
       return;
     }
     for (int d = threadIdx.x >> 5; d < a.D; d += nw) {
       auto load = [&](int i) -> float { return s0 + i >= a.S ? 0.0f : val(i, d); };
-      auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + i) * a.D + d); };
+      auto sr_index = [&](int i) -> uint64_t { return (uint64_t)((bh * a.S + s0 + i) * gpu_sr_d(a) + d); };
       gpu_quant_domain(a, lane, R, load, sr_index, (bhd * a.D + d) * Sp + sd0, (bhd * nt + sd0 / a.tile) * a.D + d);
     }
   }
