@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "formats.h"
+#include "fp8s.h"
 #include "internal.h"
 
 #define TRY(expr)                          \
@@ -110,8 +111,8 @@ static lpattn_status check_aux_row_tensor(const char *name, const lpattn_tensor 
 static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int64_t Skv,
                                     lpattn_attn_problem *pr) {
   const lpattn_status bad = LPATTN_ERR_INVALID_ARGUMENT;
-  if ((unsigned)p->precision > LPATTN_PREC_THRIFT)
-    return lp_fail(bad, "params.precision = %d, expected HIGH, FP8, NVFP4, MXFP4 or THRIFT (0-4)", (int)p->precision);
+  if ((unsigned)p->precision > LPATTN_PREC_FP8_STATIC)
+    return lp_fail(bad, "params.precision = %d, expected HIGH, FP8, NVFP4, MXFP4, THRIFT or FP8_STATIC (0-5)", (int)p->precision);
   if (!valid_format(p->thrift_low))
     return lp_fail(bad, "params.thrift_low = %d, expected NVFP4, MXFP4 or FP8 (0-2)", (int)p->thrift_low);
   if (p->selection != LPATTN_SELECT_CAUSAL && p->selection != LPATTN_SELECT_PAPER)
@@ -217,10 +218,8 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
   LP_TRY_ARG("k", lp_check_view(k, 0));
   LP_TRY_ARG("v", lp_check_view(v, 0));
   LP_TRY_ARG("out", lp_check_view(out, 1));
-  if (!is_float_io(q->dtype)) return lp_dtype_fail("q", q->dtype, "F32, F16 or BF16");
-  if (!is_float_io(k->dtype)) return lp_dtype_fail("k", k->dtype, "F32, F16 or BF16");
+  TRY(lp_check_qkv_dtypes(&p, q, k, v)); /* f32/f16/bf16, or E4M3 under FP8_STATIC */
   if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
-  if (v->dtype != k->dtype) return lp_dtype_fail("v", v->dtype, lp_dtype_name(k->dtype));
   lpattn_attn_problem pr;
   memset(&pr, 0, sizeof pr);
   pr.B = q->shape[0], pr.Hq = q->shape[1], pr.Sq = q->shape[2], pr.D = q->shape[3];
@@ -241,6 +240,7 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
     return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "q.shape[2] = %lld, k.shape[2] = %lld: at most 2^31 - 1",
                    (long long)pr.Sq, (long long)pr.Skv);
   TRY(resolve_params(&p, pr.D, pr.Skv, &pr));
+  TRY(lp_resolve_fp8s(host(ctx), params, &p, &pr));
   TRY(resolve_positions(&p, &pr));
   TRY(resolve_aux(aux_in, auxp, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
@@ -405,6 +405,7 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.positions: decode takes positions from the cache; "
                    "use lpattn_attention for a shard of a sequence");
   TRY(resolve_params(&p, pr->D, pr->Skv, pr));
+  TRY(lp_resolve_fp8s(1, params, &p, pr)); /* storage is never FP8_STATIC: no descales */
   pr->off = pr->Skv - pr->Sq;
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   TRY(resolve_aux(aux_in, aux, pr));

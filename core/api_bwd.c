@@ -106,6 +106,8 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
   memset(&pr, 0, sizeof pr);
   TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
   if (!pr.f.lse) return lp_fail(LPATTN_ERR_NULL_POINTER, "lse.data is NULL (the forward's LSE is required)");
+  if (pr.f.precision == LPATTN_PREC_FP8_STATIC)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the backward has no static FP8 yet");
   if (pr.f.pasa || pr.f.score_f16)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.%s: the backward has no PASA / f16-score form yet",
                    pr.f.pasa ? "pasa" : "score_f16");

@@ -15,7 +15,7 @@ int lpattn_thrift_k(int n_tiles, float budget, int causal) {
 
 lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low) {
   switch (p) {
-    case LPATTN_PREC_FP8: return LPATTN_FMT_FP8;
+    case LPATTN_PREC_FP8: case LPATTN_PREC_FP8_STATIC: return LPATTN_FMT_FP8;
     case LPATTN_PREC_MXFP4: return LPATTN_FMT_MXFP4;
     case LPATTN_PREC_THRIFT: return thrift_low;
     default: return LPATTN_FMT_NVFP4;
@@ -47,7 +47,7 @@ void lp_tile_modes(lpattn_precision prec, int leaky, int k, int64_t nkt, const u
   for (int64_t j = 0; j < nkt; j++) {
     if (kind[j] == LP_TILE_MASKED) mode[j] = LP_MODE_SKIP;
     else if (prec == LPATTN_PREC_HIGH) mode[j] = LP_MODE_HIGH;
-    else if (leaky) mode[j] = LP_MODE_LOW;
+    else if (leaky || prec == LPATTN_PREC_FP8_STATIC) mode[j] = LP_MODE_LOW; /* SPEC 11 */
     else if (kind[j] == LP_TILE_DIAG) mode[j] = LP_MODE_HIGH, ndiag++;
     else mode[j] = LP_MODE_LOW;
   }

@@ -33,7 +33,8 @@ int64_t lp_tile_visible(int causal, int64_t off, int64_t r, int64_t c0, int64_t 
  * HIGH: every non-masked tile high. FP8/NVFP4/MXFP4: full tiles low, diagonal
  * high. THRIFT: diagonal high and counted among k, then the best-scored full
  * tiles (ties to the lower j) up to k, the rest low. leaky: every non-masked
- * tile low (not for HIGH). score may be NULL unless THRIFT. */
+ * tile low (not for HIGH). FP8_STATIC (SPEC 11): every non-masked tile low.
+ * score may be NULL unless THRIFT. */
 void lp_tile_modes(lpattn_precision prec, int leaky, int k, int64_t nkt, const uint8_t *kind,
                    const float *score, uint8_t *mode);
 

@@ -315,7 +315,20 @@ typedef struct {
    * q_descale / k_descale / v_descale): f32 [B, Hkv] as shape {1, 1, B, Hkv}
    * (any strides), in backend memory; data NULL (the default) means 1. A
    * value is code * descale. q, k, v are all E4M3 codes, or all
-   * f32/f16/bf16 that the call casts to E4M3(x / descale) (RNE, saturating). */
+   * f32/f16/bf16 that the call casts to E4M3(x / descale) (RNE, saturating).
+   * Query head h uses the descales of its KV head h / (Hq / Hkv). Then
+   * S = (Q^ . K^T) * q_descale * k_descale * sm_scale, P^ = E4M3(448 P) as
+   * FP8's P, O = (P^ . V^) * v_descale / 448 / l, every tile (the diagonal
+   * included) in FP8: no scale depends on the call's data, so causal calls
+   * stay causal-safe (SPEC 4; descales calibrated on the same tokens are
+   * the caller's leak). out: f32/f16/bf16. A descale with another
+   * precision, or leaky/pasa/score_f16 with FP8_STATIC: INVALID_ARGUMENT;
+   * E4M3 q/k/v with another precision: BAD_DTYPE. Host backends reject a
+   * descale that is not finite and > 0 (INVALID_ARGUMENT, naming it and its
+   * [b, h]); GPU backends check shape and dtype only: there a non-finite or
+   * non-positive descale makes that head's rows NaN. The backward answers
+   * UNSUPPORTED; KV caches and paged pools have no FP8_STATIC format yet
+   * (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
   lpattn_tensor q_descale, k_descale, v_descale;
 } lpattn_attn_params;
 
@@ -337,7 +350,8 @@ LPATTN_API void lpattn_attn_aux_init(lpattn_attn_aux *a);
 
 /* out = softmax(sm_scale * q k^T [mask]) v.
  * q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], out [B, Hq, Sq, D];
- * q/k/v/out dtypes f32, f16 or bf16 (k and v the same dtype). aux may be NULL.
+ * q/k/v/out dtypes f32, f16 or bf16 (k and v the same dtype); under
+ * FP8_STATIC q, k, v may all be E4M3 (lpattn_attn_params). aux may be NULL.
  * A fully masked row gives out = 0, lse = -inf, entropy = 0. */
 LPATTN_API lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q,
                                           const lpattn_tensor *k, const lpattn_tensor *v,
@@ -363,7 +377,8 @@ LPATTN_API void lpattn_attn_grads_init(lpattn_attn_grads *g);
  * forward computed high are differentiated in high precision; the four
  * matmuls of a low tile quantize their operands in the tile's format along
  * the product's reduction axis with stochastic rounding (seed), scales RNE.
- * Deterministic for a given seed. PASA and score_f16 are UNSUPPORTED. CUDA
+ * Deterministic for a given seed. PASA, score_f16 and FP8_STATIC are
+ * UNSUPPORTED. CUDA
  * takes D = 64/128: HIGH, and FP8/NVFP4/MXFP4 with block_q = block_k = 64
  * (THRIFT: UNSUPPORTED there). On CUDA, once an eager call of a shape has
  * grown the context's workspace, the call neither allocates nor

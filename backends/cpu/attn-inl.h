@@ -17,6 +17,7 @@
 #include "cpu.h"
 #include "quantp-inl.h"
 #include "formats.h"
+#include "fp8s.h"
 #include "tiles.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -363,10 +364,20 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   const int64_t D = kD ? kD : job.D, Bk = pr.Bk, nkt = g.nkt, b = g.b, hq = g.hq, qt = g.qt;
   const KvPrep &kv = job.kv[b * pr.Hkv + hq / job.kv_group];
   const int64_t r0 = g.r0, nr = g.nr, off = g.off;
-  const float ss = pr.sm_scale;
+  // FP8_STATIC (SPEC 11): Q^ in ql, scores of codes scaled by qd * kd * sm_scale, O by vd.
+  const bool fp8s = pr.precision == LPATTN_PREC_FP8_STATIC;
+  const int64_t hk = hq / job.kv_group;
+  const float qd = lp_fp8s_descale(pr.q_descale, b, hk), kd = lp_fp8s_descale(pr.k_descale, b, hk);
+  const float ss = fp8s ? qd * kd * pr.sm_scale : pr.sm_scale;
+  const float od = fp8s ? lp_fp8s_descale(pr.v_descale, b, hk) : 1.0f;  // x * 1 is exact
 
   float *q = sc->q.data();
-  for (int64_t r = 0; r < nr; r++) LoadRow(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
+  for (int64_t r = 0; fp8s && r < nr; r++) {  // channels past pr.D: zeros
+    float *ql = sc->ql.data() + r * D;
+    lp_fp8s_row(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], pr.D, qd, ql);
+    for (int64_t d = pr.D; d < D; d++) ql[d] = 0.0f;
+  }
+  for (int64_t r = 0; !fp8s && r < nr; r++) LoadRow(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
 
   int64_t last_full = -1;
   bool any_low = false;
@@ -380,7 +391,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
                 sc->mode.data());
   if (pr.precision == LPATTN_PREC_THRIFT && pr.selection) WriteSelection(job, b, hq, qt, sc->mode.data());
   for (int64_t j = 0; j < nkt; j++) any_low |= sc->mode[j] == LP_MODE_LOW;
-  if (any_low)
+  if (any_low && !fp8s)
     for (int64_t r = 0; r < nr; r++) QuantRow(pr, q + r * D, D, sc, sc->ql.data() + r * D);
 
   float *acc = sc->acc.data(), *S = sc->s.data(), *P = sc->p.data(), *alpha = sc->alpha.data();
@@ -428,7 +439,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
       cpu_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
-      nv[r] = low ? nk : nvis;
+      nv[r] = low && !fp8s ? nk : nvis;  // FP8_STATIC diagonal tiles: no V past the horizon
       if (low) {
         const int f = QpFormat(pr.low);
         QuantizePRow(f == QP_FP8 ? QP_FP8_P : f, pr.mx_round_up, p, Bk, sc, p);
@@ -442,7 +453,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++)
       lp_store_f32(pr.out->data, pr.out->dtype, lp_off4(pr.out, b, hq, r0 + r, d),
-                   acc[r * D + d] * inv_l);
+                   acc[r * D + d] * inv_l * od);
     if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0), lse);
     if (pr.entropy)
       lp_store_f32(pr.entropy->data, LPATTN_F32, lp_off4(pr.entropy, b, hq, r0 + r, 0), ent);

@@ -9,6 +9,7 @@
 
 #include "cpu.h"
 #include "formats.h"
+#include "fp8s.h"
 #include "kvcache.h"
 #include "tiles.h"
 
@@ -41,7 +42,14 @@ void PrepKv(void *arg, int64_t idx, int tid) {
   Scratch *sc = &run.c->scratch[tid];
   const KvPrep &e = job.kv[idx];
   const int64_t b = idx / pr.Hkv, h = idx % pr.Hkv, D = job.D, Bk = pr.Bk, nkt = job.nkt;
-  for (int64_t s = 0; s < pr.Skv; s++) {
+  // FP8_STATIC (SPEC 11): rows as E4M3 code values (channels past pr.D stay the store's zeros)
+  const bool fp8s = pr.precision == LPATTN_PREC_FP8_STATIC;
+  const float kd = lp_fp8s_descale(pr.k_descale, b, h), vd = lp_fp8s_descale(pr.v_descale, b, h);
+  for (int64_t s = 0; fp8s && s < pr.Skv; s++) {
+    lp_fp8s_row(pr.k, lp_off4(pr.k, b, h, s, 0), pr.k->stride[3], pr.D, kd, e.k + s * D);
+    lp_fp8s_row(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], pr.D, vd, e.v + s * D);
+  }
+  for (int64_t s = 0; !fp8s && s < pr.Skv; s++) {
     LoadRow(pr.k, lp_off4(pr.k, b, h, s, 0), pr.k->stride[3], D, e.k + s * D);
     LoadRow(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], D, e.v + s * D);
   }
@@ -60,6 +68,12 @@ void PrepKv(void *arg, int64_t idx, int tid) {
       }
     if (!job.low_any) continue;
     float *row = sc->ktmp.data(), *ktq = e.ktq + j * D * Bk;
+    if (fp8s) {  // the low tiles are K^ and V^ as they are
+      for (int64_t c = 0; c < nk; c++)
+        for (int64_t d = 0; d < D; d++) ktq[d * Bk + c] = kj[c * D + d];
+      std::copy(e.v + j * Bk * D, e.v + (j * Bk + nk) * D, e.vq + j * Bk * D);
+      continue;
+    }
     for (int64_t c = 0; c < nk; c++) {
       for (int64_t d = 0; d < D; d++) row[d] = kj[c * D + d] - (pr.pasa ? e.kshift[j * D + d] : 0.0f);
       QuantDeq(pr, row, 1, D, sc, ktq + c, Bk);

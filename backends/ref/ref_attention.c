@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8s.h"
 #include "ref_internal.h"
 #include "tiles.h"
 
@@ -52,6 +53,13 @@ void ref_load_rows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int
       dst[s * D + d] = lp_load_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d));
 }
 
+/* FP8_STATIC: rows as the exact values of their E4M3 codes (SPEC 11's cast). */
+static void load_codes(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n,
+                       int64_t D, float d, float *dst) {
+  for (int64_t s = 0; s < n; s++)
+    lp_fp8s_row(t, lp_off4(t, b, h, s0 + s, 0), t->stride[3], D, d, dst + s * D);
+}
+
 static void write_selection(const lpattn_attn_problem *pr, const uint8_t *mode, int64_t nkt,
                             int64_t b, int64_t hq, int64_t i) {
   const lpattn_tensor *t = pr->selection;
@@ -78,13 +86,17 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
                        int64_t b, int64_t hq, int64_t i, int64_t nkt) {
   const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
-  ref_load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
+  if (cfg->fp8s) /* Q^ goes where low tiles read the row; every tile is low */
+    load_codes(pr->q, b, hq, r0, nr, D, lp_fp8s_descale(pr->q_descale, b, hq / (pr->Hq / pr->Hkv)),
+               bf->Qd);
+  else
+    ref_load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
   const int64_t last_full = lp_tile_plan(pr, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,
                                          bf->kind, bf->mode);
   if (pr->selection) write_selection(pr, bf->mode, nkt, b, hq, i);
   int any_low = 0;
   for (int64_t j = 0; j < nkt; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
-  if (any_low) ref_quant_rows(cfg, bf->Q, nr, bf->Qd);
+  if (any_low && !cfg->fp8s) ref_quant_rows(cfg, bf->Q, nr, bf->Qd);
   for (int64_t r = 0; r < nr; r++) ref_row_init(&bf->rows[r], bf->acc + r * D, D);
 
   for (int64_t j = 0; j < nkt; j++) {
@@ -100,7 +112,7 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
       ref_pasa_shift(pr->pasa_beta, src >= 0 ? bf->kbar + src * D : K, D, bf->kshift);
       t.kshift = bf->kshift;
     }
-    if (t.low) {
+    if (t.low && !cfg->fp8s) { /* (FP8_STATIC: K, V already hold K^, V^) */
       /* A full tile's low form depends on j only; a leaky diagonal one may
        * borrow another tile's shift, so it is made afresh. */
       const int own = bf->kind[j] == LP_TILE_FULL;
@@ -125,21 +137,37 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
       ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
     }
   }
-  for (int64_t r = 0; r < nr; r++) write_row(pr, &bf->rows[r], bf->o, b, hq, r0 + r);
+  for (int64_t r = 0; r < nr; r++) {
+    if (cfg->fp8s)
+      for (int64_t d = 0; d < D; d++) bf->rows[r].acc[d] *= cfg->o_mul;
+    write_row(pr, &bf->rows[r], bf->o, b, hq, r0 + r);
+  }
 }
 
 lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   (void)ctx;
   const int64_t D = pr->D, nqt = lp_tile_count(pr->Sq, pr->Bq);
   const int64_t nkt = lp_tile_count(pr->Skv, pr->Bk), group = pr->Hq / pr->Hkv;
-  const ref_cfg cfg = {D, pr->Bk, pr->sm_scale, pr->pasa, pr->score_f16, pr->mx_round_up, pr->low};
+  const int fp8s = pr->precision == LPATTN_PREC_FP8_STATIC;
+  ref_cfg cfg = {D, pr->Bk, pr->sm_scale, pr->pasa, pr->score_f16, pr->mx_round_up, pr->low,
+                 fp8s, 0.0, 0.0};
   prefill_buf bf;
   lpattn_status st = buf_alloc(&bf, pr, nkt);
   if (st != LPATTN_OK) return st;
   for (int64_t b = 0; b < pr->B; b++)
     for (int64_t hk = 0; hk < pr->Hkv; hk++) {
-      ref_load_rows(pr->k, b, hk, 0, pr->Skv, D, bf.K);
-      ref_load_rows(pr->v, b, hk, 0, pr->Skv, D, bf.V);
+      if (fp8s) { /* SPEC 11: code values; the descales of (b, hk) scale S and O */
+        const float qd = lp_fp8s_descale(pr->q_descale, b, hk);
+        const float kd = lp_fp8s_descale(pr->k_descale, b, hk);
+        const float vd = lp_fp8s_descale(pr->v_descale, b, hk);
+        load_codes(pr->k, b, hk, 0, pr->Skv, D, kd, bf.K);
+        load_codes(pr->v, b, hk, 0, pr->Skv, D, vd, bf.V);
+        cfg.s_mul = (double)qd * kd * pr->sm_scale;
+        cfg.o_mul = (double)vd / 448.0;
+      } else {
+        ref_load_rows(pr->k, b, hk, 0, pr->Skv, D, bf.K);
+        ref_load_rows(pr->v, b, hk, 0, pr->Skv, D, bf.V);
+      }
       memset(bf.have_low, 0, (size_t)nkt);
       lp_tile_means(pr, bf.K, nkt, bf.kbar);
       for (int64_t g = 0; g < group; g++)

@@ -237,7 +237,7 @@ lpattn_status ref_backward_opts(const lpattn_bwd_problem *bp, int quantize) {
   w.nkt = lp_tile_count(pr->Skv, pr->Bk);
   w.W = pr->Bq > pr->Bk ? pr->Bq : pr->Bk;
   if (D > w.W) w.W = D;
-  const ref_cfg cfg = {D, pr->Bk, pr->sm_scale, 0, 0, pr->mx_round_up, pr->low};
+  const ref_cfg cfg = {D, pr->Bk, pr->sm_scale, 0, 0, pr->mx_round_up, pr->low, 0, 0.0, 0.0};
   w.cfg = cfg;
   lpattn_status st = bwd_alloc(&w);
   if (st != LPATTN_OK) return st;

@@ -145,7 +145,7 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
     if (sq.len > longest) longest = sq.len;
   }
   const ref_cfg cfg = {D, T, pr->sm_scale, pp->pasa, pr->score_f16, pp->mx_scale_round_up,
-                       sq.L.fmt};
+                       sq.L.fmt, 0, 0.0, 0.0};
   decode_buf bf;
   lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(longest, T));
   if (st != LPATTN_OK) return st; /* before anything is written */

@@ -12,6 +12,12 @@ typedef struct {
   float sm_scale;
   int pasa, score_f16, mx_round_up;
   lpattn_format low;
+  /* FP8_STATIC (SPEC 11): q/k/v hold E4M3 code values; a score is
+   * (Q^ . K^T) * s_mul (= q_descale * k_descale * sm_scale), acc sums
+   * E4M3(448 P) * V^ exactly and the row's O is acc * o_mul (= v_descale /
+   * 448) / l. */
+  int fp8s;
+  double s_mul, o_mul;
 } ref_cfg;
 
 /* One KV tile as the engine consumes it; arrays are [nk x D] (low: [Bk x D],

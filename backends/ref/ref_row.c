@@ -33,7 +33,7 @@ static double score(const ref_cfg *cfg, const float *q, const float *qd, const r
                     int64_t c) {
   const float *k = t->k + c * cfg->D;
   if (t->low) {
-    double s = dot(qd, k, cfg->D) * cfg->sm_scale;
+    double s = dot(qd, k, cfg->D) * (cfg->fp8s ? cfg->s_mul : cfg->sm_scale);
     return cfg->pasa ? f16r(s) : s;
   }
   if (cfg->pasa) return f16r(dot(q, k, cfg->D)); /* K' already carries sm_scale */
@@ -55,9 +55,11 @@ static void low_pv(const ref_cfg *cfg, ref_row *st, const ref_tile *t, int64_t n
   const int64_t D = cfg->D, Bk = cfg->Bk;
   for (int64_t c = 0; c < Bk; c++) w->p[c] = c < nvis ? (float)w->s[c] : 0.0f;
   if (cfg->low == LPATTN_FMT_FP8) {
-    /* Fixed scale: P is in [0, 1], s1 = 1/448. */
+    /* Fixed scale: P is in [0, 1], s1 = 1/448 (FP8_STATIC: applied with
+     * v_descale at the end, so that the products of codes are exact). */
     for (int64_t c = 0; c < nvis; c++) {
-      double pd = lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(w->p[c] * 448.0f)) / 448.0;
+      double pd = lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(w->p[c] * 448.0f));
+      if (!cfg->fp8s) pd /= 448.0;
       for (int64_t d = 0; d < D; d++) st->acc[d] += pd * t->v[c * D + d];
     }
     return;
