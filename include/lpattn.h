@@ -45,7 +45,7 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------ */
 #define LPATTN_VERSION_MAJOR 0
-#define LPATTN_VERSION_MINOR 1
+#define LPATTN_VERSION_MINOR 2
 #define LPATTN_VERSION_PATCH 0
 #define LPATTN_VERSION_NUMBER \
   (LPATTN_VERSION_MAJOR * 10000 + LPATTN_VERSION_MINOR * 100 + LPATTN_VERSION_PATCH)
