@@ -1,6 +1,7 @@
 """attention, merge_states, quantize / dequantize, thrift_k, pasa_beta."""
 import ctypes
 import math
+import numbers
 import operator
 
 from . import _dlpack, _lib
@@ -141,6 +142,47 @@ def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=Non
     return p
 
 
+def _descales(p, like, qv, B, Hkv, named):
+    """Static FP8's descales into p (lpattn.h q_descale ..): None (data NULL:
+    1.0), a number (one float32 on q's device, broadcast by stride 0) or an
+    array of [B, Hkv] (or one element) on q's device. Numbers and host
+    arrays must be finite and > 0 (ValueError naming the descale and its
+    [b, h]). Returns the views that keep the arrays alive."""
+    keep = []
+    for name, d in named:
+        if d is None:
+            continue
+        if isinstance(d, numbers.Real) and not isinstance(d, bool):  # also NumPy scalars
+            if not (math.isfinite(d) and d > 0):
+                raise ValueError(f"{name} = {d!r}: a descale must be finite and > 0")
+            arr = _dlpack.empty(like, (1,), "float32")
+            arr[...] = float(d)
+            d = arr
+        (v,) = _views((name, d), kind="float")
+        if (v.device_type, v.device_id) != (qv.device_type, qv.device_id):
+            raise ValueError(f"{name} is on device {v.device_type}:{v.device_id}, q on "
+                             f"{qv.device_type}:{qv.device_id}")
+        if math.prod(v.shape) == 1:  # one value for every (b, kv head)
+            st = (0, 0, 0, 0)
+        elif len(v.shape) == 2:
+            st = (0, 0) + tuple(v.strides)
+        else:
+            raise ValueError(f"{name}: expected a float32 [B, Hkv] = [{B}, {Hkv}] array or one "
+                             f"value, got shape {tuple(v.shape)}")
+        t = _lib.Tensor(v.ptr, v.dtype, _lib.c_i64_4(1, 1, B, Hkv), _lib.c_i64_4(*st))
+        if len(v.shape) == 2 and tuple(v.shape) != (B, Hkv):
+            t.shape = _lib.c_i64_4(1, 1, *v.shape)  # the library names the mismatch
+        elif not v.on_gpu and v.dtype == _lib.F32:
+            for b in range(B):
+                for h in range(Hkv):
+                    x = ctypes.c_float.from_address(v.ptr + 4 * (b * st[2] + h * st[3])).value
+                    if not (math.isfinite(x) and x > 0):
+                        raise ValueError(f"{name}[{b}, {h}] = {x}: a descale must be finite and > 0")
+        setattr(p, name, t)
+        keep.append(v)
+    return keep
+
+
 def _row_outputs(like, B, H, S, return_lse, return_entropy):
     aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
     outs = []
@@ -155,11 +197,12 @@ def _row_outputs(like, B, H, S, return_lse, return_entropy):
     return aux, outs
 
 
-def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scale=None,
+def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
               block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
-              mx_scale_round_up=False, q_start=None, kv_start=None):
+              mx_scale_round_up=False, q_start=None, kv_start=None, q_descale=None,
+              k_descale=None, v_descale=None):
     """softmax(sm_scale q k^T [causal mask]) v, exact ("high") by default.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
@@ -177,21 +220,34 @@ def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scal
     sequence positions of the first query and the first key, for a shard of
     a longer sequence (kv_start a multiple of block_k; the causal mask is
     then key position <= query position; lpattn.h "Absolute positions").
+    Static-scale FP8 (precision "fp8_static", SPEC 11; FlashAttention-3's
+    convention): q, k, v float8_e4m3fn codes (torch, or NumPy with
+    ml_dtypes), or 16-bit/f32 inputs the call casts to E4M3(x / descale);
+    q_descale / k_descale / v_descale: None (1.0), a number, or a float32
+    [B, Hkv] array on q's device (values must be finite and > 0: checked
+    here for numbers and host arrays). E4M3 inputs or a descale imply
+    "fp8_static" when precision is None (else "high"); their out is
+    bfloat16 unless out is given.
     Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
-    qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="float")
+    qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="qkv")
     _same_dtype(qv, kv_, vv)
     tq, tk, tv = (x.tensor(perm, layout=LAYOUT_TEXT[layout]) for x in (qv, kv_, vv))
+    descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+    if precision is None:
+        fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
+        precision = "fp8_static" if fp8s else "high"
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
                     q_start, kv_start)
+    keep = _descales(p, q, qv, tk.shape[0], tk.shape[1], descales)  # noqa: F841 (alive for the call)
     stream = _dlpack.current_stream(q, qv)
     ctx = context(backend, qv, stream)
     B, H, S = tq.shape[0], tq.shape[1], tq.shape[2]
     probe = lambda: _probe_attention(ctx, tq, tk, tv, p)  # noqa: E731
     if out is None:
-        out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype], probe)
+        out = _alloc(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "bfloat16"), probe)  # E4M3: bf16
     ov = _dlpack.View(out, "out", kind="float", write=True)
     to = ov.tensor(perm, layout=LAYOUT_TEXT[layout])
     aux, rows = _row_outputs(q, B, H, S, return_lse, return_entropy)

@@ -41,13 +41,16 @@ _get_name.restype, _get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
 
 # DLPack (code, bits) -> lpattn dtype, and the names of errors.
 _DTYPES = {(2, 32): _lib.F32, (2, 16): _lib.F16, (4, 16): _lib.BF16, (0, 32): _lib.I32,
-           (1, 8): None, (0, 64): "int64"}
+           (1, 8): None, (0, 64): "int64",
+           (10, 8): _lib.E4M3}  # kDLFloat8_e4m3fn: torch.float8_e4m3fn (static FP8, SPEC 11)
 NAMES = {_lib.F32: "float32", _lib.F16: "float16", _lib.BF16: "bfloat16", _lib.I32: "int32"}
 _CODE_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # What each kind of argument takes (View's `kind`), for the messages.
 KINDS = {"float": ("float32, float16 or bfloat16", (_lib.F32, _lib.F16, _lib.BF16)),
          "index": ("int32 (or int64 within int32's range)", (_lib.I32, "int64")),
          "bytes": ("uint8", (None,)),
+         # attention's q, k, v: also float8_e4m3fn (static FP8, SPEC 11), named in its docstring
+         "qkv": ("float32, float16 or bfloat16", (_lib.F32, _lib.F16, _lib.BF16, _lib.E4M3)),
          "any": ("float32, float16, bfloat16, int32 or uint8",
                  (_lib.F32, _lib.F16, _lib.BF16, _lib.I32, None))}
 
@@ -115,7 +118,7 @@ class View:
         if write and not a.flags.writeable:
             raise ValueError(f"{self.name}: the array is read-only, but this call writes it")
         codes = {"float32": _lib.F32, "float16": _lib.F16, "int32": _lib.I32, "uint8": None,
-                 "bfloat16": _lib.BF16, "int64": "int64"}
+                 "bfloat16": _lib.BF16, "int64": "int64", "float8_e4m3fn": _lib.E4M3}
         self._set_dtype(codes.get(a.dtype.name, "?"), a.dtype.name, a.dtype.itemsize)
         self.device_type, self.device_id = CPU, 0
         self.shape = tuple(a.shape)

@@ -12,7 +12,7 @@ c_i64_4 = ctypes.c_int64 * 4
 
 F32, F16, BF16, E4M3, E5M2, E2M1, E8M0, I32 = range(8)
 BACKENDS = {"auto": 0, "ref": 1, "cpu": 2, "cuda": 3, "hip": 4}
-PRECISIONS = {"high": 0, "fp8": 1, "nvfp4": 2, "mxfp4": 3, "thrift": 4}
+PRECISIONS = {"high": 0, "fp8": 1, "nvfp4": 2, "mxfp4": 3, "thrift": 4, "fp8_static": 5}
 FORMATS = {"nvfp4": 0, "mxfp4": 1, "fp8": 2}
 STATUS_NAMES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "BAD_SHAPE", "BAD_STRIDE", "BAD_DTYPE",
