@@ -131,9 +131,6 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
     return lp_fail(bad, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)", (double)p->pasa_beta);
   pr->precision = p->precision;
   pr->low = lp_low_format(p->precision, p->thrift_low);
-  if (p->precision != LPATTN_PREC_HIGH && pr->low == LPATTN_FMT_MXFP4 && D % 32)
-    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "head_dim = %lld: MXFP4 tiles need a multiple of 32",
-                   (long long)D);
   pr->causal = p->causal != 0;
   pr->leaky = p->leaky != 0;
   pr->sm_scale = p->sm_scale != 0.0f ? p->sm_scale : (float)(1.0 / sqrt((double)D));
@@ -305,9 +302,11 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
                    "precision 0-4 and a format 0-2", (int)p.precision, (int)p.thrift_low);
   lpattn_format low = lp_low_format(p.precision, p.thrift_low);
-  if (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32)
-    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: MXFP4 tiles need a multiple of 32",
-                   p.head_dim);
+  /* on the paged pool: its head-dim rule (core/api_kv.c) */
+  if (p.head_dim % 16 || (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32))
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: KV caches need a multiple of 16 "
+                   "(MXFP4: of 32); lpattn_attention takes any head dim in [%d, %d]",
+                   p.head_dim, LP_HEAD_DIM_MIN, LP_HEAD_DIM_MAX);
   if (p.pasa_beta != 0.0f && !(p.pasa_beta > 0.0f && p.pasa_beta < 1.0f))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
                    (double)p.pasa_beta);

@@ -70,9 +70,11 @@ static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
                    "precision 0-4 and a format 0-2", (int)p->precision, (int)p->thrift_low);
   const lpattn_format low = lp_low_format(p->precision, p->thrift_low);
-  if (p->precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p->head_dim % 32)
-    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: MXFP4 pages need a multiple of 32",
-                   p->head_dim);
+  /* Pages are not padded yet (SEMANTICS "Head dimensions"): whole groups along D. */
+  if (p->head_dim % 16 || (p->precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p->head_dim % 32))
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: paged pools need a multiple of 16 "
+                   "(MXFP4 pages: of 32); lpattn_attention takes any head dim in [%d, %d]",
+                   p->head_dim, LP_HEAD_DIM_MIN, LP_HEAD_DIM_MAX);
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
                    (double)p->pasa_beta);

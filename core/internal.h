@@ -167,6 +167,8 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
                                    lpattn_attn_problem *pr, lpattn_attn_aux *aux);
 lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src);
 lpattn_status lp_scan_finite(const lpattn_tensor *t);
+/* Head dims every backend takes (SEMANTICS "Head dimensions"). */
+enum { LP_HEAD_DIM_MIN = 8, LP_HEAD_DIM_MAX = 256 };
 lpattn_status lp_check_head_dim(int64_t d);
 /* Decode params against storage sp (page_size, precision, thrift_low, pasa,
  * pasa_beta resolved, mx rule, heads, head_dim): pr filled except q/out. */

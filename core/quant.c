@@ -108,8 +108,11 @@ int lp_quantize_domain(const lp_quant_cfg *cfg, const float *x, int64_t stride, 
   float o = cfg->format == LPATTN_FMT_NVFP4 ? finite_amax(x, stride, 0, n, &ignored) / 2688.0f
                                             : 1.0f;
   *outer = o;
-  for (int g = 0; g < n / G; g++) {
-    int bad = 0, i0 = g * G, i1 = i0 + G;
+  /* A last group shorter than G (a head dim that is no multiple of G) is
+   * quantized as if zero-padded: the zeros change no amax (SEMANTICS "Head
+   * dimensions"). */
+  for (int g = 0; g < (n + G - 1) / G; g++) {
+    int bad = 0, i0 = g * G, i1 = i0 + G < n ? i0 + G : n;
     float amax = finite_amax(x, stride, i0, i1, &bad);
     uint8_t sc;
     float so; /* the divisor of the elements: s * outer, or the E8M0 scale */

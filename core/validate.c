@@ -96,10 +96,12 @@ lpattn_status lp_dtype_fail(const char *a, lpattn_dtype got, const char *want) {
   return lp_fail(LPATTN_ERR_BAD_DTYPE, "%s.dtype = %s, expected %s", a, lp_dtype_name(got), want);
 }
 
+/* Every D in [8, 256] (SEMANTICS "Head dimensions"): quantization groups along
+ * D that pass the true D are quantized as if zero-padded. */
 lpattn_status lp_check_head_dim(int64_t d) {
-  if (d >= 16 && d <= 256 && d % 16 == 0) return LPATTN_OK;
-  return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "head_dim = %lld, expected a multiple of 16 in [16, 256]",
-                 (long long)d);
+  if (d >= LP_HEAD_DIM_MIN && d <= LP_HEAD_DIM_MAX) return LPATTN_OK;
+  return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "head_dim = %lld, expected an integer in [%d, %d]",
+                 (long long)d, LP_HEAD_DIM_MIN, LP_HEAD_DIM_MAX);
 }
 
 lpattn_status lp_scan_finite(const lpattn_tensor *t) {

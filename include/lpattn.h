@@ -67,7 +67,7 @@ typedef enum {
   LPATTN_ERR_BAD_SHAPE = 3,          /* shapes disagree or are not positive */
   LPATTN_ERR_BAD_STRIDE = 4,         /* negative, overlapping output, or unsupported */
   LPATTN_ERR_BAD_DTYPE = 5,          /* dtype not accepted for this tensor */
-  LPATTN_ERR_BAD_HEAD_DIM = 6,       /* D not a multiple of 16 in [16, 256], or format needs more */
+  LPATTN_ERR_BAD_HEAD_DIM = 6,       /* D outside [8, 256], or one a paged pool or qtensor cannot group */
   LPATTN_ERR_BAD_GQA = 7,            /* Hq % Hkv != 0 */
   LPATTN_ERR_SIZE_OVERFLOW = 8,      /* an extent or byte count overflows int64/size_t */
   LPATTN_ERR_UNSUPPORTED = 9,        /* valid, but this backend lacks the variant */

@@ -324,7 +324,8 @@ static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom
   const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
   const lpattn_tensor *Q = pr.q;
   lp_mean_rows_f32(Q->data, Q->dtype, lp_off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
-                   D, (float)n, sc->qbar.data());
+                   job.Dt, (float)n, sc->qbar.data());
+  for (int64_t d = job.Dt; d < D; d++) sc->qbar[d] = 0.0f;
   for (int64_t j = 0; j < g.nkt; j++)
     if (sc->kind[j] == LP_TILE_FULL) sc->score[j] = lp_dot_f32(sc->qbar.data(), kv.kbar + j * D, D);
 }
@@ -377,7 +378,8 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     lp_fp8s_row(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], pr.D, qd, ql);
     for (int64_t d = pr.D; d < D; d++) ql[d] = 0.0f;
   }
-  for (int64_t r = 0; !fp8s && r < nr; r++) LoadRow(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], D, q + r * D);
+  for (int64_t r = 0; !fp8s && r < nr; r++)
+    LoadRowPad(pr.q, lp_off4(pr.q, b, hq, r0 + r, 0), pr.q->stride[3], job.Dt, D, q + r * D);
 
   int64_t last_full = -1;
   bool any_low = false;
@@ -451,7 +453,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   for (int64_t r = 0; r < nr; r++) {
     float inv_l, lse, ent;
     cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
-    for (int64_t d = 0; d < D; d++)
+    for (int64_t d = 0; d < job.Dt; d++)
       lp_store_f32(pr.out->data, pr.out->dtype, lp_off4(pr.out, b, hq, r0 + r, d),
                    acc[r * D + d] * inv_l * od);
     if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0), lse);

@@ -41,6 +41,7 @@ struct BwdJob {
   const lpattn_bwd_problem *bp;
   int64_t nkt, W;
   std::vector<BwdScratch> *scratch;
+  int64_t D, Dt;  // rows are D = CpuPaddedDim(Dt) floats wide, zero past the call's Dt
 };
 // The eight quantized backward operands, numbered as their Philox streams.
 enum { BOP_P_R, BOP_DO_R, BOP_DO_D, BOP_V_D, BOP_DS_C, BOP_K_C, BOP_DS_R, BOP_Q_R };
@@ -176,19 +177,20 @@ HWY_INLINE void AccumOuter(const float *A, int64_t ai, int64_t aj, float s, cons
 }
 
 // The forward's quantization of n rows of D values along D (RNE).
-HWY_INLINE void ForwardRows(const lpattn_attn_problem &pr, const float *x, int64_t n, float *y) {
+HWY_INLINE void ForwardRows(const BwdJob &job, const float *x, int64_t n, float *y) {
+  const lpattn_attn_problem &pr = job.bp->f;
   for (int64_t r = 0; r < n; r++)
-    lpattn_cpu_quantize_p_row(QpFormat(pr.low), pr.mx_round_up, x + r * pr.D, pr.D, y + r * pr.D);
+    lpattn_cpu_quantize_p_row(QpFormat(pr.low), pr.mx_round_up, x + r * job.D, job.D, y + r * job.D);
 }
 
 // A low (query tile, KV tile) pair: the four SR-quantized products.
 HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t r0,
                         int64_t nr, int64_t c0, int64_t nk) {
   const lpattn_attn_problem &pr = job.bp->f;
-  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, Sq = pr.Sq, Skv = pr.Skv;
+  const int64_t D = job.D, Dt = job.Dt, Bq = pr.Bq, Bk = pr.Bk, Sq = pr.Sq, Skv = pr.Skv;
   const float sm = pr.sm_scale;
   const Lin iP = {((b * pr.Hq + hq) * Sq + r0) * Skv + c0, Skv, 1};
-  const Lin iK = {((b * pr.Hkv + hk) * Skv + c0) * D, D, 1};
+  const Lin iK = {((b * pr.Hkv + hk) * Skv + c0) * Dt, Dt, 1};  // SR: logical index, true D
   float *A = w.A.data(), *Pf = w.Pf.data();
   const int64_t j = c0 / Bk;
   if (!w.have_kv[j]) {  // this KV tile's V along D and K along the keys, once per item
@@ -220,7 +222,7 @@ HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq,
 
 HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c0, int64_t nk) {
   const lpattn_attn_problem &pr = job.bp->f;
-  const int64_t D = pr.D, Bk = pr.Bk;
+  const int64_t D = job.D, Bk = pr.Bk;
   for (int64_t r = 0; r < nr; r++) {
     float *dots = w.dots.data();
     DotRows(w.dO.data() + r * D, w.Vt.data(), D, nk, dots);  // (reads nothing the Axpys write)
@@ -236,27 +238,31 @@ HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c
   }
 }
 
-HWY_INLINE void LoadRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n, int64_t D,
+// n rows of Dt values into rows D wide (zero past Dt), and back.
+HWY_INLINE void LoadRows(const BwdJob &job, const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n,
                          float *dst) {
-  for (int64_t s = 0; s < n; s++) LoadRow(t, lp_off4(t, b, h, s0 + s, 0), t->stride[3], D, dst + s * D);
+  const int64_t D = job.D;
+  for (int64_t s = 0; s < n; s++) LoadRowPad(t, lp_off4(t, b, h, s0 + s, 0), t->stride[3], job.Dt, D, dst + s * D);
 }
 
-HWY_INLINE void StoreRows(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n, int64_t D,
+HWY_INLINE void StoreRows(const BwdJob &job, const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n,
                           const float *src) {
+  const int64_t D = job.D;
   for (int64_t s = 0; s < n; s++)
-    for (int64_t d = 0; d < D; d++) lp_store_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d), src[s * D + d]);
+    for (int64_t d = 0; d < job.Dt; d++)
+      lp_store_f32(t->data, t->dtype, lp_off4(t, b, h, s0 + s, d), src[s * D + d]);
 }
 
 HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
   const lpattn_bwd_problem &bp = *job.bp;
   const lpattn_attn_problem &pr = bp.f;
-  const int64_t D = pr.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.off;
+  const int64_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.off;
   const int64_t r0 = i * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq;
   memset(w.Q.data(), 0, sizeof(float) * (size_t)(Bq * D));
   memset(w.dO.data(), 0, sizeof(float) * (size_t)(Bq * D));
-  LoadRows(pr.q, b, hq, r0, nr, D, w.Q.data());
-  LoadRows(bp.dout, b, hq, r0, nr, D, w.dO.data());
-  LoadRows(pr.out, b, hq, r0, nr, D, w.O.data());
+  LoadRows(job, pr.q, b, hq, r0, nr, w.Q.data());
+  LoadRows(job, bp.dout, b, hq, r0, nr, w.dO.data());
+  LoadRows(job, pr.out, b, hq, r0, nr, w.O.data());
   for (int64_t r = 0; r < nr; r++) {
     w.delta[r] = Dot(w.dO.data() + r * D, w.O.data() + r * D, D);
     w.lse[r] = lp_load_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0));
@@ -266,8 +272,8 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
   bool any_low = false;
   for (int64_t j = 0; j < job.nkt; j++) any_low |= w.mode[j] == LP_MODE_LOW;
   if (any_low) {
-    const Lin iQ = {((b * pr.Hq + hq) * pr.Sq + r0) * D, D, 1};
-    ForwardRows(pr, w.Q.data(), nr, w.Qd.data());
+    const Lin iQ = {((b * pr.Hq + hq) * pr.Sq + r0) * job.Dt, job.Dt, 1};  // SR: true D
+    ForwardRows(job, w.Q.data(), nr, w.Qd.data());
     Qdq(job, w, BOP_DO_R, w.dO.data(), Bq, D, true, iQ, w.dOr.data());
     Qdq(job, w, BOP_DO_D, w.dO.data(), Bq, D, false, iQ, w.dOd.data());
     Qdq(job, w, BOP_Q_R, w.Q.data(), Bq, D, true, iQ, w.Qr.data());
@@ -285,7 +291,7 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
       memset(w.Vt.data() + used, 0, sizeof(float) * pad);
     }
     float *lowk = w.lowk.data() + c0 * D;
-    if (low && !w.have_lowk[j]) ForwardRows(pr, w.Kt.data(), nk, lowk), w.have_lowk[j] = 1;
+    if (low && !w.have_lowk[j]) ForwardRows(job, w.Kt.data(), nk, lowk), w.have_lowk[j] = 1;
     const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? lowk : w.Kt.data();
     memset(w.P.data(), 0, sizeof(float) * (size_t)(Bq * Bk));
     for (int64_t r = 0; r < nr; r++) {
@@ -300,25 +306,33 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     else
       HighPair(job, w, nr, c0, nk);
   }
-  StoreRows(bp.dq, b, hq, r0, nr, D, w.dQ.data());
+  StoreRows(job, bp.dq, b, hq, r0, nr, w.dQ.data());
 }
 
 void BackwardItemT(const BwdJob &job, int64_t item, int tid) {
   const lpattn_bwd_problem &bp = *job.bp;
   const lpattn_attn_problem &pr = bp.f;
   BwdScratch &w = (*job.scratch)[tid];
-  const int64_t D = pr.D, b = item / pr.Hkv, hk = item % pr.Hkv, G = pr.Hq / pr.Hkv;
-  LoadRows(pr.k, b, hk, 0, pr.Skv, D, w.K.data());
-  LoadRows(pr.v, b, hk, 0, pr.Skv, D, w.V.data());
-  lp_tile_means(&pr, w.K.data(), job.nkt, w.kbar.data());
+  const int64_t D = job.D, b = item / pr.Hkv, hk = item % pr.Hkv, G = pr.Hq / pr.Hkv;
+  LoadRows(job, pr.k, b, hk, 0, pr.Skv, w.K.data());
+  LoadRows(job, pr.v, b, hk, 0, pr.Skv, w.V.data());
+  if (D == job.Dt) {
+    lp_tile_means(&pr, w.K.data(), job.nkt, w.kbar.data());
+  } else {  // lp_tile_means on rows D wide: the means of the true Dt channels
+    for (int64_t j = 0; j < job.nkt; j++) {
+      const int64_t n = pr.Skv - j * pr.Bk < pr.Bk ? pr.Skv - j * pr.Bk : pr.Bk;
+      lp_mean_rows_f32(w.K.data(), LPATTN_F32, j * pr.Bk * D, D, 1, n, job.Dt, (float)n,
+                       w.kbar.data() + j * job.Dt);
+    }
+  }
   memset(w.dK.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.dV.data(), 0, sizeof(float) * (size_t)(pr.Skv * D));
   memset(w.have_kv.data(), 0, (size_t)job.nkt);
   memset(w.have_lowk.data(), 0, (size_t)job.nkt);
   for (int64_t g = 0; g < G; g++)
     for (int64_t i = 0; i < lp_tile_count(pr.Sq, pr.Bq); i++) QueryTile(job, w, b, hk * G + g, hk, i);
-  StoreRows(bp.dk, b, hk, 0, pr.Skv, D, w.dK.data());
-  StoreRows(bp.dv, b, hk, 0, pr.Skv, D, w.dV.data());
+  StoreRows(job, bp.dk, b, hk, 0, pr.Skv, w.dK.data());
+  StoreRows(job, bp.dv, b, hk, 0, pr.Skv, w.dV.data());
 }
 }  // namespace HWY_NAMESPACE
 }  // namespace lpattn_cpu
@@ -336,13 +350,14 @@ lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   const lpattn_attn_problem &pr = bp->f;
   std::vector<BwdScratch> scratch;
-  BwdJob job = {bp, lp_tile_count(pr.Skv, pr.Bk), 0, &scratch};
+  BwdJob job = {bp, lp_tile_count(pr.Skv, pr.Bk), 0, &scratch, 0, pr.D};
+  job.D = CpuPaddedDim(pr.D, pr.low, pr.precision != LPATTN_PREC_HIGH);
   job.W = pr.Bq > pr.Bk ? pr.Bq : pr.Bk;
-  if (pr.D > job.W) job.W = pr.D;
+  if (job.D > job.W) job.W = job.D;
   try {
     scratch.resize((size_t)PoolThreads(c->pool));
-    const size_t S = (size_t)(pr.Skv * pr.D), WW = (size_t)(job.W * job.W), W = (size_t)job.W;
-    const size_t n = (size_t)job.nkt, D = (size_t)pr.D;
+    const size_t S = (size_t)(pr.Skv * job.D), WW = (size_t)(job.W * job.W), W = (size_t)job.W;
+    const size_t n = (size_t)job.nkt, D = (size_t)job.D;
     for (BwdScratch &w : scratch) {
       for (auto *v : {&w.K, &w.V, &w.dK, &w.dV}) v->resize(S);
       for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.A, &w.Pf, &w.P, &w.dQ})

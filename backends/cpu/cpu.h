@@ -29,6 +29,7 @@ struct KvPrep {
 struct AttnJob {
   const lpattn_attn_problem *pr;
   int64_t D, nkt, nqt, kv_group;  // kv_group = Hq / Hkv; nkt: most KV tiles of a row
+  int64_t Dt;                     // the call's head dim; D = CpuPaddedDim(Dt): channels past Dt are 0
   int low_any;                    // some tile may be low: kq/vq/qlow exist
   int need_mean;                  // THRIFT or PASA: tile key means
   std::vector<KvPrep> kv;         // [B * Hkv]
@@ -57,6 +58,22 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
     return;
   }
   for (int64_t i = 0; i < n; i++) out[i] = cpu_f16_decode(p[i * step]);
+}
+
+// The same row zero-padded to np >= n values (head dims no multiple of 16).
+inline void LoadRowPad(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n, int64_t np,
+                       float *out) {
+  LoadRow(t, off, step, n, out);
+  for (int64_t i = n; i < np; i++) out[i] = 0.0f;
+}
+
+// The head dim the SIMD kernels run at (SEMANTICS "Head dimensions"): D itself
+// when the vectors divide it and low groups along D are whole, else D rounded
+// up with zero channels (exact: they add nothing to q.k, and a quantization
+// group zero-padded is the group quantized as SPEC says).
+inline int64_t CpuPaddedDim(int64_t D, lpattn_format low, int low_any) {
+  const int64_t a = low_any && low == LPATTN_FMT_MXFP4 ? 32 : 16;
+  return (D + a - 1) / a * a;
 }
 
 // Work item: (b, hq, query tile) in that nesting.

@@ -50,8 +50,8 @@ void PrepKv(void *arg, int64_t idx, int tid) {
     lp_fp8s_row(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], pr.D, vd, e.v + s * D);
   }
   for (int64_t s = 0; !fp8s && s < pr.Skv; s++) {
-    LoadRow(pr.k, lp_off4(pr.k, b, h, s, 0), pr.k->stride[3], D, e.k + s * D);
-    LoadRow(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], D, e.v + s * D);
+    LoadRowPad(pr.k, lp_off4(pr.k, b, h, s, 0), pr.k->stride[3], job.Dt, D, e.k + s * D);
+    LoadRowPad(pr.v, lp_off4(pr.v, b, h, s, 0), pr.v->stride[3], job.Dt, D, e.v + s * D);
   }
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t nk = pr.Skv - j * Bk < Bk ? pr.Skv - j * Bk : Bk;
@@ -153,11 +153,12 @@ lpattn_status Attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   run.c = CtxOf(ctx);
   AttnJob &job = run.job;
   job.pr = pr;
-  job.D = pr->D;
+  job.low_any = pr->precision != LPATTN_PREC_HIGH;
+  job.Dt = pr->D;
+  job.D = CpuPaddedDim(pr->D, pr->low, job.low_any);
   job.nkt = lp_tile_count(pr->Skv, pr->Bk);
   job.nqt = lp_tile_count(pr->Sq, pr->Bq);
   job.kv_group = pr->Hq / pr->Hkv;
-  job.low_any = pr->precision != LPATTN_PREC_HIGH;
   job.need_mean = pr->precision == LPATTN_PREC_THRIFT || pr->pasa;
   return RunJob(run.c, job, PrepKv, &run);
 }

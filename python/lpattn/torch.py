@@ -281,8 +281,8 @@ def sdpa_unsupported_reason(query, key, value, attn_mask=None, dropout_p=0.0, is
     if value.shape[-1] != query.shape[-1] or key.shape[-1] != query.shape[-1]:
         return "a value head dim other than the query's"
     D = query.shape[-1]
-    if D % 16 or not 16 <= D <= 256:
-        return f"head dim {D} (lpattn takes multiples of 16 in [16, 256])"
+    if not 8 <= D <= 256:
+        return f"head dim {D} (lpattn takes [8, 256])"
     if query.shape[1] != key.shape[1] and not enable_gqa:
         return "different head counts without enable_gqa"
     if query.shape[1] % key.shape[1]:

@@ -19,6 +19,18 @@ class Attention(unittest.TestCase):
             np.testing.assert_allclose(out, want, atol=2e-5)
             np.testing.assert_allclose(lse, want_lse, atol=2e-5)
 
+    def test_every_head_dim(self):
+        # D no multiple of 16 (SEMANTICS "Head dimensions"): exact in HIGH,
+        # low precisions with groups that pass D quantized as if zero-padded
+        for d in (40, 80, 96, 111):
+            q, k, v = rand(1, 2, 70, d, seed=d), rand(1, 1, 90, d, seed=d + 1), rand(1, 1, 90, d, seed=d + 2)
+            want, _ = reference(q, k, v, True)
+            np.testing.assert_allclose(lpattn.attention(q, k, v, causal=True, precision="high"), want,
+                                       atol=2e-5)
+            for prec, tol in (("fp8", 0.05), ("nvfp4", 0.2), ("mxfp4", 0.25)):
+                out = lpattn.attention(q, k, v, causal=True, precision=prec)
+                self.assertLess(rel_err(out, want), tol, (d, prec))
+
     def test_low_precisions_close(self):
         q, k, v = rand(1, 2, 128, 128, seed=4), rand(1, 2, 128, 128, seed=5), rand(1, 2, 128, 128, seed=6)
         want, _ = reference(q, k, v, True)
@@ -75,8 +87,8 @@ class Errors(unittest.TestCase):
             lpattn.attention(k, k, k, sm_scale=100.0)
         with self.assertRaisesRegex(lpattn.LpattnError, "block_k = 48"):
             lpattn.attention(k, k, k, block_k=48)
-        bad = rand(1, 2, 64, 40)
-        with self.assertRaisesRegex(lpattn.LpattnError, "head_dim = 40"):
+        bad = rand(1, 2, 64, 4)
+        with self.assertRaisesRegex(lpattn.LpattnError, r"head_dim = 4, expected an integer in \[8, 256\]"):
             lpattn.attention(bad, bad, bad)
         nan = k.copy()
         nan[0, 1, 2, 3] = np.nan

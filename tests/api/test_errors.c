@@ -54,11 +54,11 @@ static void attention(lpattn_ctx *ctx) {
   lpattn_tensor q3 = lpattn_tensor_4d(q, LPATTN_F32, B, 3, S, D), o3 = lpattn_tensor_4d(o, LPATTN_F32, B, 3, S, D);
   EXPECT(lpattn_attention(ctx, &q3, &tk, &tv, &o3, &p, NULL), LPATTN_ERR_BAD_GQA,
          "q.shape[1] = 3 query heads is not a multiple of k.shape[1] = 2 KV heads");
-  lpattn_tensor q40 = lpattn_tensor_4d(q, LPATTN_F32, B, HQ, S, 40);
-  lpattn_tensor k40 = lpattn_tensor_4d(k, LPATTN_F32, B, HKV, S, 40);
-  lpattn_tensor o40 = lpattn_tensor_4d(o, LPATTN_F32, B, HQ, S, 40);
-  EXPECT(lpattn_attention(ctx, &q40, &k40, &k40, &o40, &p, NULL), LPATTN_ERR_BAD_HEAD_DIM,
-         "q: head_dim = 40, expected a multiple of 16 in [16, 256]");
+  lpattn_tensor q4 = lpattn_tensor_4d(q, LPATTN_F32, B, HQ, S, 4);
+  lpattn_tensor k4 = lpattn_tensor_4d(k, LPATTN_F32, B, HKV, S, 4);
+  lpattn_tensor o4 = lpattn_tensor_4d(o, LPATTN_F32, B, HQ, S, 4);
+  EXPECT(lpattn_attention(ctx, &q4, &k4, &k4, &o4, &p, NULL), LPATTN_ERR_BAD_HEAD_DIM,
+         "q: head_dim = 4, expected an integer in [8, 256]");
   p.sm_scale = -1.0f;
   EXPECT(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL), LPATTN_ERR_INVALID_ARGUMENT,
          "params.sm_scale = -1, expected 0 (1/sqrt(D)) or in (0, 16]");

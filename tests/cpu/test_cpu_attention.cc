@@ -370,6 +370,10 @@ std::vector<Case> Cases(bool full) {
       {"thrift S=65 tail row", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F32, 1, 2, 1, 65, 65, 64, 64, 64, NV, 0},
       // Query tile 0 shifted by its diagonal tile's first key (SPEC 8 offset).
       {"pasa f16 x0=30 causal", LPATTN_PREC_HIGH, 1, 1, LPATTN_F16, 1, 2, 1, 129, 129, 64, 64, 64, NV, 30.0f},
+      // Head dims no multiple of 16: zero-padded channels, groups past D (SEMANTICS "Head dimensions").
+      {"high bf16 causal d40", LPATTN_PREC_HIGH, 1, 0, LPATTN_BF16, 1, 2, 1, 113, 203, 40, 64, 64, NV, 0},
+      {"nvfp4 f16 causal d111", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F16, 1, 2, 1, 129, 129, 111, 64, 64, NV, 0},
+      {"mxfp4 f32 nocausal d40", LPATTN_PREC_MXFP4, 0, 0, LPATTN_F32, 1, 2, 1, 96, 130, 40, 32, 32, MX, 0},
   };
   if (!full) return v;
   std::vector<Case> more = {
@@ -385,6 +389,11 @@ std::vector<Case> Cases(bool full) {
       {"pasa thrift causal", LPATTN_PREC_THRIFT, 1, 1, LPATTN_F16, 1, 2, 1, 256, 256, 64, 32, 32, NV, 5.0f},
       {"leaky nvfp4 causal", LPATTN_PREC_NVFP4, 1, 0, LPATTN_F32, 1, 2, 1, 128, 128, 64, 32, 32, NV, 0},
       {"score_f16 high", LPATTN_PREC_HIGH, 1, 0, LPATTN_F16, 1, 1, 1, 96, 96, 64, 32, 32, NV, 0},
+      {"fp8 f16 causal d80", LPATTN_PREC_FP8, 1, 0, LPATTN_F16, 1, 2, 1, 100, 160, 80, 64, 64, F8, 0},
+      {"thrift nvfp4 causal d59", LPATTN_PREC_THRIFT, 1, 0, LPATTN_F32, 1, 2, 1, 200, 200, 59, 32, 32, NV, 0},
+      {"pasa nvfp4 causal d96", LPATTN_PREC_NVFP4, 1, 1, LPATTN_F16, 1, 2, 1, 128, 192, 96, 64, 64, NV, 5.0f},
+      {"mxfp4 f32 causal d48", LPATTN_PREC_MXFP4, 1, 0, LPATTN_F32, 1, 2, 1, 100, 100, 48, 32, 32, MX, 0},
+      {"high f16 causal d8", LPATTN_PREC_HIGH, 1, 0, LPATTN_F16, 1, 2, 1, 70, 70, 8, 32, 32, NV, 0},
   };
   more[0].bshd = 1;
   more[4].mx_up = 1;

@@ -259,8 +259,8 @@ static void test_leak(lpattn_ctx *ctx, lpattn_precision prec) {
 
 /* cpu: close to ref for the same seed (f32 vs f64 sums move a few SR
  * decisions), and bitwise the same with 1 and 2 threads. */
-static void test_cpu_vs_ref(lpattn_ctx *cpu, lpattn_precision prec, double tol) {
-  const shape_t sh = {2, 4, 2, 100, 100, 64};
+static void test_cpu_vs_ref(lpattn_ctx *cpu, lpattn_precision prec, double tol, int64_t D) {
+  const shape_t sh = {2, 4, 2, 100, 100, D};
   prob a = make(sh, 41), r = make(sh, 41);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
@@ -281,8 +281,8 @@ static void test_cpu_vs_ref(lpattn_ctx *cpu, lpattn_precision prec, double tol) 
     worst = e > worst ? e : worst;
     free(yd);
   }
-  CHECK(worst < tol, "cpu vs ref, precision %d: rel L2 %.3g >= %.3g", prec, worst, tol);
-  printf("cpu vs ref, precision %d: rel L2 %.3g\n", prec, worst);
+  CHECK(worst < tol, "cpu vs ref, precision %d D %lld: rel L2 %.3g >= %.3g", prec, (long long)D, worst, tol);
+  printf("cpu vs ref, precision %d D %lld: rel L2 %.3g\n", prec, (long long)D, worst);
   /* one thread: the same bits */
   lpattn_context_params cp;
   lpattn_context_params_init(&cp);
@@ -380,6 +380,11 @@ int main(int argc, char **argv) {
   test_high_vs_naive(ctx, gqa, 0);
   test_high_vs_naive(ctx, gqa, 1);
   test_high_vs_naive(ctx, tail, 1);
+  /* head dims no multiple of 16 (SEMANTICS "Head dimensions") */
+  const shape_t d40 = {1, 2, 1, 70, 90, 40}, d111 = {1, 2, 2, 50, 80, 111}, d8 = {1, 1, 1, 40, 40, 8};
+  test_high_vs_naive(ctx, d40, 1);
+  test_high_vs_naive(ctx, d111, 0);
+  test_high_vs_naive(ctx, d8, 1);
   test_finite_differences(ctx);
   test_low(ctx, LPATTN_PREC_FP8, 0, 0.08, 0.3);
   test_low(ctx, LPATTN_PREC_NVFP4, 0, 0.3, 0.3);
@@ -390,11 +395,17 @@ int main(int argc, char **argv) {
   test_args(ctx);
   test_packed_grads(ctx);
   if (cpu) {
-    test_cpu_vs_ref(ctx, LPATTN_PREC_HIGH, 1e-5);
-    test_cpu_vs_ref(ctx, LPATTN_PREC_NVFP4, 1e-3);
-    test_cpu_vs_ref(ctx, LPATTN_PREC_MXFP4, 1e-3);
-    test_cpu_vs_ref(ctx, LPATTN_PREC_FP8, 1e-3);
-    test_cpu_vs_ref(ctx, LPATTN_PREC_THRIFT, 1e-3);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_HIGH, 1e-5, 64);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_NVFP4, 1e-3, 64);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_MXFP4, 1e-3, 64);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_FP8, 1e-3, 64);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_THRIFT, 1e-3, 64);
+    /* padded head dims: the same SR bits (indices of the true D) */
+    test_cpu_vs_ref(ctx, LPATTN_PREC_HIGH, 1e-5, 40);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_NVFP4, 1e-3, 111);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_MXFP4, 1e-3, 40);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_FP8, 1e-3, 80);
+    test_cpu_vs_ref(ctx, LPATTN_PREC_THRIFT, 1e-3, 96);
   }
   lpattn_free(ctx);
   return test_finish();

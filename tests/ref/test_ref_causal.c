@@ -118,6 +118,8 @@ int main(void) {
       {{1, 2, 1, 320, 320, 64}, 32, 32},  /* Sq == Skv */
       {{1, 2, 2, 200, 330, 64}, 32, 32},  /* Skv > Sq, offset not a tile multiple */
       {{1, 2, 1, 250, 314, 64}, 64, 32},  /* Bq != Bk, partial last tiles */
+      {{1, 2, 1, 200, 230, 40}, 32, 32},  /* head dims no multiple of 16 (groups past D) */
+      {{1, 1, 1, 200, 200, 111}, 64, 64},
   };
   const int64_t ts[] = {0, 31, 32, 63, 64, 100, 190};
   const int nt = sizeof ts / sizeof ts[0];
