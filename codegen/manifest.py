@@ -42,13 +42,16 @@ def _gpu(backend, which):
     # (mma.sync fragments, MFMA operands) need the head dim and the 16-bit
     # input type at compile time; precision, mask, PASA and entropy are
     # run-time branches. Prefill runs the attn kernels, paged decode its own
-    # (split KV over page chunks). The default set keeps CI's multi-arch builds short.
-    dims = (64, 128) if which == "default" else HEAD_DIMS
+    # (split KV over page chunks). The default set keeps CI's multi-arch builds short;
+    # CUDA's covers 256 too (Gemma-class models, issue 27). Other head dims run
+    # on the next larger variant with zero-padded channels (backends/gpu/gpu_pad.cu).
+    dims = HEAD_DIMS if which == "all" or backend == "cuda" else (64, 128)
     out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
     # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
     out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
-    # Backward (templates/gpu/lp_gpu_bwd.cuh): mma.sync only, so CUDA only at
-    # D = 64 and 128 for now; HIP answers UNSUPPORTED.
+    # Backward (templates/gpu/lp_gpu_bwd.cuh: mma.sync; lp_gpu_bwd_wg.cuh: the
+    # sm_90a wgmma kernels for HIGH, chosen at run time): CUDA only, at D = 64
+    # and 128 for now; HIP answers UNSUPPORTED.
     if backend == "cuda":
         out += [Variant(backend, "bwd", d, t) for d in (64, 128) for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
