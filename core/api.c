@@ -281,9 +281,9 @@ static void cache_detach(void *obj) {
 lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_params *params,
                                      lpattn_kv_cache **out) {
   lp_err_clear();
+  if (out) *out = NULL; /* on every failure (lpattn.h "Conventions") */
   if (!ctx || !params || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !params ? "params" : "out");
-  *out = NULL;
   lpattn_kv_cache_params p;
   lpattn_kv_cache_params_init(&p);
   LP_TRY_ARG("params", lp_take_params(&p, sizeof p, params));

@@ -1,6 +1,7 @@
 /* The API front of the backward pass (lpattn.h "backward", SPEC 10): the
  * forward's call is validated exactly as lpattn_attention does it, then the
  * gradients' tensors; backends read only the resolved lpattn_bwd_problem. */
+#include <stdint.h>
 #include <string.h>
 
 #include "error.h"
@@ -24,28 +25,35 @@ static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
   return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
 }
 
-/* Bytes [first, last] an (already checked) view can touch. */
+/* Bytes [first, last] an (already checked) view can touch; lp_check_view
+ * bounds the span in bytes by SIZE_MAX, so only the address can wrap (then
+ * the span reaches the top of the address space). */
 static void byte_span(const lpattn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
-  int64_t last = 0;
-  for (int i = 0; i < 4; i++) last += (t->shape[i] - 1) * t->stride[i];
-  const int64_t es = t->dtype == LPATTN_F32 ? 4 : 2;
+  uint64_t last = 0;
+  for (int i = 0; i < 4; i++) last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+  const uint64_t es = t->dtype == LPATTN_F32 ? 4 : 2;
   *lo = (uintptr_t)t->data;
-  *hi = *lo + (uintptr_t)((last + 1) * es) - 1;
+  const uintptr_t bytes = (uintptr_t)(last * es + es - 1);
+  *hi = *lo + bytes < *lo ? UINTPTR_MAX : *lo + bytes;
 }
 
 /* Whether delta (elements) = sum d[i] * st[i] with |d[i]| < n[i], for dims
  * i >= at, strides sorted descending and nested (each larger than the reach
- * of all smaller ones): then only floor and ceil of delta / st[at] can work. */
+ * of all smaller ones): then only floor and ceil of delta / st[at] can work.
+ * Dims of extent 1 take no step, whatever their stride (INT64_MAX, say).
+ * No step overflows: |delta| < 2^62, |d| < n[at] keeps d * st[at] within
+ * the view's reach (int64 for a checked view), and delta, d * st[at] share
+ * their sign. */
 static int reachable(int64_t delta, const int64_t *st, const int64_t *n, int at) {
   if (at == 4) return delta == 0;
+  if (st[at] == 0 || n[at] == 1) return reachable(delta, st, n, at + 1);
   int64_t inner = 0;
   for (int i = at + 1; i < 4; i++) inner += (n[i] - 1) * st[i];
-  if (st[at] == 0) return reachable(delta, st, n, at + 1);
-  const int64_t f = delta >= 0 ? delta / st[at] : -((-delta + st[at] - 1) / st[at]);
+  const int64_t f = delta >= 0 ? delta / st[at] : -((-delta - 1) / st[at]) - 1;
   for (int64_t d = f; d <= f + 1; d++) {
-    const int64_t rest = delta - d * st[at];
-    if ((d < 0 ? -d : d) < n[at] && (rest < 0 ? -rest : rest) <= inner && reachable(rest, st, n, at + 1))
-      return 1;
+    if ((d < 0 ? -d : d) >= n[at]) continue;
+    const int64_t rest = delta - d * st[at]; /* d * st[at] and delta: one sign */
+    if ((rest < 0 ? -rest : rest) <= inner && reachable(rest, st, n, at + 1)) return 1;
   }
   return 0;
 }
@@ -58,8 +66,10 @@ static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
   byte_span(a, &a0, &a1), byte_span(b, &b0, &b1);
   if (!(a0 <= b1 && b0 <= a1)) return 0;
   const int64_t es = a->dtype == LPATTN_F32 ? 4 : 2;
-  const int64_t gap = (int64_t)(b0 - a0); /* signed through two's complement */
-  if (a->dtype != b->dtype || gap % es) return 1;
+  /* b0 - a0 in elements; a distance past INT64_MAX bytes stays conservative */
+  const uintptr_t dist = b0 >= a0 ? b0 - a0 : a0 - b0;
+  if (a->dtype != b->dtype || dist % (uintptr_t)es || dist > (uintptr_t)INT64_MAX) return 1;
+  const int64_t gap = (b0 >= a0 ? 1 : -1) * (int64_t)(dist / (uintptr_t)es);
   int64_t st[4], n[4];
   for (int i = 0; i < 4; i++) {
     if (a->stride[i] != b->stride[i] || a->shape[i] != b->shape[i]) return 1;
@@ -76,7 +86,7 @@ static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
     for (int j = i + 1; j < 4; j++) inner += (n[j] - 1) * st[j];
     if (n[i] > 1 && st[i] <= inner) return 1; /* not nested: stay conservative */
   }
-  return reachable(gap / es, st, n, 0);
+  return reachable(gap, st, n, 0);
 }
 
 /* A gradient output: a float view of the given shape. */

@@ -108,9 +108,9 @@ static void pool_detach(void *obj) {
 lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params *params,
                                     void *mem, size_t bytes, lpattn_kv_pool **out) {
   lp_err_clear();
+  if (out) *out = NULL; /* on every failure (lpattn.h "Conventions") */
   if (!ctx || !params || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !params ? "params" : "out");
-  *out = NULL;
   lpattn_kv_pool_params p;
   TRY(take_pool_params(params, &p));
   if (p.num_pages < 1 || p.num_slots < 1)

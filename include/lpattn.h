@@ -9,7 +9,8 @@
  * Conventions
  * - Every function returns an lpattn_status; LPATTN_OK is 0. Arguments are
  *   validated in full before any backend touches memory: a call that fails
- *   validation writes nothing.
+ *   validation writes nothing, except that a failed lpattn_*_create sets
+ *   *out to NULL (when out is not NULL).
  * - Tensors are described, never owned: lpattn_tensor is a view (pointer,
  *   dtype, 4-D shape, strides in elements). The caller keeps ownership of all
  *   memory passed in. Objects created by lpattn_*_create are owned by the
