@@ -9,8 +9,13 @@
 # Usage: scripts/gpu_check.sh [STEP ...]
 #   STEP: tests (cuda + hip shim + python), decode (paged decode, quick),
 #         decode-full, prefill, backward, ncu-decode (ncu profile of the
-#         NVFP4 decode kernel at B = 16, 128k); default: tests decode.
-# Env: LPATTN_ARCHS (default 90a), LPATTN_GPU_BUILD (default /tmp/lpattn-gpu).
+#         NVFP4 decode kernel at B = 16, 128k), memcheck, racecheck (the cuda
+#         suite under compute-sanitizer --tool memcheck / racecheck, every
+#         test wrapped, no meson timeout: racecheck can take an hour);
+#         default: tests decode.
+# Env: LPATTN_ARCHS (default 90a), LPATTN_GPU_BUILD (default /tmp/lpattn-gpu),
+#      LPATTN_SANITIZE_TESTS (memcheck/racecheck: test names, default the
+#      whole cuda suite).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -44,6 +49,16 @@ build_hip() {
     --buildtype=release >/dev/null || return 1
   ninja -C "$B/hip"
 }
+# The cuda suite with every test under compute-sanitizer (tool $1): a hazard
+# or invalid access fails the test (--error-exitcode); CUDA API errors the
+# library answers itself (an unsupported attribute, say) are not reported.
+sanitize() {
+  local tool=$1
+  # shellcheck disable=SC2086
+  meson test -C "$B/cuda" --suite cuda --no-rebuild --print-errorlogs --num-processes 1 \
+    --timeout-multiplier 0 --wrapper "compute-sanitizer --tool $tool --error-exitcode 99 \
+    --report-api-errors no --print-limit 50" ${LPATTN_SANITIZE_TESTS:-}
+}
 run build build || { log "build failed"; exit 1; }
 LIB=$(ls "$B"/cuda/liblpattn.so* | head -1)
 
@@ -64,6 +79,8 @@ for s in "${steps[@]}"; do
     ncu --import "$OUT/decode_nvfp4.ncu-rep" --page details >"$OUT/ncu_decode_details.txt" 2>&1 &&
     ncu --import "$OUT/decode_nvfp4.ncu-rep" --page source --print-source sass --csv 2>/dev/null |
       gzip >"$OUT/ncu_decode_sass.csv.gz" ;;
+  memcheck) run memcheck sanitize memcheck ;;
+  racecheck) run racecheck sanitize racecheck ;;
   *) log "unknown step $s" ;;
   esac
 done
