@@ -2,8 +2,12 @@
 
 A variant fixes some axes at compile time and leaves the rest to run time.
 Axis values: None = decided at run time by the kernel, otherwise fixed.
-Templates hold no selection logic: render.py renders every template of a
-backend for exactly the variants listed here. Only axes that some variant
+The manifest decides which variants exist: render.py renders every template
+of a backend for exactly the variants listed here. Which kernel a call runs
+is still decided partly inside the templates (kernel_attn.cu.j2 and
+kernel_decode.cu.j2 pick tile shapes per head dim / dtype / precision, the
+sm_90a host checks of inc/wg_host.j2 choose wgmma or mma.sync), partly in
+backends/gpu (issue 30: one dispatch plan is the goal). Only axes that some variant
 fixes are declared (issue 10): precision, mask, PASA and entropy are run-time
 branches of every kernel, so they are no axes here. gen/registry.inc is the
 variants table the backends dispatch through and the parity tests iterate
