@@ -596,5 +596,97 @@ __device__ __forceinline__ unsigned short gpu_low1(const uint8_t *codes, const u
   const uint8_t sc = fmt == LPATTN_FMT_FP8 ? 0 : scales[e >> (fmt == LPATTN_FMT_MXFP4 ? 5 : 4)];
   return gpu_mma<gpu_bf16>::bits(gpu_deq_inner(fmt, c, sc));
 }
+
+/* ---- Non-finite elements at masked pairs (SPEC 2) --------------------------
+ * A masked pair enters a tensor-core product as an exact 0 in P (dS, P^T,
+ * dS^T), and 0 x NaN = NaN: a NaN/Inf operand element would reach rows that
+ * do not attend it. A kernel whose tile has masked pairs therefore checks the
+ * operand tile that the masked factor multiplies, in shared memory, before
+ * the product:
+ *   1. gpu_nf_scan: whether this thread's share of the tile holds a
+ *      non-finite element; the block (or the kernel's computing threads)
+ *      combines the answers (__syncthreads_or, gpu_nf_vote_nb). Finite
+ *      (the usual case): the product runs as before.
+ *   2. otherwise (rare), between two barriers, gpu_nf_fix turns each
+ *      non-finite element into 0 (the product then sees exactly the tile of
+ *      an input with that element replaced by 0) and records per column c
+ *      the first (or the last) operand row holding one;
+ *   3. after the product the kernel makes non-finite the accumulators of the
+ *      rows that attend such an element (gpu_nf_nan; rounding of that
+ *      contribution is not kept, only that it is non-finite, as in ref).
+ * Rows that attend no bad element are bitwise those of the zero-replaced
+ * input. */
+template <typename T> struct gpu_nf_bf { static constexpr bool v = false; };
+template <> struct gpu_nf_bf<gpu_bf16> { static constexpr bool v = true; };
+__device__ __forceinline__ float gpu_nf_nan() { return gpu_from_bits(0x7fc00000u); }
+/* exponent field of two packed f16 (bf: bf16) patterns all ones: Inf or NaN */
+__device__ __forceinline__ bool gpu_nf2(uint32_t w, bool bf) {
+  const uint32_t m = bf ? 0x7f80u : 0x7c00u;
+  return (w & m) == m || ((w >> 16) & m) == m;
+}
+/* Whether thread tid (of nt) finds a non-finite element in its share of an
+ * R x C tile of 16-bit patterns, row r at base + r * ld (C a multiple of 8,
+ * rows 16-byte aligned; padding columns past C are not read). */
+__device__ __forceinline__ bool gpu_nf_scan(const unsigned short *base, int R, int C, int ld, bool bf, int tid,
+                                            int nt) {
+  const int cpr = C / 8;
+  bool any = false;
+  for (int i = tid; i < R * cpr; i += nt) {
+    const uint4 w = *(const uint4 *)(base + (i / cpr) * ld + (i % cpr) * 8);
+    any |= gpu_nf2(w.x, bf) | gpu_nf2(w.y, bf) | gpu_nf2(w.z, bf) | gpu_nf2(w.w, bf);
+  }
+  return any;
+}
+/* The rare path: every non-finite element (r, c), r < R, c < C, of the tile
+ * at base[ix(r, c)] becomes 0; mk[c] receives the first row r that held one
+ * (LAST: the last), 0x7fff (LAST: -1) where none did. Thread tid of nt takes
+ * whole columns; the caller synchronizes before (the vote) and after. */
+template <bool LAST, typename IX>
+__device__ __forceinline__ void gpu_nf_fix(unsigned short *base, int R, int C, IX ix, bool bf, short *mk, int tid, int nt) {
+  const unsigned short m = bf ? 0x7f80u : 0x7c00u;
+  for (int c = tid; c < C; c += nt) {
+    int f = LAST ? -1 : 0x7fff;
+    for (int r = 0; r < R; r++) {
+      unsigned short *p = base + ix(r, c);
+      if ((*p & m) == m) {
+        *p = 0;
+        if (LAST || f == 0x7fff) f = r;
+      }
+    }
+    mk[c] = (short)f;
+  }
+}
+
+/* The vote of nt threads (a multiple of 32) on named barrier id (the
+ * warpgroup kernels, whose copier does not take part): whether any of them
+ * found one. */
+__device__ __forceinline__ bool gpu_nf_vote_nb(bool x, int id, int nt) {
+  uint32_t r;
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+               : "=r"(r) : "r"((uint32_t)x), "r"(id), "r"(nt) : "memory");
+  return r != 0;
+}
+/* after gpu_nf_fix's stores, before a wgmma (async proxy) reads the tile or
+ * a TMA copy overwrites it */
+__device__ __forceinline__ void gpu_nf_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* The warpgroup kernels' whole step (sm_90a): the vote and the rare fix of
+ * an operand tile in the 128-byte-swizzled layout of their TMA boxes
+ * ([C/64][R][64] 16-bit elements, each 128-byte row's 16-byte chunks
+ * permuted by chunk ^ (row % 8)), by the nt computing threads (ctid in
+ * [0, nt)) on named barrier id (not 0, not one the kernel uses otherwise;
+ * every one of the nt threads calls it, the copier does not). Returns
+ * whether the tile held a non-finite element; then they are 0 and mk[c],
+ * c < C, holds the first (LAST: the last) row r holding one, and the tile
+ * is ready for the next wgmma. bf: bf16 patterns, else f16. */
+template <bool LAST>
+__device__ __forceinline__ bool gpu_nf_wg_tile(unsigned short *t, int R, int C, bool bf, short *mk, int ctid, int nt, int id) {
+  if (!gpu_nf_vote_nb(gpu_nf_scan(t, R * (C / 64), 64, 64, bf, ctid, nt), id, nt)) return false;
+  gpu_nf_fix<LAST>(
+      t, R, C, [&](int r, int c) { return ((c >> 6) * R + r) * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7); },
+      bf, mk, ctid, nt);
+  gpu_nf_proxy_fence();
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nt) : "memory");
+  return true;
+}
 } // namespace lpattn_cuda
 #endif

@@ -273,7 +273,8 @@ template <int D_> struct gpu_wg_cfg {
   static constexpr int NT = 128 * (NW + 1);
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
   static constexpr int NBAR = 1 + 4 * STAGES; /* Q; K full, K empty, V full, V empty per stage */
-  static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + 1024; /* + alignment */
+  static constexpr size_t NF = (size_t)D * 2; /* after the mbarriers: V's marks of gpu_nf_wg_tile */
+  static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + NF + 1024; /* + alignment */
 };
 
 /* The mbarriers of a CTA of ST stages, 8 bytes each from bq: Q; then K
@@ -420,6 +421,23 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   /* tile j's K (V) is in: its mbarrier's phase j / ST */
   auto kin = [&](int j) { gpu_mb_wait(br.kfull(j % ST), (uint32_t)(j / ST) & 1); };
   auto vin = [&](int j) { gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1); };
+  /* SPEC 2 (inc/nonfinite.j2): a tile that some row of the CTA does not see
+   * in full has its V checked once it is in (all computing threads, named
+   * barrier 1 + NW); non-finite elements are zeroed before P V and given
+   * back after it to the rows that see them (nfm: per channel the first
+   * such key). */
+  short *nfm = (short *)(gpu_smem_raw + (br.bq + 8 * C::NBAR - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
+  auto vcheck = [&](int jv) -> bool {
+    if (!(a.causal && jv * BK + BK - 1 > q0 + off)) return false;
+    unsigned short *vt = (unsigned short *)(gpu_smem_raw + (sv + (jv % ST) * C::KB - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
+    return gpu_nf_wg_tile<false>(vt, BK, D, gpu_nf_bf<T>::v, nfm, tid - 128, 128 * C::NW, 1 + C::NW);
+  };
+  auto vpoison = [&](int jv) { /* slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1) */
+    const int lim0 = rr[0] + off - jv * BK, lim1 = rr[1] + off - jv * BK;
+#pragma unroll
+    for (int o = 0; o < NO; o++)
+      if (nfm[8 * (o >> 2) + 2 * t + (o & 1)] <= ((o >> 1) & 1 ? lim1 : lim0)) oacc[o] += gpu_nf_nan();
+  };
   /* The softmax of tile j: scores (slot i of the accumulator is row
    * rr[(i >> 1) & 1], key c0 + 8 (i >> 2) + 2t + (i & 1)) -> P in place;
    * the row states advanced, O's rescale in alpha. */
@@ -529,6 +547,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     float sacc[NS];
     kin(j);
     vin(j - 1);
+    const bool vnf = vcheck(j - 1);
     gpu_wg_hold(oacc);
     my_turn();
     gpu_wg_fence();
@@ -542,10 +561,12 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1) is in */
     gpu_mb_arrive(br.vempty((j - 1) % ST));
     gpu_wg_hold(oacc);
+    if (vnf) vpoison(j - 1);
     fold(sacc);
   }
   if (jn > 0) { /* the last tile's P V */
     vin(jn - 1);
+    const bool vnf = vcheck(jn - 1);
     gpu_wg_hold(oacc);
     my_turn();
     gpu_wg_fence();
@@ -553,6 +574,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     your_turn();
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     gpu_wg_hold(oacc);
+    if (vnf) vpoison(jn - 1);
   }
 
   if (cw == 0) my_turn(); /* takes the last warpgroup's last arrival */

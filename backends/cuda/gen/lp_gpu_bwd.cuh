@@ -63,8 +63,9 @@ __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *sr
  * an SM as the HIGH instances do. */
 template <int D> struct gpu_bwd_smem {
   static constexpr int T64 = 64 * gpu_smem<D>::LD;
-  static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4;
-  static constexpr size_t low_bytes = (size_t)6 * T64 * 2 + (size_t)(6 * 64 + 2 * D) * 4;
+  static constexpr size_t NF = (size_t)4 * D; /* at the end: two per-channel marks of gpu_nf_fix */
+  static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4 + NF;
+  static constexpr size_t low_bytes = (size_t)6 * T64 * 2 + (size_t)(6 * 64 + 2 * D) * 4 + NF;
 };
 
 /* Rows [row0, row0 + 64) of head h of a bf16 copy [B][H][S][D] (a low
@@ -228,6 +229,55 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
   }
 }
 
+/* whether slot (hh, sl) is a masked pair: a key past Skv, a query past Sq,
+ * a causal pair (KEYROWS (dkdv): the tile's rows are keys, its columns
+ * queries) */
+template <bool KEYROWS>
+__device__ __forceinline__ bool gpu_bwd_masked(const gpu_lay<32> &lay, int hh, int sl, int rbase, int cbase,
+                                               const lp_gpu_bwd_args &a) {
+  const int r = KEYROWS ? rbase + lay.key(sl) : rbase + lay.row(hh);
+  const int c = KEYROWS ? cbase + lay.row(hh) : cbase + lay.key(sl);
+  return c >= a.Skv || r >= a.Sq || (a.causal && c > r + a.off);
+}
+/* P = exp(s * S - LSE) of a warp's 16 x 64 tile in place, 0 where masked
+ * (edge: the tile pair holds a key past Skv or a masked causal pair; rows
+ * past Sq have LSE = +inf): query r and key c of slot (hh, sl) come from the
+ * lane layout. */
+template <bool KEYROWS>
+__device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase,
+                                              const float *lse, bool edge, const lp_gpu_bwd_args &a) {
+  constexpr float L2E = 1.4426950408889634f;
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+    for (int sl = 0; sl < 16; sl++) {
+      const float l = KEYROWS ? lse[lay.key(sl)] : lse[hh];
+      const bool m = edge && gpu_bwd_masked<KEYROWS>(lay, hh, sl, rbase, cbase, a);
+      /* one FFMA + MUFU: 2^(S s log2 e - LSE log2 e), results below 2^-126 flush to 0 */
+      s[hh][sl] = m ? 0.0f : gpu_exp2_fast(fmaf(s[hh][sl], a.sm_scale * L2E, -l * L2E));
+    }
+}
+
+/* dS = P (dP - Delta) of a warp's tile in place, dP - Delta given per slot
+ * by dd(hh, sl); a masked pair's dS is 0 (not 0 x a non-finite dP or Delta:
+ * SPEC 2), edge as for gpu_bwd_probs. */
+template <bool KEYROWS, typename DD>
+__device__ __forceinline__ void gpu_bwd_ds(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase, bool edge,
+                                           const lp_gpu_bwd_args &a, DD dd) {
+  if (!edge) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * dd(hh, sl);
+    return;
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+    for (int sl = 0; sl < 16; sl++)
+      s[hh][sl] = gpu_bwd_masked<KEYROWS>(lay, hh, sl, rbase, cbase, a) ? 0.0f : s[hh][sl] * dd(hh, sl);
+}
+
 /* acc += P V for the backward's products with a rounded factor (dV += P^T
  * dO, dK += dS^T Q, dQ += dS K). bf16 keeps 8 bits of P/dS, which alone
  * costs ~2e-3 relative (SPEC 10 allows 2e-3 for HIGH): there the factor is
@@ -268,29 +318,6 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep
     a.delta[row] = acc;
     a.rowlse[row] = l == gpu_ninf() ? -gpu_ninf() : l;
   }
-}
-
-/* P = exp(s * S - LSE) of a warp's 16 x 64 tile in place, 0 where masked
- * (edge: the tile pair holds a key past Skv or a masked causal pair; rows
- * past Sq have LSE = +inf): query r and key c of slot (hh, sl) come from the
- * lane layout. */
-template <bool KEYROWS>
-__device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase,
-                                              const float *lse, bool edge, const lp_gpu_bwd_args &a) {
-  constexpr float L2E = 1.4426950408889634f;
-  const int off = a.off;
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-    for (int sl = 0; sl < 16; sl++) {
-      /* KEYROWS (dkdv): the tile's rows are keys, its columns queries */
-      const int r = KEYROWS ? rbase + lay.key(sl) : rbase + lay.row(hh);
-      const int c = KEYROWS ? cbase + lay.row(hh) : cbase + lay.key(sl);
-      const float l = KEYROWS ? lse[lay.key(sl)] : lse[hh];
-      const bool m = edge && (c >= a.Skv || (a.causal && c > r + off));
-      /* one FFMA + MUFU: 2^(S s log2 e - LSE log2 e), results below 2^-126 flush to 0 */
-      s[hh][sl] = m ? 0.0f : gpu_exp2_fast(fmaf(s[hh][sl], a.sm_scale * L2E, -l * L2E));
-    }
 }
 
 /* 2. dK and dV of key tile blockIdx.x of KV head blockIdx.y, batch blockIdx.z. */
@@ -345,15 +372,44 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
+    const bool edge = edge_k || r0 + 64 > Sq || (a.causal && c0 + 63 > r0 + off);
     gpu_mm_scores<HI, D>(s, Kw, Qs, lane); /* S^T = K Q^T */
-    gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, edge_k || (a.causal && c0 + 63 > r0 + off), a);
+    gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, edge, a);
     gpu_bwd_pv<T, D>(dv, s, Os, lane);      /* dV += P^T dO */
     gpu_mm_scores<HI, D>(dp, Vw, Os, lane); /* dP^T = V dO^T */
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-      for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - dl[lay.key(sl)]);
+    gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge, a,
+                     [&](int hh, int sl) { return dp[hh][sl] - dl[lay.key(sl)]; }); /* dS^T */
     gpu_bwd_pv<T, D>(dk, s, Qs, lane); /* dK += dS^T Q */
+  };
+  /* SPEC 2 on a step with masked pairs (inc/nonfinite.j2): non-finite Q
+   * and dO elements (the B operands of dK += dS^T Q, dV += P^T dO) are
+   * zeroed in the step's tiles before it, nfq/nfo receive per channel the
+   * last query row holding one, and after the step the keys that row sees
+   * get them back. The rows' own P^T and dS^T carry them through LSE and
+   * Delta, as they do in ref. */
+  short *nfq = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
+                         gpu_bwd_smem<D>::NF),
+        *nfo = nfq + D;
+  auto nf_pre = [&](unsigned short *Qt, unsigned short *Ot, int r0) -> bool {
+    if (!(a.causal && c0 + 63 > r0 + off)) return false;
+    const bool bf = gpu_nf_bf<T>::v;
+    if (!__syncthreads_or(gpu_nf_scan(Qt, 64, D, LD, bf, tid, 128) || gpu_nf_scan(Ot, 64, D, LD, bf, tid, 128)))
+      return false;
+    gpu_nf_fix<true>(Qt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfq, tid, 128);
+    gpu_nf_fix<true>(Ot, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfo, tid, 128);
+    __syncthreads();
+    return true;
+  };
+  auto nf_post = [&](int r0) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      const int lim = c0 + warp * 16 + lay.row(hh) - off - r0; /* the key's first query row, local */
+#pragma unroll
+      for (int o = 0; o < NO; o++) {
+        if (nfq[lay.chan(o)] >= max(lim, 0)) dk[hh][o] += gpu_nf_nan();
+        if (nfo[lay.chan(o)] >= max(lim, 0)) dv[hh][o] += gpu_nf_nan();
+      }
+    }
   };
   if constexpr (!LOW) { /* every tile high (the kernel of precision HIGH) */
     for (int t = 0; t < n; t++) {
@@ -365,7 +421,9 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
         gpu_cp_wait<0>();
       }
       __syncthreads();
+      const bool nf = nf_pre(Qb + buf * T64, Ob + buf * T64, r0);
       hstep(Ks, Vs, Qb + buf * T64, Ob + buf * T64, lse_s + buf * 64, del_s + buf * 64, r0);
+      if (nf) nf_post(r0);
       __syncthreads(); /* buffer buf is refilled by step t + 2 */
     }
     gpu_cp_wait<0>();
@@ -416,7 +474,9 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
       gpu_cp_wait<0>();
       __syncthreads();
       if (!lowt) {
+        const bool nf = nf_pre(Ql, Dd, r0);
         hstep(Dr, Qr, Ql, Dd, lse_s, del_s, r0);
+        if (nf) nf_post(r0);
         continue;
       }
       const int64_t pbase = ((int64_t)b * a.Hq + h) * Sq * (int64_t)Skv + (int64_t)r0 * Skv + c0 + warp * 16;
@@ -441,13 +501,11 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
       gpu_mm_pv_low<D>(dv, pq, Dr, false, pout, dro, lane);
       /* dP^T = V_d dO_d^T (both along D) */
       gpu_mm_scores<LO, D>(dp, Vlw, Dd, lane);
-#pragma unroll
-      for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int sl = 0; sl < 16; sl++) {
-          const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[lay.key(sl)], vso[warp * 16 + lay.row(hh)]));
-          s[hh][sl] = s[hh][sl] * (d - del_s[lay.key(sl)]); /* dS^T = P^T (dP^T - Delta) */
-        }
+      gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge_k || r0 + 64 > Sq || (a.causal && c0 + 63 > r0 + off), a,
+                       [&](int hh, int sl) {
+        const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[lay.key(sl)], vso[warp * 16 + lay.row(hh)]));
+        return d - del_s[lay.key(sl)]; /* dS^T = P^T (dP^T - Delta) */
+      });
       /* dK += dS_r^T Q_r (both along the query rows) */
       gpu_bwd_sr_tile<true>(s, dout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 6), pbase, Skv);
       gpu_mm_pv_low<D>(dk, s, Qr, false, dout, qro, lane);
@@ -519,11 +577,33 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
     gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
     gpu_mm_scores<HI, D>(dp, Ow, Vs, lane); /* dP = dO V^T */
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-      for (int sl = 0; sl < 16; sl++) s[hh][sl] = s[hh][sl] * (dp[hh][sl] - del[hh]);
+    gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, a,
+                      [&](int hh, int sl) { return dp[hh][sl] - del[hh]; }); /* dS */
     gpu_bwd_pv<T, D>(dq, s, Ks, lane); /* dQ += dS K */
+  };
+  /* SPEC 2 on a step with masked pairs (inc/nonfinite.j2): non-finite K
+   * elements (the B operand of dQ += dS K) are zeroed in the step's tile
+   * before it, nfk receives per channel the first key holding one, and after
+   * the step the rows that see it get them back (their own S carries them
+   * through LSE, as in ref). */
+  short *nfk = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
+                         gpu_bwd_smem<D>::NF);
+  auto nf_pre = [&](unsigned short *Kt, int j) -> bool {
+    if (!(a.causal && j * 64 + 63 > r0 + off)) return false;
+    const bool bf = gpu_nf_bf<T>::v;
+    if (!__syncthreads_or(gpu_nf_scan(Kt, 64, D, LD, bf, tid, 128))) return false;
+    gpu_nf_fix<false>(Kt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfk, tid, 128);
+    __syncthreads();
+    return true;
+  };
+  auto nf_post = [&](int j) {
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      const int lim = r0 + warp * 16 + lay.row(hh) + off - j * 64; /* the row's last key, local */
+#pragma unroll
+      for (int o = 0; o < NO; o++)
+        if (nfk[lay.chan(o)] <= lim) dq[hh][o] += gpu_nf_nan();
+    }
   };
   if constexpr (!LOW) { /* every tile high (the kernel of precision HIGH) */
     if (nj > 0) issue(0, 0);
@@ -536,7 +616,9 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
         gpu_cp_wait<0>();
       }
       __syncthreads();
+      const bool nf = nf_pre(Kb + buf * T64, j);
       hstep(Qs, Os, Kb + buf * T64, Vb + buf * T64, j);
+      if (nf) nf_post(j);
       __syncthreads();
     }
   } else {
@@ -578,7 +660,9 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
       gpu_cp_wait<0>();
       __syncthreads();
       if (!lowt) {
+        const bool nf = nf_pre(Kl, j);
         hstep(Kc, S3, Kl, Vl, j);
+        if (nf) nf_post(j);
         continue;
       }
       float s[2][16], dp[2][16], dout[2];
@@ -595,13 +679,10 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
       const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
       gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
       gpu_mm_scores<LO, D>(dp, Ddw, Vl, lane); /* dP = dO_d V_d^T (both along D) */
-#pragma unroll
-      for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int sl = 0; sl < 16; sl++) {
-          const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[warp * 16 + lay.row(hh)], vso[lay.key(sl)]));
-          s[hh][sl] = s[hh][sl] * (d - del[hh]); /* dS = P (dP - Delta) */
-        }
+      gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, a, [&](int hh, int sl) {
+        const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[warp * 16 + lay.row(hh)], vso[lay.key(sl)]));
+        return d - del[hh]; /* dS = P (dP - Delta) */
+      });
       /* dQ += dS_c K_c (both along the keys) */
       const int64_t pbase = (((int64_t)b * a.Hq + h) * Sq + r0 + warp * 16) * (int64_t)Skv + j * 64;
       gpu_bwd_sr_tile<false>(s, dout, lane, fmt, a.mx_round_up, gpu_bwd_key(a.seed, 4), pbase, Skv);

@@ -31,9 +31,12 @@ template <int D_> struct gpu_bwd_wg_cfg {
   static constexpr int T64 = 64 * D * 2;      /* bytes of a 64-row tile */
   static constexpr int NBAR = 1 + 2 * ST;     /* resident tiles; full, empty per stage */
   /* dK/dV: K, V (128 rows), per stage Q, dO (64 rows) and LSE, Delta (64 f32) */
-  static constexpr size_t kv_bytes = (size_t)4 * T64 + (size_t)ST * (2 * T64 + 512) + 8 * NBAR + 1024;
+  /* after the mbarriers: a step's marks of gpu_nf_wg_tile (short [2][D]),
+   * the running marks of the CTA (int [2][D]) */
+  static constexpr size_t NF = (size_t)12 * D;
+  static constexpr size_t kv_bytes = (size_t)4 * T64 + (size_t)ST * (2 * T64 + 512) + 8 * NBAR + NF + 1024;
   /* dQ: Q, dO (128 rows), per stage K, V (64 rows) */
-  static constexpr size_t q_bytes = (size_t)4 * T64 + (size_t)ST * 2 * T64 + 8 * NBAR + 1024;
+  static constexpr size_t q_bytes = (size_t)4 * T64 + (size_t)ST * 2 * T64 + 8 * NBAR + NF + 1024;
 };
 /* TMA maps of Q, K, V and dO (boxes of 64 rows) */
 struct gpu_bwd_tmaps {
@@ -195,6 +198,22 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
 #pragma unroll
   for (int o = 0; o < NO; o++) dk[o] = dv[o] = 0.0f;
   const float sl2 = a.sm_scale * L2E;
+  /* SPEC 2 (inc/nonfinite.j2): a step with masked pairs has its dO tile
+   * (before the products) and its Q tile (after S^T has read it, before dK)
+   * checked by all computing threads (named barrier 1); non-finite elements
+   * are zeroed, and the last query row holding one per channel is kept as
+   * a running maximum (gq, go: absolute rows); after the loop, the keys
+   * that such a row sees get them back (no accumulator is touched between
+   * the wgmmas). */
+  short *nfm = (short *)(gen + (br.b0 + 8 * C::NBAR - sl)); /* the step's marks: Q [D], dO [D] */
+  int *gq = (int *)(nfm + 2 * D), *go = gq + D;
+  for (int d = tid - 128; d < D; d += 256) gq[d] = go[d] = -1;
+  bool nfany = false;
+  /* after gpu_nf_wg_tile<true> found some: the running maximum of marks mk into g (columns of this thread) */
+  auto nf_keep = [&](const short *mk, int *g, int r0) {
+    for (int d = tid - 128; d < D; d += 256)
+      if (mk[d] >= 0) g[d] = max(g[d], r0 + mk[d]);
+  };
   if (n > 0) gpu_mb_wait(br.res(), 0);
 #pragma unroll 1
   for (int t = 0; t < n; t++) {
@@ -202,6 +221,10 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
     float sc[32], dp[32];
     uint32_t fh[4][4], fl[4][4];
     gpu_mb_wait(br.full(s), (uint32_t)(t / ST) & 1);
+    const bool nfc = a.causal && c0 + 127 > r0 + off; /* the step has masked pairs */
+    if (nfc && gpu_nf_wg_tile<true>((unsigned short *)(gen + (int)(so + s * T64 - sl)), 64, D, gpu_nf_bf<T>::v,
+                                    nfm + D, tid - 128, 256, 1))
+      nf_keep(nfm + D, go, r0), nfany = true;
     gpu_wg_fence();
     gpu_bwd_wg_ss<T, D, 128>(sc, sk, 64 * cw, sq + s * T64); /* S^T = K Q^T */
     gpu_bwd_wg_ss<T, D, 128>(dp, sv, 64 * cw, so + s * T64); /* dP^T = V dO^T */
@@ -217,14 +240,22 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
       if (msk && kb + warp * 16 + g + 8 * ((i >> 1) & 1) > r0 + q + off) p = 0.0f;
       sc[i] = p;
     }
+    const bool mskd = msk || r0 + 64 > Sq; /* masked pairs of dS^T: causal, or rows past Sq */
     gpu_bwd_wg_frag<T>(sc, fh, fl);
     gpu_wg_fence();
     gpu_bwd_wg_rs<T, D>(dv, fh, fl, so + s * T64); /* dV += P^T dO */
     gpu_wg_commit();
     gpu_wg_wait<0>(); /* dP^T, and dV's reads of the fragments */
     gpu_wg_hold(dp);
+    if (nfc && gpu_nf_wg_tile<true>((unsigned short *)(gen + (int)(sq + s * T64 - sl)), 64, D, gpu_nf_bf<T>::v,
+                                    nfm, tid - 128, 256, 1)) /* Q, which S^T has read */
+      nf_keep(nfm, gq, r0), nfany = true;
 #pragma unroll
-    for (int i = 0; i < 32; i++) sc[i] = sc[i] * (dp[i] - dl[8 * (i >> 2) + 2 * t4 + (i & 1)]); /* dS^T */
+    for (int i = 0; i < 32; i++) { /* dS^T; a masked pair's is 0, not 0 x a non-finite dP^T or Delta */
+      const int q = 8 * (i >> 2) + 2 * t4 + (i & 1), key = kb + warp * 16 + g + 8 * ((i >> 1) & 1);
+      const float ds = sc[i] * (dp[i] - dl[q]);
+      sc[i] = mskd && (r0 + q >= Sq || (a.causal && key > r0 + q + off)) ? 0.0f : ds;
+    }
     gpu_bwd_wg_frag<T>(sc, fh, fl);
     gpu_wg_fence();
     gpu_bwd_wg_rs<T, D>(dk, fh, fl, sq + s * T64); /* dK += dS^T Q */
@@ -237,6 +268,15 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
   gpu_wg_wait<0>();
   if (n > 0 && !WAIT_DK) gpu_mb_arrive(br.empty((n - 1) % ST));
   gpu_wg_hold(dk), gpu_wg_hold(dv);
+  if (nfany) { /* every thread's running marks are in; the keys that their rows see */
+    gpu_nb_sync(1, 256);
+#pragma unroll
+    for (int o = 0; o < NO; o++) {
+      const int d = 8 * (o >> 2) + 2 * t4 + (o & 1), key = kb + warp * 16 + g + 8 * ((o >> 1) & 1);
+      if (gq[d] >= 0 && gq[d] + off >= key) dk[o] += gpu_nf_nan();
+      if (go[d] >= 0 && go[d] + off >= key) dv[o] += gpu_nf_nan();
+    }
+  }
   gpu_bwd_wg_store<D>(a.dk, a.dk_dtype, a.sdk, dk, a.sm_scale, b, hk, kb, Skv, warp, lane);
   gpu_bwd_wg_store<D>(a.dv, a.dv_dtype, a.sdv, dv, 1.0f, b, hk, kb, Skv, warp, lane);
 #elif defined(__CUDA_ARCH__)
@@ -297,6 +337,17 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
 #pragma unroll
   for (int o = 0; o < NO; o++) dq[o] = 0.0f;
   const float sl2 = a.sm_scale * L2E;
+  /* SPEC 2 (inc/nonfinite.j2): a key tile that some row of the CTA does not
+   * see in full has its K checked after S has read it, before dQ += dS K,
+   * by all computing threads (named barrier 1); non-finite elements are
+   * zeroed, and the first key holding one per channel is kept as a running
+   * minimum (gk: absolute keys); after the loop, the rows that see such a
+   * key get them back (no accumulator is touched between the wgmmas). */
+  unsigned char *gen = gpu_smem_raw + (s0 - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw));
+  short *nfm = (short *)(gen + (br.b0 + 8 * C::NBAR - s0)); /* the step's marks [D] */
+  int *gk = (int *)(nfm + 2 * D);
+  for (int d = tid - 128; d < D; d += 256) gk[d] = 0x7fffffff;
+  bool nfany = false;
   if (nj > 0) gpu_mb_wait(br.res(), 0);
 #pragma unroll 1
   for (int j = 0; j < nj; j++) {
@@ -320,8 +371,19 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
     }
     gpu_wg_wait<0>();
     gpu_wg_hold(dp);
+    if (a.causal && c0 + 63 > q0 + off &&
+        gpu_nf_wg_tile<false>((unsigned short *)(gen + (sk + s * T64 - s0)), 64, D, gpu_nf_bf<T>::v, nfm, tid - 128,
+                              256, 1)) { /* K, which S has read (the rows' own scores keep theirs) */
+      for (int d = tid - 128; d < D; d += 256)
+        if (nfm[d] != 0x7fff) gk[d] = min(gk[d], c0 + nfm[d]);
+      nfany = true;
+    }
 #pragma unroll
-    for (int i = 0; i < 32; i++) sc[i] = sc[i] * (dp[i] - del[(i >> 1) & 1]); /* dS */
+    for (int i = 0; i < 32; i++) { /* dS; a masked pair's is 0, not 0 x a non-finite dP or Delta */
+      const int hh = (i >> 1) & 1, c = c0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
+      const float ds = sc[i] * (dp[i] - del[hh]);
+      sc[i] = msk && (c >= Skv || (a.causal && c > rr[hh] + off)) ? 0.0f : ds;
+    }
     gpu_bwd_wg_frag<T>(sc, fh, fl);
     gpu_wg_fence();
     gpu_bwd_wg_rs<T, D>(dq, fh, fl, sk + s * T64); /* dQ += dS K */
@@ -330,6 +392,12 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
   gpu_wg_wait<0>();
   if (nj > 0) gpu_mb_arrive(br.empty((nj - 1) % ST));
   gpu_wg_hold(dq);
+  if (nfany) { /* every thread's running marks are in; the rows that see them */
+    gpu_nb_sync(1, 256);
+#pragma unroll
+    for (int o = 0; o < NO; o++)
+      if (gk[8 * (o >> 2) + 2 * t4 + (o & 1)] <= rr[(o >> 1) & 1] + off) dq[o] += gpu_nf_nan();
+  }
   gpu_bwd_wg_store<D>(a.dq, a.dq_dtype, a.sdq, dq, a.sm_scale, b, h, w0, Sq, warp, lane);
 #elif defined(__CUDA_ARCH__)
   __trap();

@@ -125,6 +125,32 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
       const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
       if (vis[i]) gpu_row_end(&A.st[i], &sp[i], sum, sums);
     }
+    { /* SPEC 2 (inc/nonfinite.j2): where a live row of the warp does not see
+       * all 16 keys, non-finite V elements are given to the rows that see
+       * them (before the product: NaN stays NaN) and zeroed in this warp's
+       * sub-block, so that 0 x NaN does not reach the others */
+      bool part = false;
+#pragma unroll
+      for (int i = 0; i < 2; i++) part |= C.R.live[i] && !(vis[i] && key0 + 15 <= C.R.p[i]);
+      const bool bf = gpu_nf_bf<HT>::v;
+      if (__any_sync(0xffffffffu, part) && __any_sync(0xffffffffu, gpu_nf_scan(Vs, 16, D, LDH, bf, lane, 32))) {
+        const unsigned short m = bf ? 0x7f80u : 0x7c00u;
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int i = e >> 1, d = 8 * n + 2 * t + (e & 1);
+            bool bad = false;
+            for (int kk = 0; kk < 16 && vis[i] && key0 + kk <= C.R.p[i]; kk++) bad |= (Vs[kk * LDH + d] & m) == m;
+            if (bad) A.acc[n][e] += gpu_nf_nan();
+          }
+        __syncwarp();
+        unsigned short *Vw = (unsigned short *)Vs;
+        for (int q = lane; q < 16 * D; q += 32)
+          if ((Vw[(q / D) * LDH + q % D] & m) == m) Vw[(q / D) * LDH + q % D] = 0;
+        __syncwarp();
+      }
+    }
     uint32_t pa[4];
     pa[0] = gpu_mma<HT>::pack(c[0][0], c[0][1]), pa[1] = gpu_mma<HT>::pack(c[0][2], c[0][3]);
     pa[2] = gpu_mma<HT>::pack(c[1][0], c[1][1]), pa[3] = gpu_mma<HT>::pack(c[1][2], c[1][3]);

@@ -47,10 +47,11 @@ template <int D> struct gpu_smem {
   static constexpr int NBUF = GPU_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
   static constexpr size_t SCAL = (size_t)(2 * GPU_BQ + GPU_BK + 2 * D) * 4;
   static constexpr size_t KC = GPU_KCODES ? (size_t)GPU_BK * D : 0; /* FP8 K codes, bytes */
+  static constexpr size_t NFM = (size_t)D * 2; /* per channel: V's first non-finite key (gpu_nf_fix) */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
-  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC > GPU_SMEM_MAX;
+  static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC + NFM > GPU_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
-  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC;
+  static constexpr size_t bytes = (size_t)(QSZ + KVSZ) * 2 + SCAL + KC + NFM;
 };
 
 /* ---- the matrix products: S = Q K^T and O += P V of a warp's 16 rows ---- */
@@ -339,6 +340,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #if defined(LPATTN_HIP_FP8_MFMA)
   uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (GPU_KCODES) */
 #endif
+  short *nfm = (short *)((unsigned char *)(shift + D) + SM::KC);
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
@@ -798,6 +800,20 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
       if (!loaded) load_v(j, Vs, low);
       __syncthreads();
     }
+    /* SPEC 2: a non-finite V element at a key that some row of the tile
+     * does not see is zeroed before the product (nfm: per channel its first
+     * such key) and re-applied to the rows that see it (inc/nonfinite.j2) */
+    bool vnf = false;
+    if (a.causal && c1 > r0 + off) {
+      const bool tv = low && vt; /* [d][key] */
+      const bool bf = low || gpu_nf_bf<T>::v;
+      vnf = __syncthreads_or(gpu_nf_scan(Vs, tv ? D : BK, tv ? BK : D, tv ? LDV : LD, bf, tid, NT));
+      if (vnf) {
+        if (tv) gpu_nf_fix<false>(Vs, BK, D, [&](int k, int d) { return d * LDV + k; }, bf, nfm, tid, NT);
+        else gpu_nf_fix<false>(Vs, BK, D, [&](int k, int d) { return k * LD + d; }, bf, nfm, tid, NT);
+        __syncthreads();
+      }
+    }
     if (idle) continue;
 
     /* ---- O += P V --------------------------------------------------------- */
@@ -805,6 +821,14 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
     if (!low) gpu_mm_pv_any<HI, W, D>(acc, s, Vs, false, 0.0f, nullptr, lane);
     else gpu_mm_pv_any<LO, W, D>(acc, s, Vs, vt, pout[0], vout, lane);
 
+    if (vnf)
+#pragma unroll
+      for (int hh = 0; hh < FR; hh++) {
+        const int lim = row_of(warp * 16 + lay.row(hh)) + off - c0; /* the row's last key of the tile */
+#pragma unroll
+        for (int o = 0; o < NO; o++)
+          if (nfm[lay.chan(o)] <= lim) acc[hh][o] += gpu_nf_nan();
+      }
   }
 
   /* ---- finish: O = acc / l, LSE, H (or this split's partial state) -------- */

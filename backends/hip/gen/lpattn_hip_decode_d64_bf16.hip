@@ -297,8 +297,10 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
         const int nk = vp ? min(T, len - j * T) : 0; /* keys past the length are not read */
         for (int k = 0; k < nk; k++) {
           const float vv = MM::tof(((const unsigned short *)vp)[(int64_t)k * D + od]);
+          /* a masked key's P is 0, and 0 x NaN = NaN (SPEC 2): skipped (0 x finite adds +0: no change) */
 #pragma unroll
-          for (int i = 0; i < RPT; i++) c[i] = fmaf(sm.p[og * RPT + i][k], vv, c[i]);
+          for (int i = 0; i < RPT; i++)
+            if (sm.p[og * RPT + i][k] != 0.0f) c[i] = fmaf(sm.p[og * RPT + i][k], vv, c[i]);
         }
       }
 #pragma unroll
