@@ -4,25 +4,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "argcheck.h"
 #include "error.h"
 #include "internal.h"
-
-#define TRY(x)                          \
-  do {                                  \
-    lpattn_status s_ = (x);             \
-    if (s_ != LPATTN_OK) return s_;     \
-  } while (0)
 
 void lpattn_attn_grads_init(lpattn_attn_grads *g) {
   if (!g) return;
   memset(g, 0, sizeof *g);
   g->struct_size = sizeof *g;
-}
-
-static int float_io(lpattn_dtype t) { return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16; }
-
-static int same_shape(const lpattn_tensor *a, const int64_t s[4]) {
-  return a->shape[0] == s[0] && a->shape[1] == s[1] && a->shape[2] == s[2] && a->shape[3] == s[3];
 }
 
 /* Bytes [first, last] an (already checked) view can touch; lp_check_view
@@ -92,7 +81,7 @@ static int spans_meet(const lpattn_tensor *a, const lpattn_tensor *b) {
 /* A gradient output: a float view of the given shape. */
 static lpattn_status check_grad(const char *name, const lpattn_tensor *t, const int64_t shape[4]) {
   LP_TRY_ARG(name, lp_check_view(t, 1));
-  if (!float_io(t->dtype)) return lp_dtype_fail(name, t->dtype, "F32, F16 or BF16");
+  if (!is_float_io(t->dtype)) return lp_dtype_fail(name, t->dtype, "F32, F16 or BF16");
   return same_shape(t, shape) ? LPATTN_OK : lp_shape_fail(name, t->shape, shape);
 }
 
@@ -114,7 +103,7 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
   aux_in.lse = *lse;
   lpattn_bwd_problem pr;
   memset(&pr, 0, sizeof pr);
-  TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
+  LP_TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
   if (!pr.f.lse) return lp_fail(LPATTN_ERR_NULL_POINTER, "lse.data is NULL (the forward's LSE is required)");
   if (pr.f.precision == LPATTN_PREC_FP8_STATIC)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the backward has no static FP8 yet");
@@ -122,15 +111,15 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.%s: the backward has no PASA / f16-score form yet",
                    pr.f.pasa ? "pasa" : "score_f16");
   LP_TRY_ARG("dout", lp_check_view(dout, 0));
-  if (!float_io(dout->dtype)) return lp_dtype_fail("dout", dout->dtype, "F32, F16 or BF16");
+  if (!is_float_io(dout->dtype)) return lp_dtype_fail("dout", dout->dtype, "F32, F16 or BF16");
   if (!same_shape(dout, q->shape)) return lp_shape_fail("dout", dout->shape, q->shape);
   lpattn_attn_params fp; /* already taken once by the resolution: cannot fail */
   lpattn_attn_params_init(&fp);
   if (params) (void)lp_take_params(&fp, sizeof fp, params);
   if (fp.check_finite) LP_TRY_ARG("dout", lp_scan_finite(dout)); /* q, k, v: by the resolution */
-  TRY(check_grad("grads.dq", &g.dq, q->shape));
-  TRY(check_grad("grads.dk", &g.dk, k->shape));
-  TRY(check_grad("grads.dv", &g.dv, k->shape));
+  LP_TRY(check_grad("grads.dq", &g.dq, q->shape));
+  LP_TRY(check_grad("grads.dk", &g.dk, k->shape));
+  LP_TRY(check_grad("grads.dv", &g.dv, k->shape));
   /* The gradients are accumulated in place by some backends: no output may
    * share a byte with another output or with an input. */
   const lpattn_tensor *outs[3] = {&g.dq, &g.dk, &g.dv};

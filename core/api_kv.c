@@ -5,27 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argcheck.h"
 #include "error.h"
 #include "internal.h"
 #include "kvpage.h"
 #include "kvpool.h"
 #include "tiles.h"
-
-#define TRY(expr)                          \
-  do {                                     \
-    lpattn_status st_ = (expr);            \
-    if (st_ != LPATTN_OK) return st_;      \
-  } while (0)
-
-static int host(const lpattn_ctx *ctx) { return ctx->vt->host_memory && ctx->vt->host_memory(); }
-
-static int is_float_io(lpattn_dtype t) {
-  return t == LPATTN_F32 || t == LPATTN_F16 || t == LPATTN_BF16;
-}
-
-static int valid_format(lpattn_format f) {
-  return f == LPATTN_FMT_NVFP4 || f == LPATTN_FMT_MXFP4 || f == LPATTN_FMT_FP8;
-}
 
 static int shape_is(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
   return t->shape[0] == a && t->shape[1] == b && t->shape[2] == c && t->shape[3] == d;
@@ -86,7 +71,7 @@ lpattn_status lpattn_kv_pool_size(const lpattn_kv_pool_params *params, size_t *p
                                   size_t *slot_bytes, size_t *pool_bytes) {
   lp_err_clear();
   lpattn_kv_pool_params p;
-  TRY(take_pool_params(params, &p));
+  LP_TRY(take_pool_params(params, &p));
   lp_kv_layout L;
   LP_TRY_ARG("params", lp_kv_layout_init(&L, &p));
   size_t total;
@@ -112,7 +97,7 @@ lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params
   if (!ctx || !params || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !params ? "params" : "out");
   lpattn_kv_pool_params p;
-  TRY(take_pool_params(params, &p));
+  LP_TRY(take_pool_params(params, &p));
   if (p.num_pages < 1 || p.num_slots < 1)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "params.num_pages = %d, num_slots = %d: a pool needs at least one of each",
                    (int)p.num_pages, (int)p.num_slots);
@@ -273,10 +258,10 @@ static lpattn_status take_batch(const lpattn_kv_batch *in, lpattn_kv_batch *b) {
   lpattn_kv_batch_init(b);
   LP_TRY_ARG("batch", lp_take_params(b, sizeof *b, in));
   if (b->num_seqs < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.num_seqs = %d, expected >= 1", b->num_seqs);
-  TRY(check_ids("batch.slots", &b->slots, 1, 1, 1, b->num_seqs));
-  TRY(check_ids("batch.lengths", &b->lengths, 1, 1, 1, b->num_seqs));
+  LP_TRY(check_ids("batch.slots", &b->slots, 1, 1, 1, b->num_seqs));
+  LP_TRY(check_ids("batch.lengths", &b->lengths, 1, 1, 1, b->num_seqs));
   const lpattn_tensor *pt = &b->page_table;
-  TRY(check_ids("batch.page_table", pt, 1, 1, b->num_seqs, pt->shape[3]));
+  LP_TRY(check_ids("batch.page_table", pt, 1, 1, b->num_seqs, pt->shape[3]));
   if (b->max_length < 0 || b->max_length > INT32_MAX)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.max_length = %lld, expected 0..2^31 - 1",
                    (long long)b->max_length);
@@ -296,9 +281,9 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   lp_err_clear();
   if (!ctx || !pool || !batch || !k || !v)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !k ? "k" : "v");
-  TRY(check_pool(ctx, pool));
+  LP_TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
-  TRY(take_batch(batch, &b));
+  LP_TRY(take_batch(batch, &b));
   b.kv_start.data = b.q_start.data = NULL; /* decode only: the readers never see them here */
   LP_TRY_ARG("k", lp_check_view(k, 0));
   LP_TRY_ARG("v", lp_check_view(v, 0));
@@ -318,7 +303,7 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
                    (long long)bad->shape[3], b.num_seqs, bad == q ? "num_q_heads" : "num_kv_heads",
                    bad == q ? pp->num_q_heads : pp->num_kv_heads, (long long)n, pp->head_dim);
   if (n > INT32_MAX) return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "k.shape[2] = %lld, at most 2^31 - 1", (long long)n);
-  if (host(ctx)) TRY(check_host_batch(pool, &b, 1, n, 0));
+  if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 1, n, 0));
   if (pp->check_finite) {
     LP_TRY_ARG("k", lp_scan_finite(k));
     LP_TRY_ARG("v", lp_scan_finite(v));
@@ -334,7 +319,7 @@ lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t
                                   int32_t dst) {
   lp_err_clear();
   if (!ctx || !pool) return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : "pool");
-  TRY(check_pool(ctx, pool));
+  LP_TRY(check_pool(ctx, pool));
   if (src < 0 || src >= pool->p.num_slots || dst < 0 || dst >= pool->p.num_slots)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "src = %d, dst = %d, expected slots 0..%d", (int)src,
                    (int)dst, (int)pool->p.num_slots - 1);
@@ -353,8 +338,8 @@ static lpattn_status check_positions(const lpattn_ctx *ctx, const lpattn_kv_pool
   if (!have_kv || !have_q)
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.%s is given but batch.%s is not: both or neither",
                    have_kv ? "kv_start" : "q_start", have_kv ? "q_start" : "kv_start");
-  TRY(check_ids("batch.kv_start", &b->kv_start, 1, 1, 1, b->num_seqs));
-  TRY(check_ids("batch.q_start", &b->q_start, 1, 1, 1, b->num_seqs));
+  LP_TRY(check_ids("batch.kv_start", &b->kv_start, 1, 1, 1, b->num_seqs));
+  LP_TRY(check_ids("batch.q_start", &b->q_start, 1, 1, 1, b->num_seqs));
   const lpattn_kv_pool_params *pp = &pool->p;
   if (pp->precision == LPATTN_PREC_THRIFT || pp->pasa)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch.kv_start/q_start: sharded decode of a %s pool (its "
@@ -393,9 +378,9 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   lp_err_clear();
   if (!ctx || !pool || !batch || !q || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !q ? "q" : "out");
-  TRY(check_pool(ctx, pool));
+  LP_TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
-  TRY(take_batch(batch, &b));
+  LP_TRY(take_batch(batch, &b));
   LP_TRY_ARG("q", lp_check_view(q, 0));
   LP_TRY_ARG("out", lp_check_view(out, 1));
   if (!is_float_io(q->dtype) || !is_float_io(out->dtype))
@@ -419,11 +404,11 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   lpattn_attn_problem pr;
   lpattn_attn_aux aux;
   int check_finite;
-  TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, &aux, &pr,
+  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, &aux, &pr,
                         &check_finite));
   pr.q = q, pr.out = out;
-  if (host(ctx)) TRY(check_host_batch(pool, &b, 0, 0, Sq));
-  TRY(check_positions(ctx, pool, &b, Sq));
+  if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 0, 0, Sq));
+  LP_TRY(check_positions(ctx, pool, &b, Sq));
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {

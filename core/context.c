@@ -26,17 +26,6 @@ static const lpattn_backend_vtable *vtable_of(lpattn_backend b) {
   }
 }
 
-const char *lpattn_backend_name(lpattn_backend b) {
-  switch (b) {
-    case LPATTN_BACKEND_AUTO: return "auto";
-    case LPATTN_BACKEND_REF: return "ref";
-    case LPATTN_BACKEND_CPU: return "cpu";
-    case LPATTN_BACKEND_CUDA: return "cuda";
-    case LPATTN_BACKEND_HIP: return "hip";
-  }
-  return "unknown";
-}
-
 void lpattn_context_params_init(lpattn_context_params *p) {
   if (!p) return;
   memset(p, 0, sizeof *p);

@@ -32,6 +32,13 @@ const char *lp_dtype_name(lpattn_dtype t);
 lpattn_status lp_shape_fail(const char *a, const int64_t got[4], const int64_t want[4]);
 lpattn_status lp_dtype_fail(const char *a, lpattn_dtype got, const char *want);
 
+/* Return the failure of expr as it is (the one TRY of core). */
+#define LP_TRY(expr)                                       \
+  do {                                                     \
+    lpattn_status st_ = (expr);                            \
+    if (st_ != LPATTN_OK) return st_;                      \
+  } while (0)
+
 /* Return the failure of expr with the argument's name in front. */
 #define LP_TRY_ARG(name, expr)                             \
   do {                                                     \

@@ -1,4 +1,5 @@
-/* Version and status strings. */
+/* Version, status and backend names: the strings of the public enums, used
+ * by every other part of core (a leaf: it calls nothing). */
 #include "lpattn.h"
 
 unsigned lpattn_version_number(void) { return LPATTN_VERSION_NUMBER; }
@@ -26,4 +27,15 @@ const char *lpattn_status_string(lpattn_status s) {
     case LPATTN_ERR_BAD_PAGE: return "page id out of range, repeated, or page table too short";
   }
   return "unknown status";
+}
+
+const char *lpattn_backend_name(lpattn_backend b) {
+  switch (b) {
+    case LPATTN_BACKEND_AUTO: return "auto";
+    case LPATTN_BACKEND_REF: return "ref";
+    case LPATTN_BACKEND_CPU: return "cpu";
+    case LPATTN_BACKEND_CUDA: return "cuda";
+    case LPATTN_BACKEND_HIP: return "hip";
+  }
+  return "unknown";
 }
