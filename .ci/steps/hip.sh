@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI step for the HIP backend (issue 5): install hipcc if missing, build the
+# CI step for the HIP backend (issue 5): with hipcc (scripts/setup.sh --cross), build the
 # backend for every AMD target of -Damd_archs, then read the kernels back out
 # of the code objects and check that each kernel the manifest lists for HIP
 # (default set) is there for each target, and that the attention kernels
@@ -8,12 +8,12 @@
 # needed or used.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# hipcc is installed once per machine by `scripts/setup.sh --cross`; CI never
+# changes the host's packages. Without it the step says so and passes.
 if ! command -v hipcc >/dev/null || [ ! -e /usr/include/hip/hip_runtime.h ]; then
-  echo "hip: apt-get install hipcc libamdhip64-dev"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq hipcc libamdhip64-dev >/dev/null
+  echo "hip: SKIPPED: hipcc/libamdhip64-dev not installed; run scripts/setup.sh --cross once" \
+    "to compile the HIP backend here"
+  exit 0
 fi
 ARCHS=${LPATTN_AMD_ARCHS:-gfx90a,gfx940,gfx1030}
 BUILD=build-ci-hip
