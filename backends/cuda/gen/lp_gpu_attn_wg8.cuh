@@ -132,8 +132,8 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
    * 0 anyway: 1), and the exponent's factor, kept >= FLT_MIN so that a
    * masked -inf times it stays -inf (a NaN stays NaN) */
   float qo[2], qs2[2];
-  /* static: qo = q_descale k_descale (the score is y qo sm_scale); O times vd / 448 at the end */
-  const float sqk = STAT ? __fmul_rn(gpu_desc(a.q_desc, a.sdesc[0], b, hk), gpu_desc(a.k_desc, a.sdesc[1], b, hk)) : 1.0f;
+  /* static: y = S^ k_descale, qo = q_descale (the score is y qo sm_scale); O times vd / 448 at the end */
+  const float sqk = STAT ? gpu_desc(a.q_desc, a.sdesc[0], b, hk) : 1.0f, kdsc = STAT ? gpu_desc(a.k_desc, a.sdesc[1], b, hk) : 1.0f;
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
     const float v = STAT ? sqk : rr[hh] < Sq ? a.qq.outer[((int64_t)b * a.Hq + h) * Sq + rr[hh]] : 0.0f;
@@ -173,7 +173,10 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     const int s = j % ST;
     /* y = S^ kout[key]; the score is y qout sm_scale (qout > 0) */
     const float *ks = scal + s * C::SCF;
-    if (!STAT)
+    if (STAT) /* y = S^ k_descale (also moves S out of the accumulator registers: without it ptxas serializes the wgmmas) */
+#pragma unroll
+      for (int u = 0; u < BK / 2; u++) sacc[u] = __fmul_rn(sacc[u], kdsc);
+    else
 #pragma unroll
       for (int u = 0; u < BK / 2; u += 2) {
         const float2 k2 = *(const float2 *)&ks[8 * (u >> 2) + 2 * t];
