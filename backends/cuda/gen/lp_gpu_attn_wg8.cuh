@@ -169,7 +169,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   /* Tile j's SPEC tiles in order (S_j complete in sacc: slot i is row
    * (i >> 1) & 1, key 8 (i >> 2) + 2t + (i & 1)): scores, softmax step, P^
    * codes -> pf; gives K_j's stage back. */
-  auto soft = [&](float (&sacc)[BK / 2], int j) {
+  auto soft = [&](float (&sacc)[BK / 2], int j, bool frag) {
     const int s = j % ST;
     /* y = S^ kout[key]; the score is y qout sm_scale (qout > 0) */
     const float *ks = scal + s * C::SCF;
@@ -234,8 +234,9 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
         alph[hv][hh] = stp[hh].alpha;
       }
     }
+    if (frag)
 #pragma unroll
-    for (int kc = 0; kc < BK / 32; kc++) gpu_wg8_pfrag(&sacc[16 * kc], pf[kc], t);
+      for (int kc = 0; kc < BK / 32; kc++) gpu_wg8_pfrag(&sacc[16 * kc], pf[kc], t);
   };
   /* T = P^ V^ of SPEC tile hv of tile j (V^T codes, K-major: 32 keys = 32 bytes a k-step) */
   auto issue_pv = [&](float (&tacc)[NO], int j, int hv) { /* STAT: accumulates into tacc (O) */
@@ -270,17 +271,27 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   if constexpr (STAT) {
     /* Static scales: P^ V^ accumulates into O itself (no per-channel fold,
-     * no second accumulator), O rescaled before each SPEC tile's product;
-     * SPEC tile 1's product waits for tile 0's (S_(j+1) is in flight). */
+     * no second accumulator), O rescaled before each SPEC tile's product.
+     * Tile j's second product (P_j V_j, keys 64..127) is still in flight
+     * while tile j + 1's softmax runs; its P^ fragments are written once
+     * that product is done (it reads them from registers). */
     auto scale_o = [&](int hv) {
       if (gpu_warp_any(alph[hv][0] != 1.0f || alph[hv][1] != 1.0f))
 #pragma unroll
         for (int o = 0; o < NO; o++) oacc[o] *= alph[hv][(o >> 1) & 1];
     };
+    auto frag = [&]() {
+#pragma unroll
+      for (int kc = 0; kc < BK / 32; kc++) gpu_wg8_pfrag(&sacc[16 * kc], pf[kc], t);
+    };
 #pragma unroll 1
     for (int j = 0; j < jn - 1; j++) {
       gpu_wg_hold(sacc);
-      soft(sacc, j);
+      soft(sacc, j, false);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1), second half */
+      gpu_wg_hold(oacc);
+      if (j > 0) gpu_mb_arrive(br.vempty((j - 1) % ST));
+      frag();
       gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
       scale_o(0);
       gpu_wg_fence();
@@ -291,13 +302,15 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
       scale_o(1);
       gpu_wg_fence();
       issue_pv(oacc, j, 1);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-      gpu_wg_hold(oacc);
-      gpu_mb_arrive(br.vempty(j % ST));
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* S_(j+1) */
     }
     const int j = jn - 1;
     gpu_wg_hold(sacc);
-    soft(sacc, j);
+    soft(sacc, j, false);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_hold(oacc);
+    if (j > 0) gpu_mb_arrive(br.vempty((j - 1) % ST));
+    frag();
     gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
 #pragma unroll
     for (int hv = 0; hv < 2; hv++) {
@@ -313,7 +326,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   for (int j = 0; j < jn - 1; j++) {
     float tacc[NO];
     gpu_wg_hold(sacc);
-    soft(sacc, j);
+    soft(sacc, j, true);
     gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
     gpu_wg_fence();
     issue_pv(tacc, j, 0);
@@ -332,7 +345,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     const int j = jn - 1;
     float tacc[NO];
     gpu_wg_hold(sacc);
-    soft(sacc, j);
+    soft(sacc, j, true);
     gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1);
 #pragma unroll
     for (int hv = 0; hv < 2; hv++) {
