@@ -13,7 +13,7 @@
 #endif
 
 #include "decode-fmt-inl.h"
-#include "decode-int-inl.h"
+#include "decode-int-x86-inl.h"  // (and decode-int-inl.h)
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {
@@ -116,7 +116,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt, j0, j1);
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
   }
-#if HWY_TARGET == HWY_AVX2
+#if LP_DEC_INT
   const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
   const bool use_int8 = use_int && T == 64 && D <= 128;  // eight keys / channels at a time
   IntRow *qi = reinterpret_cast<IntRow *>(w->ib.data()), *pi = qi + R;
@@ -126,7 +126,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
     pos[r] = sq.row0 + qr;
     LoadRow(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
-#if HWY_TARGET == HWY_AVX2
+#if LP_DEC_INT
     if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);
 #endif
     if (job.low) {
@@ -181,7 +181,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           ScoresPasa(hdt, q + list[l] * D, hk, w->sh.data() + list[l] * D, ss, D, maxvis,
                      S + list[l] * T);
       } else
-#if HWY_TARGET == HWY_AVX2
+#if LP_DEC_INT
       if (low && use_int8) {
         nx.Plan(T / 8 + D / 8);  // a step a call, scores then P.V
         ScaleLanes(job, lt, 0, qi[list[0]].idx, sl);
@@ -228,7 +228,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
         cpu_row_end(&rows[r], &st, sum_p, sum_ps);
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
-#if HWY_TARGET == HWY_AVX2
+#if LP_DEC_INT
         if (low && use_int) {
           ToIntRow(job, p, T, true, &w->sc, &pi[r]);
           continue;
@@ -241,7 +241,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         }
       }
       if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
-#if HWY_TARGET == HWY_AVX2
+#if LP_DEC_INT
         if (use_int8) {
           ScaleLanes(job, lt, 1, pi[list[0]].idx, sl);
           for (int64_t d = 0; d < D; d += 8) {

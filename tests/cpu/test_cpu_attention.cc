@@ -448,8 +448,11 @@ int main() {
     NonFinite(tn);
     for (const DecodeCase &dc : dcs) {
       if (best || dc.prec == LPATTN_PREC_NVFP4) Decode(dc, tn);
-      // Tile 64 (the AVX2 kernel's integer FP4 path), and one row per kv head.
-      if (best) Decode(dc, tn, 64, 4), Decode(dc, tn, 64, 2);
+      // Tile 64 (the integer FP4 path, every target but scalar: FP4 cases
+      // on each target), and one row per kv head.
+      const bool fp4 = dc.prec != LPATTN_PREC_HIGH && dc.low != LPATTN_FMT_FP8;
+      if (best || fp4) Decode(dc, tn, 64, 4);
+      if (best) Decode(dc, tn, 64, 2);
     }
     printf("target %s done\n", tn);
   }
