@@ -817,7 +817,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
      * does not see is zeroed before the product (nfm: per channel its first
      * such key) and re-applied to the rows that see it (inc/nonfinite.j2) */
     bool vnf = false;
-    if (a.causal && c1 > r0 + off) {
+    if (GPU_NF && a.causal && c1 > r0 + off) {
       const bool tv = low && vt; /* [d][key] */
       const bool bf = low || gpu_nf_bf<T>::v;
       vnf = __syncthreads_or(gpu_nf_scan(Vs, tv ? D : BK, tv ? BK : D, tv ? LDV : LD, bf, tid, NT));
@@ -877,6 +877,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 template <void (*K)(lp_gpu_attn_args), int D>
 static lpattn_status gpu_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
   const size_t smem = gpu_smem<D>::bytes;
+  gpu_nf_env();
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   dim3 grid((unsigned)(a->nqx * a->split), (unsigned)(a->gqa_pack ? a->Hkv : a->Hq), (unsigned)a->B);

@@ -428,7 +428,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
    * such key). */
   short *nfm = (short *)(gpu_smem_raw + (br.bq + 8 * C::NBAR - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
   auto vcheck = [&](int jv) -> bool {
-    if (!(a.causal && jv * BK + BK - 1 > q0 + off)) return false;
+    if (!GPU_NF || !(a.causal && jv * BK + BK - 1 > q0 + off)) return false;
     unsigned short *vt = (unsigned short *)(gpu_smem_raw + (sv + (jv % ST) * C::KB - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
     return gpu_nf_wg_tile<false>(vt, BK, D, gpu_nf_bf<T>::v, nfm, tid - 128, 128 * C::NW, 1 + C::NW);
   };
@@ -673,6 +673,7 @@ static bool gpu_wg8s_ok(const lp_gpu_attn_args *a) {
  * memory) for call a with the TMA maps tm (false: too little shared memory). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), typename C>
 static bool gpu_wg_go(const lp_gpu_attn_args *a, const gpu_tmaps &tm, cudaStream_t stream, lpattn_status *st) {
+  gpu_nf_env();
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes) != cudaSuccess) {
     (void)cudaGetLastError(); /* too little shared memory: the mma.sync kernel */
     return false;

@@ -264,7 +264,7 @@ __device__ __forceinline__ void gpu_bwd_probs(float (&s)[2][16], const gpu_lay<3
 template <bool KEYROWS, typename DD>
 __device__ __forceinline__ void gpu_bwd_ds(float (&s)[2][16], const gpu_lay<32> &lay, int rbase, int cbase, bool edge,
                                            const lp_gpu_bwd_args &a, DD dd) {
-  if (!edge) {
+  if (!edge || !GPU_NF) {
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
@@ -391,7 +391,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
                          gpu_bwd_smem<D>::NF),
         *nfo = nfq + D;
   auto nf_pre = [&](unsigned short *Qt, unsigned short *Ot, int r0) -> bool {
-    if (!(a.causal && c0 + 63 > r0 + off)) return false;
+    if (!GPU_NF || !(a.causal && c0 + 63 > r0 + off)) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Qt, 64, D, LD, bf, tid, 128) || gpu_nf_scan(Ot, 64, D, LD, bf, tid, 128)))
       return false;
@@ -589,7 +589,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   short *nfk = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
                          gpu_bwd_smem<D>::NF);
   auto nf_pre = [&](unsigned short *Kt, int j) -> bool {
-    if (!(a.causal && j * 64 + 63 > r0 + off)) return false;
+    if (!GPU_NF || !(a.causal && j * 64 + 63 > r0 + off)) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Kt, 64, D, LD, bf, tid, 128))) return false;
     gpu_nf_fix<false>(Kt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfk, tid, 128);
@@ -713,6 +713,7 @@ template <typename T, int D, int FMT> static lpattn_status gpu_bwd_launch_k(cons
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   if (smem > (size_t)optin) return LPATTN_ERR_UNSUPPORTED;
+  gpu_nf_env();
   if (cudaFuncSetAttribute(gpu_bwd_dkdv<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
           cudaSuccess ||
       cudaFuncSetAttribute(gpu_bwd_dq<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=

@@ -293,6 +293,7 @@ static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
   const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW, RING);
   const size_t smem = lpd_smem<D>::bytes(wr, LOW);
   if (smem > GPU_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
+  gpu_nf_env();
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
   const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 7) / 8;

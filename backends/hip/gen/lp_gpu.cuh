@@ -13,6 +13,7 @@
 #include "vendor.h"
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "lp_gpu_args.h"
 
@@ -589,6 +590,10 @@ __device__ __forceinline__ unsigned short gpu_low1(const uint8_t *codes, const u
  *      contribution is not kept, only that it is non-finite, as in ref).
  * Rows that attend no bad element are bitwise those of the zero-replaced
  * input. */
+
+#define GPU_NF 1
+static inline void gpu_nf_env() {}
+
 template <typename T> struct gpu_nf_bf { static constexpr bool v = false; };
 template <> struct gpu_nf_bf<gpu_bf16> { static constexpr bool v = true; };
 __device__ __forceinline__ float gpu_nf_nan() { return gpu_from_bits(0x7fc00000u); }
