@@ -391,7 +391,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
                          gpu_bwd_smem<D>::NF),
         *nfo = nfq + D;
   auto nf_pre = [&](unsigned short *Qt, unsigned short *Ot, int r0) -> bool {
-    if (!GPU_NF || !(a.causal && c0 + 63 > r0 + off)) return false;
+    if (!(a.causal && c0 + 63 > r0 + off) || !GPU_NF) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Qt, 64, D, LD, bf, tid, 128) || gpu_nf_scan(Ot, 64, D, LD, bf, tid, 128)))
       return false;
@@ -589,7 +589,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   short *nfk = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
                          gpu_bwd_smem<D>::NF);
   auto nf_pre = [&](unsigned short *Kt, int j) -> bool {
-    if (!GPU_NF || !(a.causal && j * 64 + 63 > r0 + off)) return false;
+    if (!(a.causal && j * 64 + 63 > r0 + off) || !GPU_NF) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Kt, 64, D, LD, bf, tid, 128))) return false;
     gpu_nf_fix<false>(Kt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfk, tid, 128);

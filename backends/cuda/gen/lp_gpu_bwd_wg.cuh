@@ -221,7 +221,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
     float sc[32], dp[32];
     uint32_t fh[4][4], fl[4][4];
     gpu_mb_wait(br.full(s), (uint32_t)(t / ST) & 1);
-    const bool nfc = GPU_NF && a.causal && c0 + 127 > r0 + off; /* the step has masked pairs */
+    const bool nfc = a.causal && c0 + 127 > r0 + off && GPU_NF; /* the step has masked pairs */
     if (nfc && gpu_nf_wg_tile<true>((unsigned short *)(gen + (int)(so + s * T64 - sl)), 64, D, gpu_nf_bf<T>::v,
                                     nfm + D, tid - 128, 256, 1))
       nf_keep(nfm + D, go, r0), nfany = true;
@@ -240,7 +240,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
       if (msk && kb + warp * 16 + g + 8 * ((i >> 1) & 1) > r0 + q + off) p = 0.0f;
       sc[i] = p;
     }
-    const bool mskd = GPU_NF && (msk || r0 + 64 > Sq); /* masked pairs of dS^T: causal, or rows past Sq */
+    const bool mskd = (msk || r0 + 64 > Sq) && GPU_NF; /* masked pairs of dS^T: causal, or rows past Sq */
     gpu_bwd_wg_frag<T>(sc, fh, fl);
     gpu_wg_fence();
     gpu_bwd_wg_rs<T, D>(dv, fh, fl, so + s * T64); /* dV += P^T dO */
@@ -371,18 +371,19 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
     }
     gpu_wg_wait<0>();
     gpu_wg_hold(dp);
-    if (GPU_NF && a.causal && c0 + 63 > q0 + off &&
+    if (a.causal && c0 + 63 > q0 + off && GPU_NF &&
         gpu_nf_wg_tile<false>((unsigned short *)(gen + (sk + s * T64 - s0)), 64, D, gpu_nf_bf<T>::v, nfm, tid - 128,
                               256, 1)) { /* K, which S has read (the rows' own scores keep theirs) */
       for (int d = tid - 128; d < D; d += 256)
         if (nfm[d] != 0x7fff) gk[d] = min(gk[d], c0 + nfm[d]);
       nfany = true;
     }
+    const bool mskn = msk && GPU_NF;
 #pragma unroll
     for (int i = 0; i < 32; i++) { /* dS; a masked pair's is 0, not 0 x a non-finite dP or Delta */
       const int hh = (i >> 1) & 1, c = c0 + 8 * (i >> 2) + 2 * t4 + (i & 1);
       const float ds = sc[i] * (dp[i] - del[hh]);
-      sc[i] = GPU_NF && msk && (c >= Skv || (a.causal && c > rr[hh] + off)) ? 0.0f : ds;
+      sc[i] = mskn && (c >= Skv || (a.causal && c > rr[hh] + off)) ? 0.0f : ds;
     }
     gpu_bwd_wg_frag<T>(sc, fh, fl);
     gpu_wg_fence();

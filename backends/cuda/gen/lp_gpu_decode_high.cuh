@@ -131,9 +131,9 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
        * sub-block, so that 0 x NaN does not reach the others */
       bool part = false;
 #pragma unroll
-      for (int i = 0; i < 2; i++) part |= GPU_NF && C.R.live[i] && !(vis[i] && key0 + 15 <= C.R.p[i]);
+      for (int i = 0; i < 2; i++) part |= C.R.live[i] && !(vis[i] && key0 + 15 <= C.R.p[i]);
       const bool bf = gpu_nf_bf<HT>::v;
-      if (__any_sync(0xffffffffu, part) && __any_sync(0xffffffffu, gpu_nf_scan(Vs, 16, D, LDH, bf, lane, 32))) {
+      if (__any_sync(0xffffffffu, part) && GPU_NF && __any_sync(0xffffffffu, gpu_nf_scan(Vs, 16, D, LDH, bf, lane, 32))) {
         const unsigned short m = bf ? 0x7f80u : 0x7c00u;
 #pragma unroll
         for (int n = 0; n < NB; n++)

@@ -804,7 +804,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
      * does not see is zeroed before the product (nfm: per channel its first
      * such key) and re-applied to the rows that see it (inc/nonfinite.j2) */
     bool vnf = false;
-    if (GPU_NF && a.causal && c1 > r0 + off) {
+    if (a.causal && c1 > r0 + off && GPU_NF) {
       const bool tv = low && vt; /* [d][key] */
       const bool bf = low || gpu_nf_bf<T>::v;
       vnf = __syncthreads_or(gpu_nf_scan(Vs, tv ? D : BK, tv ? BK : D, tv ? LDV : LD, bf, tid, NT));
