@@ -61,16 +61,32 @@ static_assert(sizeof(IntRow) <= 1152, "DecScratch::ib holds 288 u32 per IntRow")
 // (D = 128; parts 4..7 are zero when D = 64), the channels of P.V as
 // (0 + 1) + (2 + 3).
 
-// v[0..3] transposed: out[j] lane k = v[k] lane j (exact).
+// (v0, v1, v2, v3) transposed: o_j lane k = v_k lane j (exact). Vectors
+// one by one, not in arrays (SVE vectors are sizeless).
 template <class D, class V>
-HWY_INLINE void Transpose4(D d, const V *v, V *out) {
+HWY_INLINE void Transpose4(D d, V v0, V v1, V v2, V v3, V &o0, V &o1, V &o2, V &o3) {
   const hn::Repartition<uint64_t, D> d64;
-  const V r0 = hn::InterleaveLower(d, v[0], v[1]), r1 = hn::InterleaveUpper(d, v[0], v[1]);
-  const V r2 = hn::InterleaveLower(d, v[2], v[3]), r3 = hn::InterleaveUpper(d, v[2], v[3]);
-  out[0] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, r0), hn::BitCast(d64, r2)));
-  out[1] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, r0), hn::BitCast(d64, r2)));
-  out[2] = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, r1), hn::BitCast(d64, r3)));
-  out[3] = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, r1), hn::BitCast(d64, r3)));
+  const V r0 = hn::InterleaveLower(d, v0, v1), r1 = hn::InterleaveUpper(d, v0, v1);
+  const V r2 = hn::InterleaveLower(d, v2, v3), r3 = hn::InterleaveUpper(d, v2, v3);
+  o0 = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, r0), hn::BitCast(d64, r2)));
+  o1 = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, r0), hn::BitCast(d64, r2)));
+  o2 = hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, r1), hn::BitCast(d64, r3)));
+  o3 = hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, r1), hn::BitCast(d64, r3)));
+}
+
+using VB = hn::Vec<hn::Full128<int8_t>>;
+// One 16-element part: 8 even elements (lanes 8r.. of ev, x at xe) and 8
+// odd ones (lanes 8r.. of od, x at xo); exact int32 lanes whose sum is the part's.
+HWY_INLINE VI4 Part16(VB ev, VB od, int r, const int16_t *xe, const int16_t *xo) {
+  const hn::Full64<int8_t> h8;
+  const hn::Full128<int16_t> d16;
+  const DI4 d32;
+  const auto e = hn::PromoteTo(d16, r ? hn::UpperHalf(h8, ev) : hn::LowerHalf(ev));
+  const auto o = hn::PromoteTo(d16, r ? hn::UpperHalf(h8, od) : hn::LowerHalf(od));
+  auto s1 = hn::Zero(d32);
+  auto s0 = hn::ReorderWidenMulAccumulate(d32, e, hn::LoadU(d16, xe), hn::Zero(d32), s1);
+  s0 = hn::ReorderWidenMulAccumulate(d32, o, hn::LoadU(d16, xo), s0, s1);
+  return hn::Add(s0, s1);
 }
 
 // Exact sums of 2 * E2M1(code) * x over the four 16-element parts of a
@@ -79,30 +95,22 @@ HWY_INLINE VI4 Parts64(const uint8_t *codes, const int16_t *x) {
   const hn::Full128<uint8_t> d8;
   const hn::Full128<uint16_t> du16;
   const hn::Full128<int8_t> di8;
-  const hn::Full64<int8_t> h8;
-  const hn::Full128<int16_t> d16;
   const DI4 d32;
   alignas(16) static constexpr int8_t kX2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   const auto tab = hn::Load(di8, kX2);
   const auto m = hn::Set(d8, 15);
-  VI4 part[4];
-  for (int h = 0; h < 2; h++) {  // bytes 16h.. : elements 32h..32h+31
-    const auto b = hn::LoadU(d8, codes + 16 * h);
-    const auto hi4 = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, b))), m);
-    const auto ev = hn::TableLookupBytes(tab, hn::BitCast(di8, hn::And(b, m)));  // even elements
-    const auto od = hn::TableLookupBytes(tab, hn::BitCast(di8, hi4));           // odd elements
-    for (int r = 0; r < 2; r++) {  // part 2h + r: evens x[16h + 8r..], odds x[32 + 16h + 8r..]
-      const auto e = hn::PromoteTo(d16, r ? hn::UpperHalf(h8, ev) : hn::LowerHalf(ev));
-      const auto o = hn::PromoteTo(d16, r ? hn::UpperHalf(h8, od) : hn::LowerHalf(od));
-      auto s1 = hn::Zero(d32);
-      auto s0 = hn::ReorderWidenMulAccumulate(d32, e, hn::LoadU(d16, x + 16 * h + 8 * r), hn::Zero(d32), s1);
-      s0 = hn::ReorderWidenMulAccumulate(d32, o, hn::LoadU(d16, x + 32 + 16 * h + 8 * r), s0, s1);
-      part[2 * h + r] = hn::Add(s0, s1);
-    }
-  }
-  VI4 t[4];
-  Transpose4(d32, part, t);
-  return hn::Add(hn::Add(t[0], t[1]), hn::Add(t[2], t[3]));
+  // bytes 16h.. hold elements 32h..32h+31: even ones in the low nibbles
+  const auto b0 = hn::LoadU(d8, codes), b1 = hn::LoadU(d8, codes + 16);
+  const auto ev0 = hn::TableLookupBytes(tab, hn::BitCast(di8, hn::And(b0, m)));
+  const auto ev1 = hn::TableLookupBytes(tab, hn::BitCast(di8, hn::And(b1, m)));
+  const auto od0 = hn::TableLookupBytes(tab, hn::BitCast(di8, hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, b0))), m)));
+  const auto od1 = hn::TableLookupBytes(tab, hn::BitCast(di8, hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, b1))), m)));
+  // part 2h + r: evens at x[16h + 8r..], odds at x[32 + 16h + 8r..]
+  const VI4 p0 = Part16(ev0, od0, 0, x, x + 32), p1 = Part16(ev0, od0, 1, x + 8, x + 40);
+  const VI4 p2 = Part16(ev1, od1, 0, x + 16, x + 48), p3 = Part16(ev1, od1, 1, x + 24, x + 56);
+  VI4 t0 = hn::Zero(d32), t1 = t0, t2 = t0, t3 = t0;
+  Transpose4(d32, p0, p1, p2, p3, t0, t1, t2, t3);
+  return hn::Add(hn::Add(t0, t1), hn::Add(t2, t3));
 }
 
 // sum_g sc[g] * (sum over group g of x2[i] * code2[i]) for n elements (n a
@@ -273,6 +281,16 @@ HWY_INLINE void ScaleLanes(const DecJob &job, const LowTile &t, int v, const int
     for (int64_t l = 0; l < np; l++) out[np * k + l] = tab[codes[k * per + idx[l]]] * f;
 }
 
+// Key c's parts against row x, scaled: a = parts 0..3, b = parts 4..7.
+HWY_INLINE void KeyParts(const LowTile &t, int64_t D, int64_t c, const IntRow &x, const float *ksc, V4 xa,
+                         V4 xb, V4 &a, V4 &b) {
+  const D4 df;
+  const uint8_t *codes = t.p + t.L->kc + c * (D / 2);
+  const VI4 u = Parts64(codes, x.x), w = D > 64 ? Parts64(codes + 32, x.x + 64) : hn::Zero(DI4());
+  a = hn::Mul(hn::ConvertTo(df, u), hn::Mul(hn::Load(df, ksc + 8 * c), xa));
+  b = hn::Mul(hn::ConvertTo(df, w), hn::Mul(hn::Load(df, ksc + 8 * c + 4), xb));
+}
+
 // Scores S[c0 .. c0 + 8) of keys of a quantized tile for int row x; ksc:
 // the tile's ScaleLanes (v = 0).
 HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, const IntRow &x, const float *ksc,
@@ -284,22 +302,26 @@ HWY_INLINE void Scores8Int(const DecJob &job, const LowTile &t, int64_t c0, cons
   const V4 xa = hn::LoadU(df, x.sc8), xb = hn::LoadU(df, x.sc8 + 4);
   const V4 f = hn::Set(df, 0.25f * x.outer);
   for (int64_t c4 = c0; c4 < c0 + 8; c4 += 4) {
-    V4 a[4], b[4];
-    for (int k = 0; k < 4; k++) {
-      const int64_t c = c4 + k;
-      const uint8_t *codes = t.p + L.kc + c * (D / 2);
-      const VI4 u = Parts64(codes, x.x), w = D > 64 ? Parts64(codes + 32, x.x + 64) : hn::Zero(DI4());
-      a[k] = hn::Mul(hn::ConvertTo(df, u), hn::Mul(hn::Load(df, ksc + 8 * c), xa));
-      b[k] = hn::Mul(hn::ConvertTo(df, w), hn::Mul(hn::Load(df, ksc + 8 * c + 4), xb));
-    }
-    V4 ta[4], tb[4];
-    Transpose4(df, a, ta);
-    Transpose4(df, b, tb);
-    const V4 sum = hn::Add(hn::Add(hn::Add(ta[0], ta[1]), hn::Add(tb[0], tb[1])),
-                           hn::Add(hn::Add(ta[2], ta[3]), hn::Add(tb[2], tb[3])));
+    V4 a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    KeyParts(t, D, c4, x, ksc, xa, xb, a0, b0);
+    KeyParts(t, D, c4 + 1, x, ksc, xa, xb, a1, b1);
+    KeyParts(t, D, c4 + 2, x, ksc, xa, xb, a2, b2);
+    KeyParts(t, D, c4 + 3, x, ksc, xa, xb, a3, b3);
+    // lanes: keys; ta_j = part j, tb_j = part 4 + j
+    V4 ta0 = a0, ta1 = a0, ta2 = a0, ta3 = a0, tb0 = a0, tb1 = a0, tb2 = a0, tb3 = a0;
+    Transpose4(df, a0, a1, a2, a3, ta0, ta1, ta2, ta3);
+    Transpose4(df, b0, b1, b2, b3, tb0, tb1, tb2, tb3);
+    const V4 sum = hn::Add(hn::Add(hn::Add(ta0, ta1), hn::Add(tb0, tb1)),
+                           hn::Add(hn::Add(ta2, ta3), hn::Add(tb2, tb3)));
     const V4 o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.ko) + c4), f);
     hn::StoreU(hn::Mul(sum, o), df, S + c4);
   }
+}
+
+// Channel d's parts (16 keys each) against P row p, scaled.
+HWY_INLINE V4 ChannelParts(const LowTile &t, int64_t d, const IntRow &p, const float *vsc, V4 ps) {
+  const D4 df;
+  return hn::Mul(hn::ConvertTo(df, Parts64(t.p + t.L->vc + d * 32, p.x)), hn::Mul(hn::Load(df, vsc + 4 * d), ps));
 }
 
 // acc[d0 .. d0 + 8) += P^ . V[:, d] for int row p of a tile of 64 keys;
@@ -312,13 +334,11 @@ HWY_INLINE void PV8Int(const DecJob &job, const LowTile &t, int64_t d0, const In
   const V4 ps = hn::LoadU(df, p.sc8), f = hn::Set(df, 0.25f * p.outer);
   (void)job;
   for (int64_t d4 = d0; d4 < d0 + 8; d4 += 4) {
-    V4 w[4], tw[4];
-    for (int k = 0; k < 4; k++) {
-      const int64_t d = d4 + k;
-      w[k] = hn::Mul(hn::ConvertTo(df, Parts64(t.p + L.vc + d * 32, p.x)), hn::Mul(hn::Load(df, vsc + 4 * d), ps));
-    }
-    Transpose4(df, w, tw);
-    const V4 sum = hn::Add(hn::Add(tw[0], tw[1]), hn::Add(tw[2], tw[3]));
+    const V4 w0 = ChannelParts(t, d4, p, vsc, ps), w1 = ChannelParts(t, d4 + 1, p, vsc, ps);
+    const V4 w2 = ChannelParts(t, d4 + 2, p, vsc, ps), w3 = ChannelParts(t, d4 + 3, p, vsc, ps);
+    V4 t0 = w0, t1 = w0, t2 = w0, t3 = w0;  // lanes: channels; t_j = part j
+    Transpose4(df, w0, w1, w2, w3, t0, t1, t2, t3);
+    const V4 sum = hn::Add(hn::Add(t0, t1), hn::Add(t2, t3));
     const V4 o = mx ? f : hn::Mul(hn::LoadU(df, (const float *)(t.p + L.vo) + d4), f);
     hn::StoreU(hn::Add(hn::Mul(sum, o), hn::LoadU(df, acc + d4)), df, acc + d4);  // (no FMA: SSE4 has none)
   }

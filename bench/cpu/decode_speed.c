@@ -10,7 +10,9 @@
  * through the general path (issue 12 item 4), and the bytes of K and V read.
  * Usage: decode_speed [--quick] [--threads N] [--reps N]
  *                     [--only f16|nvfp4|mxfp4|fp8|attn]
- *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only) */
+ *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only)
+ *                     [--target NAME]  (a Highway target of this machine, e.g. AVX2:
+ *                                       dispatch restricted to it; default the best) */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +24,10 @@
 
 /* backends/cpu/cpu.h (internal): 0 sends lpattn_attention to the general path. */
 void lpattn_cpu_set_small_q(int on);
+/* backends/cpu/targets.cc (internal): Highway targets, and dispatch restricted to one. */
+int lpattn_cpu_targets(int64_t *targets, int max);
+const char *lpattn_cpu_target_name(int64_t target);
+void lpattn_cpu_force_target(int64_t target);
 
 enum { H = 8, D = 128, PAGE = 64, CHUNK = 1024 };
 
@@ -154,7 +160,7 @@ static int run_attn(lpattn_ctx *ctx, int64_t ctxlen, int reps, int small, result
 
 int main(int argc, char **argv) {
   int quick = 0, threads = 0, reps = 11;
-  const char *only = NULL;
+  const char *only = NULL, *target = NULL;
   int64_t ctxs[3] = {8192, 16384, 32768};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -162,7 +168,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctxs[0] = atoll(argv[++i]), quick = 1;
-    else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P] [--ctx N]\n"), 2;
+    else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+    else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P] [--ctx N] "
+                                "[--target NAME]\n"), 2;
   }
   if (reps < 1 || reps > 64) reps = 11;
   (void)threads;
@@ -174,9 +182,23 @@ int main(int argc, char **argv) {
     printf("cpu backend not available\n");
     return 77;
   }
+  int64_t targets[16];
+  const int nt = lpattn_cpu_targets(targets, 16);
+  const char *tname = nt > 0 ? lpattn_cpu_target_name(targets[0]) : "?";
+  if (target) {
+    int t = 0;
+    while (t < nt && strcmp(lpattn_cpu_target_name(targets[t]), target)) t++;
+    if (t == nt) {
+      fprintf(stderr, "target %s not available; this machine's:", target);
+      for (t = 0; t < nt; t++) fprintf(stderr, " %s", lpattn_cpu_target_name(targets[t]));
+      return fprintf(stderr, "\n"), 2;
+    }
+    lpattn_cpu_force_target(targets[t]);
+    tname = lpattn_cpu_target_name(targets[t]);
+  }
   const double mc = memcpy_gbs((size_t)256 << 20, quick ? 3 : 7);
-  printf("decode_speed: Hq = Hkv = %d, D = %d, Sq = 1, page %d, f16 queries, threads %d (0 = all)\n",
-         H, D, PAGE, threads);
+  printf("decode_speed: Hq = Hkv = %d, D = %d, Sq = 1, page %d, f16 queries, threads %d (0 = all), "
+         "Highway target %s\n", H, D, PAGE, threads, tname);
   printf("memcpy 256 MiB: %.1f GB/s (read + write)\n\n", mc);
   printf("| context | cache | ms/token (wall) | CPU ms/token | bytes streamed | GB/s | vs memcpy |\n");
   printf("|---|---|---|---|---|---|---|\n");
