@@ -21,7 +21,10 @@ void lp_philox4x32_10(uint64_t key, uint64_t counter, uint32_t out[4]);
 /* The full Philox4x32-10 block: 128-bit counter, 64-bit key (for the
  * published known-answer vectors; lp_philox4x32_10 is ctr[2] = ctr[3] = 0). */
 void lp_philox4x32_10_block(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-/* u for logical element index n: (word(n) >> 8) * 2^-24. */
+/* SR's random byte r of logical element index n (SPEC 2): byte n % 4 of
+ * word (n / 4) % 4 of the block at counter n / 16. */
+uint32_t lp_sr_byte(uint64_t seed, uint64_t n);
+/* u for logical element index n: (2r + 1) * 2^-9 (x rounds to b iff u < t). */
 float lp_sr_uniform(uint64_t seed, uint64_t n);
 
 /* Group size of a format (16, 32, or 0 for FP8: no groups). */

@@ -35,11 +35,14 @@ void lp_philox4x32_10(uint64_t key, uint64_t counter, uint32_t out[4]) {
   lp_philox4x32_10_block(c, k, out);
 }
 
-float lp_sr_uniform(uint64_t seed, uint64_t n) {
+uint32_t lp_sr_byte(uint64_t seed, uint64_t n) {
   uint32_t w[4];
-  lp_philox4x32_10(seed, n / 4, w);
-  return (float)(w[n % 4] >> 8) * 0x1p-24f; /* 24 bits: exact in f32, < 1 */
+  lp_philox4x32_10(seed, n / 16, w);
+  return (w[(n / 4) % 4] >> (8 * (n % 4))) & 0xFFu;
 }
+
+/* (2r + 1) * 2^-9: 9 bits, exact in f32, in (0, 1); x rounds up iff u < t. */
+float lp_sr_uniform(uint64_t seed, uint64_t n) { return (float)(2 * lp_sr_byte(seed, n) + 1) * 0x1p-9f; }
 
 int lp_group_size(lpattn_format f) {
   return f == LPATTN_FMT_NVFP4 ? 16 : f == LPATTN_FMT_MXFP4 ? 32 : 0;

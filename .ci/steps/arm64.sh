@@ -20,6 +20,7 @@ fi
 # internal compiler error on tests/ref/test_ref_high.c at -O3.
 # cpu_paged (every paged property on every Highway target against ref) takes over
 # 5 minutes under qemu: it runs natively in the main suite only, for now.
-ninja -C "$build" -j2 tests/cpu/test_cpu_formats tests/cpu/test_cpu_quant_sweep tests/cpu/test_cpu_attention
+ninja -C "$build" -j2 tests/cpu/test_cpu_formats tests/cpu/test_cpu_quant_sweep tests/cpu/test_cpu_attention \
+  tests/cpu/test_cpu_decode_int
 meson test -C "$build" --no-rebuild --print-errorlogs cpu_formats cpu_quant_sweep cpu_attention \
-  codegen_check codegen_names
+  cpu_decode_int codegen_check codegen_names

@@ -102,7 +102,7 @@ struct Lin {
 // dst = src ([R x C], row-major) quantized along its rows (a domain per
 // column) or its columns (a domain per row) with SR, then dequantized. The
 // uniforms of all R x C elements come first, a row of consecutive indices
-// at a time (SIMD Philox, a block for four elements); then each domain's
+// at a time (SIMD Philox, a block for sixteen elements); then each domain's
 // values and uniforms are gathered (x, u) for the SIMD SR quantizer
 // (sr-inl.h), which writes y.
 HWY_INLINE void Qdq(const BwdJob &job, BwdScratch &w, int op, const float *src, int64_t R, int64_t C,

@@ -1,5 +1,6 @@
 // SIMD stochastic rounding of the backward (SEMANTICS "Backward"): the
-// Philox4x32-10 uniforms of many element indices at once (a lane a block),
+// Philox4x32-10 uniforms of many element indices at once (a lane a block;
+// SPEC 2's 8 random bits an element, 16 elements a block),
 // and the SR quantize-dequantize of one domain, bit-identical to the scalar
 // cpu_quantize_domain (sr = 1) + cpu_dequant of gen/common.h. The outer and
 // group-scale steps are the shared scalar ones; only the Philox rounds and
@@ -57,22 +58,42 @@ HWY_INLINE void Philox10(uint64_t key, V *c0, V *c1, V *c2, V *c3) {
 }
 #endif
 
-// u[e] = cpu_sr_uniform(key, idx[e]) for e < n: word idx % 4 of the block
-// of counter idx / 4, as (word >> 8) * 2^-24.
+// The uniforms (2r + 1) * 2^-9 of the random bytes r = (w >> sh) & 0xff
+// (cpu_sr_byte_u): 1 + (2r + 1) * 2^-9 built from bits, minus 1.
+template <class V>
+HWY_INLINE hs::Vec<DS> ByteUniforms(V w) {
+  const DS df;
+  const DSU du;
+  const auto one = hs::Or(hs::ShiftLeft<15>(hs::And(w, hs::Set(du, 0xffu))), hs::Set(du, 0x3f804000u));
+  return hs::Sub(hs::BitCast(df, one), hs::Set(df, 1.0f));
+}
+
+// The uniforms of a word's bytes 0..3 to rows w[0..3] (a row of 16 lanes).
+template <class V>
+HWY_INLINE void StoreByteUniforms(V c, float (*w)[16]) {
+  const DS df;
+  hs::Store(ByteUniforms(c), df, w[0]);
+  hs::Store(ByteUniforms(hs::ShiftRight<8>(c)), df, w[1]);
+  hs::Store(ByteUniforms(hs::ShiftRight<16>(c)), df, w[2]);
+  hs::Store(ByteUniforms(hs::ShiftRight<24>(c)), df, w[3]);
+}
+
+// u[e] = cpu_sr_uniform(key, idx[e]) for e < n: byte idx % 4 of word
+// (idx / 4) % 4 of the block of counter idx / 16, as (2r + 1) * 2^-9.
 HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u) {
 #if HWY_TARGET == HWY_SCALAR
   for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, (uint64_t)idx[e]);
 #else
   const DS df;
   const DSU du;
-  const hs::RebindToSigned<DS> di;
   const int64_t N = (int64_t)hs::Lanes(du);
-  alignas(64) uint32_t lo[16], hi[16], sel[16];
+  alignas(64) uint32_t lo[16], hi[16], sel[16], sh[16];
   alignas(64) float tmp[16];
   for (int64_t e0 = 0; e0 < n; e0 += N) {
     for (int64_t l = 0; l < N; l++) {
-      const uint64_t x = e0 + l < n ? (uint64_t)idx[e0 + l] : 0, c = x >> 2;
-      lo[l] = (uint32_t)c, hi[l] = (uint32_t)(c >> 32), sel[l] = (uint32_t)x & 3u;
+      const uint64_t x = e0 + l < n ? (uint64_t)idx[e0 + l] : 0, c = x >> 4;
+      lo[l] = (uint32_t)c, hi[l] = (uint32_t)(c >> 32), sel[l] = (uint32_t)(x >> 2) & 3u;
+      sh[l] = 8u * ((uint32_t)x & 3u);
     }
     auto c0 = hs::Load(du, lo), c1 = hs::Load(du, hi), c2 = hs::Zero(du), c3 = hs::Zero(du);
     Philox10(key, &c0, &c1, &c2, &c3);
@@ -80,8 +101,7 @@ HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u
     const auto w = hs::IfThenElse(hs::Eq(s, hs::Zero(du)), c0,
                                   hs::IfThenElse(hs::Eq(s, hs::Set(du, 1u)), c1,
                                                  hs::IfThenElse(hs::Eq(s, hs::Set(du, 2u)), c2, c3)));
-    const auto f = hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(w))),
-                           hs::Set(df, 5.9604644775390625e-08f));
+    const auto f = ByteUniforms(hs::Shr(w, hs::Load(du, sh)));
     if (e0 + N <= n) {
       hs::StoreU(f, df, u + e0);
     } else {
@@ -93,38 +113,34 @@ HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u
 }
 
 // u[e] = cpu_sr_uniform(key, i0 + e) for e < n (consecutive indices): a
-// lane a block, whose four words serve four elements.
+// lane a block, whose four words serve sixteen elements.
 HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
 #if HWY_TARGET == HWY_SCALAR
   for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, i0 + (uint64_t)e);
 #else
   const DS df;
   const DSU du;
-  const hs::RebindToSigned<DS> di;
   const int64_t N = (int64_t)hs::Lanes(du);
   alignas(64) uint32_t lo[16], hi[16];
-  alignas(64) float w[4][16];
-  const uint64_t first = i0 >> 2, last = (i0 + (uint64_t)n - 1) >> 2;  // counters
-  const int64_t skip = (int64_t)(i0 & 3);  // words of the first block before i0
+  alignas(64) float w[16][16];  // w[k][l]: element k of lane l's block
+  const uint64_t first = i0 >> 4, last = (i0 + (uint64_t)n - 1) >> 4;  // counters
+  const int64_t skip = (int64_t)(i0 & 15);  // elements of the first block before i0
   for (uint64_t b0 = first; b0 <= last; b0 += (uint64_t)N) {
     for (int64_t l = 0; l < N; l++) lo[l] = (uint32_t)(b0 + l), hi[l] = (uint32_t)((b0 + l) >> 32);
     auto c0 = hs::Load(du, lo), c1 = hs::Load(du, hi), c2 = hs::Zero(du), c3 = hs::Zero(du);
     Philox10(key, &c0, &c1, &c2, &c3);
-    const auto k24 = hs::Set(df, 5.9604644775390625e-08f);
-    hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c0))), k24), df, w[0]);
-    hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c1))), k24), df, w[1]);
-    hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c2))), k24), df, w[2]);
-    hs::Store(hs::Mul(hs::ConvertTo(df, hs::BitCast(di, hs::ShiftRight<8>(c3))), k24), df, w[3]);
-    // word j of lane l is element 4 * (b0 + l - first) + j - skip
-    const int64_t e0 = (int64_t)(b0 - first) * 4 - skip;
-    if (e0 >= 0 && e0 + 4 * N <= n) {
+    StoreByteUniforms(c0, w + 0), StoreByteUniforms(c1, w + 4);  // element 4 j + b: byte b of word j
+    StoreByteUniforms(c2, w + 8), StoreByteUniforms(c3, w + 12);
+    // element k of lane l is element 16 * (b0 + l - first) + k - skip
+    const int64_t e0 = (int64_t)(b0 - first) * 16 - skip;
+    if (e0 >= 0 && e0 + 16 * N <= n) {
       for (int64_t l = 0; l < N; l++)
-        u[e0 + 4 * l] = w[0][l], u[e0 + 4 * l + 1] = w[1][l], u[e0 + 4 * l + 2] = w[2][l], u[e0 + 4 * l + 3] = w[3][l];
+        for (int k = 0; k < 16; k++) u[e0 + 16 * l + k] = w[k][l];
     } else {
       for (int64_t l = 0; l < N; l++)
-        for (int j = 0; j < 4; j++) {
-          const int64_t e = e0 + 4 * l + j;
-          if (e >= 0 && e < n) u[e] = w[j][l];
+        for (int k = 0; k < 16; k++) {
+          const int64_t e = e0 + 16 * l + k;
+          if (e >= 0 && e < n) u[e] = w[k][l];
         }
     }
   }

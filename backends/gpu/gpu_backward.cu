@@ -15,13 +15,13 @@
  * to exact bf16 codes * group scale (as gpu_dequant_kv does), outer scales
  * kept apart; P_r and dS_r (dkdv) and dS_c (dq) are quantized in the kernel,
  * in registers (inc/bwd_sr.j2: a row's 4 lanes per 64-value domain, each
- * Philox block computed once and its words shuffled to the lanes that need
- * them, index ((b Hq + h) Sq + r) Skv + c). The low products are then
- * gpu_mm_scores<LO> and gpu_mm_pv_low with the two outer scales applied per
- * row and column of the pair's partial product, as the forward's low tiles
- * do. The LOW kernels keep six tiles in shared memory (two resident low
- * tiles, four step tiles that a diagonal step fills with its high tiles),
- * so two CTAs share an SM.
+ * Philox block, 16 elements' random bytes, computed once and its bytes
+ * shuffled to the lanes that need them, index ((b Hq + h) Sq + r) Skv + c).
+ * The low products are then gpu_mm_scores<LO> and gpu_mm_pv_low with the
+ * two outer scales applied per row and column of the pair's partial
+ * product, as the forward's low tiles do. The LOW kernels keep six tiles
+ * in shared memory (two resident low tiles, four step tiles that a
+ * diagonal step fills with its high tiles), so two CTAs share an SM.
  *
  * A head dim without a bwd variant runs on the next larger one (gpu_pad.cu):
  * q, k, v, out, dout zero-padded, dq, dk, dv written padded and copied back;

@@ -46,15 +46,52 @@ static void test_philox(void) {
   CHECK(memcmp(a, b, sizeof a) == 0, "64-bit key/counter split");
   lp_philox4x32_10(0, 0, a);
   CHECK(a[0] == 0x6627e8d5u && a[3] == 0x9b00dbd8u, "philox zero vector via 64-bit API");
-  /* u(n) = (word n%4 of block n/4) >> 8 * 2^-24 */
+  /* SPEC 2: r(n) = byte n % 4 of word (n / 4) % 4 of block n / 16, u = (2r + 1) * 2^-9 */
   lp_philox4x32_10(77, 5, a);
-  CHECK(lp_sr_uniform(77, 22) == (float)(a[2] >> 8) / 16777216.0f, "sr_uniform word selection");
+  CHECK(lp_sr_byte(77, 5 * 16 + 9) == ((a[2] >> 8) & 0xFFu), "sr_byte word and byte selection");
+  CHECK(lp_sr_uniform(77, 5 * 16 + 9) == (float)(2 * ((a[2] >> 8) & 0xFFu) + 1) / 512.0f, "sr_uniform of the byte");
   int bad = 0;
   for (uint64_t n = 0; n < 4096; n++) {
+    uint32_t w[4];
+    lp_philox4x32_10(0x1234, n >> 4, w);
+    const uint32_t r = (w[(n >> 2) & 3] >> (8 * (n & 3))) & 0xFFu;
     float u = lp_sr_uniform(0x1234, n);
-    bad += !(u >= 0.0f && u < 1.0f);
+    bad += !(u > 0.0f && u < 1.0f) || lp_sr_byte(0x1234, n) != r || u * 512.0f != (float)(2 * r + 1);
   }
-  CHECK(bad == 0, "u in [0, 1)");
+  CHECK(bad == 0, "u = (2r + 1) * 2^-9 of the byte r of n (%d)", bad);
+}
+
+/* SPEC 2's rule: x in [a, b) rounds to b iff (2r + 1) * 2^-9 < t = (x - a) / (b - a);
+ * over the 256 bytes, E[round(x)] is within 2^-9 (b - a) of x (both encoders, both signs). */
+static void test_sr_rule(void) {
+  int bad = 0, far = 0;
+  for (int k = 0; k < 4000; k++) {
+    const int fp8 = k & 1;
+    /* x on a fine grid between E2M1 (0..6) or E4M3 (2^-9..448) values, either sign */
+    const float mag = fp8 ? ldexpf(1.0f + (float)(k % 997) / 997.0f, (k / 8) % 16 - 7) : (float)(k % 1201) / 200.0f;
+    const float x = (k & 2) ? -mag : mag;
+    const float ax = fabsf(x);
+    float lo = 0.0f, hi = 0.0f; /* the grid neighbours of |x| by search */
+    for (int c = 0; c < (fp8 ? 0x7f : 8); c++) {
+      const float v = fp8 ? lpattn_e4m3_to_f32((uint8_t)c) : lpattn_e2m1_to_f32((uint8_t)c);
+      if (v <= ax) lo = v;
+      if (v > ax && hi == 0.0f) hi = v;
+    }
+    if (hi == 0.0f || lo == ax) continue; /* saturated or on the grid: no rounding */
+    const float a = x < 0 ? -hi : lo, b = x < 0 ? -lo : hi, t = (x - a) / (b - a);
+    double sum = 0.0;
+    int ups = 0;
+    for (uint32_t r = 0; r < 256; r++) {
+      const float u = (float)(2 * r + 1) * 0x1p-9f;
+      const float y = fp8 ? lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)) : lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u));
+      const int to_b = (float)(2 * r + 1) * 0x1p-9f < t;
+      bad += y != (to_b ? b : a);
+      ups += to_b, sum += y;
+    }
+    far += fabs(sum / 256.0 - (double)x) > 0x1p-9 * (double)(b - a) * (1.0 + 1e-6) || fabs(ups / 256.0 - (double)t) > 0x1p-9;
+  }
+  CHECK(bad == 0, "SR rounds to b iff (2r + 1) * 2^-9 < t (%d)", bad);
+  CHECK(far == 0, "SR mean within 2^-9 (b - a) of x (%d)", far);
 }
 
 /* ---- known vectors ---------------------------------------------------------- */
@@ -208,6 +245,7 @@ static void test_zero_and_nonfinite_domain(void) {
 
 int main(void) {
   test_philox();
+  test_sr_rule();
   test_nvfp4_known();
   test_nvfp4_ties();
   test_mxfp4_known();

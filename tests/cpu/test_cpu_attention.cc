@@ -448,9 +448,9 @@ int main() {
     NonFinite(tn);
     for (const DecodeCase &dc : dcs) {
       if (best || dc.prec == LPATTN_PREC_NVFP4) Decode(dc, tn);
-      // Tile 64 (the integer FP4 path, every target but scalar: FP4 cases
-      // on each target), and one row per kv head.
-      const bool fp4 = dc.prec != LPATTN_PREC_HIGH && dc.low != LPATTN_FMT_FP8;
+      // Tile 64 (the integer FP4 path, every target but scalar: NVFP4 and
+      // MXFP4 on each target), and one row per kv head.
+      const bool fp4 = !dc.pasa && dc.prec != LPATTN_PREC_HIGH && dc.low != LPATTN_FMT_FP8;
       if (best || fp4) Decode(dc, tn, 64, 4);
       if (best) Decode(dc, tn, 64, 2);
     }

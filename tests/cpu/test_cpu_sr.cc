@@ -25,26 +25,27 @@ static bool same(float a, float b) { return bits(a) == bits(b) || (a != a && b !
 // whose upper word is not zero); lengths that are not a multiple of the lanes.
 static void test_uniforms(int64_t target) {
   std::mt19937_64 rng(11);
-  std::vector<int64_t> idx(129);
-  std::vector<float> u(129);
+  std::vector<int64_t> idx(600);
+  std::vector<float> u(600);
   int bad = 0;
   for (int trial = 0; trial < 600; trial++) {
     const uint64_t key = trial % 3 == 0 ? (uint64_t)trial : rng();
-    const int n = 1 + (int)(rng() % 129), kind = trial % 4;
+    const int n = 1 + (int)(rng() % (trial % 5 ? 129 : 600)), kind = trial % 4;
     const int64_t base = kind == 3 ? (int64_t)(rng() >> 1) : (int64_t)(rng() % 100000);
     const int64_t stride = kind == 1 ? 1 : kind == 2 ? 1 + (int64_t)(rng() % 300) : 0;
     for (int e = 0; e < n; e++) idx[e] = stride ? base + e * stride : (int64_t)(rng() >> 1);
     lpattn_cpu_sr_uniforms(key, idx.data(), n, u.data());
     for (int e = 0; e < n; e++)
-      if (bits(u[e]) != bits(lp_sr_uniform(key, (uint64_t)idx[e])) && bad++ < 5)
+      if ((bits(u[e]) != bits(lp_sr_uniform(key, (uint64_t)idx[e])) ||
+           bits(cpu_sr_uniform(key, (uint64_t)idx[e])) != bits(u[e])) && bad++ < 5)
         fprintf(stderr, "%s key %llx idx %lld: %a, core %a\n", lpattn_cpu_target_name(target),
                 (unsigned long long)key, (long long)idx[e], u[e], lp_sr_uniform(key, (uint64_t)idx[e]));
   }
   CHECK(bad == 0, "%s: %d SR uniforms differ from core's", lpattn_cpu_target_name(target), bad);
-  bad = 0;  // runs of consecutive indices, starting at every word of a block
+  bad = 0;  // runs of consecutive indices, starting at every byte of a block, past several vectors of blocks
   for (int trial = 0; trial < 400; trial++) {
     const uint64_t key = rng(), i0 = trial % 2 ? rng() >> 1 : (uint64_t)(rng() % 1000);
-    const int n = 1 + (int)(rng() % 129);
+    const int n = 1 + (int)(rng() % (trial % 3 ? 129 : 600));
     lpattn_cpu_sr_uniforms_run(key, i0, n, u.data());
     for (int e = 0; e < n; e++)
       if (bits(u[e]) != bits(lp_sr_uniform(key, i0 + (uint64_t)e)) && bad++ < 5)
@@ -109,7 +110,7 @@ static void test_columns(int64_t target) {
       if (kind == 1) v = (float)((int)(rng() % 97) - 48) / 16.0f;
       if (kind == 2) v = ldexpf(v, -(int)(rng() % 150));
       if (kind == 3) v = i % C == 3 ? 0.0f : (i / C) % 16 == 5 && i % C == 7 ? 0.0f : v;  // a zero column
-      x[i] = v, u[i] = (float)(int)(U01(rng) * 16777216.0f) * 0x1p-24f;
+      x[i] = v, u[i] = (float)(2 * (int)(U01(rng) * 256.0f) + 1) * 0x1p-9f;  // SPEC 2's (2r + 1) * 2^-9
     }
     if (kind == 3) for (int r = 0; r < 16 && r < R; r++) x[r * C + 9] = 0.0f;  // a zero group
     for (int fmt = 0; fmt < 3; fmt++)

@@ -2,11 +2,14 @@
 // gpu_bwd_sr_tile) against the reference domain step as the device compiles it
 // (gpu_quantize_domain with sr = 1, then gpu_deq_inner), on the same rows and
 // Philox indices: both tile orientations (dkdv: rows are keys, index row + col * Skv;
-// dq: row * Skv + col), Skv with and without the shared-Philox path (Skv % 4),
+// dq: row * Skv + col), Skv with and without the shared-Philox path (Skv % 16),
 // every format and MXFP4 scale rule, rows of every scale, zero groups, NaN and
 // infinities. The tile takes x * fl(1 / divisor) where the reference divides
 // (SEMANTICS "Backward"), so a value may differ where that last bit moves a
-// rounding; a wrong Philox word would move about half of them. Exit 77 without a GPU.
+// rounding; a wrong Philox word would move about half of them. First the tile's
+// random bytes alone (gpu_bwd_randoms, as the uniforms (2r + 1) * 2^-9 the value
+// step takes) against core's lp_sr_uniform of each element, bit for bit
+// (SPEC 2: byte n % 4 of word (n / 4) % 4 at counter n / 16). Exit 77 without a GPU.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "formats.h"
 #include "lp_gpu_bwd.cuh"
 #include "testutil.h"
 
@@ -56,6 +60,48 @@ __global__ void sr_kernel(const float *x, int fmt, int up, uint64_t key, int64_t
   }
 }
 
+// The uniforms of warp tiles (as sr_kernel places them) to out[tile][row][col].
+template <bool KEYROWS>
+__global__ void u_kernel(uint64_t key, int64_t b0, int Skv, float *out) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, tile = blockIdx.x * 4 + w;
+  const gpu_lay<32> lay{lane};
+  const int64_t base = b0 + (int64_t)tile * 64 * Skv + (KEYROWS ? 16 * (tile % 4) : (int64_t)16 * (tile % 4) * Skv);
+  uint32_t rb[8];
+  gpu_bwd_randoms<KEYROWS>(rb, lane, key, base, Skv);
+  for (int hh = 0; hh < 2; hh++)
+    for (int sl = 0; sl < 16; sl++) out[(size_t)tile * 1024 + lay.row(hh) * 64 + lay.key(sl)] = gpu_bwd_u<KEYROWS>(rb, hh, sl);
+}
+
+static void test_uniforms(float *dout) {
+  const int NB = 16, N = NB * 4 * 1024;
+  std::vector<float> hu(N);
+  const int skvs[] = {64, 1104, 4096, 16, 1100, 1101, 130};
+  for (int keyrows = 0; keyrows < 2; keyrows++)
+    for (int Skv : skvs)
+      for (int64_t off : {0, 192, 200, 7}) {
+        const uint64_t key = 0x9E3779B97F4A7C15ull * (uint64_t)(Skv + 1) + (uint64_t)off;
+        const int64_t b0 = (int64_t)0x12345678 * 64 * Skv + off; /* counters above 2^32 */
+        if (keyrows) u_kernel<true><<<NB, 128>>>(key, b0, Skv, dout);
+        else u_kernel<false><<<NB, 128>>>(key, b0, Skv, dout);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "u kernel failed");
+        cudaMemcpy(hu.data(), dout, (size_t)N * 4, cudaMemcpyDeviceToHost);
+        long bad = 0;
+        for (int t = 0; t < NB * 4; t++) {
+          const int64_t base = b0 + (int64_t)t * 64 * Skv + (keyrows ? 16 * (t % 4) : (int64_t)16 * (t % 4) * Skv);
+          for (int row = 0; row < 16; row++)
+            for (int col = 0; col < 64; col++) {
+              const int64_t n = keyrows ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
+              const float want = lp_sr_uniform(key, (uint64_t)n), got = hu[(size_t)t * 1024 + row * 64 + col];
+              if (memcmp(&want, &got, 4) != 0 && bad++ < 3)
+                fprintf(stderr, "keyrows %d Skv %d off %lld tile %d (%d, %d): u %a, core %a\n", keyrows, Skv,
+                        (long long)off, t, row, col, got, want);
+            }
+        }
+        CHECK(bad == 0, "keyrows %d Skv %d off %lld: %ld of %d uniforms differ from core's", keyrows, Skv,
+              (long long)off, bad, N);
+      }
+}
+
 // Rows of 64: plain [0, 1) (P-like), signed at many scales, subnormal and tiny, huge;
 // zero rows and zero groups, NaN or infinity in one place.
 static void fill(std::vector<float> &x, bool nonneg) {
@@ -82,7 +128,8 @@ int main(void) {
   float *dx, *dout;
   CHECK(cudaMalloc(&dx, N * 4) == cudaSuccess && cudaMalloc(&dout, (size_t)N * 8) == cudaSuccess, "cudaMalloc");
   std::vector<float> hx(N), ho((size_t)N * 2);
-  const int skvs[] = {64, 1100, 4096, 1101, 130}; /* the last two: one Philox block per element */
+  test_uniforms(dout);
+  const int skvs[] = {64, 1104, 4096, 1100, 1101, 130}; /* the last three: one Philox block per element */
   for (int nonneg = 0; nonneg < 2; nonneg++) {
     fill(hx, nonneg);
     cudaMemcpy(dx, hx.data(), N * 4, cudaMemcpyHostToDevice);

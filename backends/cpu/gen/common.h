@@ -136,7 +136,8 @@ static inline float cpu_group_scale(int format, float ga, int bad, float outer, 
 
 /* ---- stochastic rounding ------------------------------------------------------ */
 /* Philox4x32-10(key = seed, counter = (ctr lo, ctr hi, 0, 0)): its four
- * words, w[0..3]; element n of a stream takes word n % 4 of block n / 4. */
+ * words, w[0..3]; element n of a stream takes byte n % 4 of word (n / 4) % 4
+ * of block n / 16 (SPEC 2: 8 random bits per element). */
 /* The high word of a * b. CUDA's device code spells it __umulhi: with the
  * 64-bit product nvcc 13 adds a zero register to each high word (2 of a
  * Philox round's 6 instructions); this way a round is 2 IMAD.WIDE + 2 LOP3. */
@@ -154,15 +155,21 @@ static inline void cpu_philox4(uint64_t seed, uint64_t ctr, uint32_t w[4]) {
   }
   w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
 }
-/* A Philox word as the uniform (word >> 8) * 2^-24. */
-static inline float cpu_sr_word_u(uint32_t w) { return (float)(w >> 8) * 5.9604644775390625e-08f; }
-/* Word n % 4 of Philox4x32-10(key = seed, counter = (n/4 lo, n/4 hi, 0, 0)),
- * as the uniform (word >> 8) * 2^-24. */
-static inline float cpu_sr_uniform(uint64_t seed, uint64_t n) {
+/* The uniform of a random byte r, (2r + 1) * 2^-9 (x rounds up iff it is
+ * below t): 1 + (2r + 1) * 2^-9 built from bits, minus 1 (exact; no
+ * int-to-float conversion). */
+static inline float cpu_sr_byte_u(uint32_t r) { return cpu_from_bits(0x3f804000u | ((r & 0xffu) << 15)) - 1.0f; }
+/* SR's random byte of element n: byte n % 4 of word (n / 4) % 4 of
+ * Philox4x32-10(key = seed, counter = (n/16 lo, n/16 hi, 0, 0)). */
+static inline uint32_t cpu_sr_byte(uint64_t seed, uint64_t n) {
   uint32_t w[4];
-  cpu_philox4(seed, n >> 2, w);
-  return cpu_sr_word_u((n & 3) == 0 ? w[0] : (n & 3) == 1 ? w[1] : (n & 3) == 2 ? w[2] : w[3]);
+  cpu_philox4(seed, n >> 4, w);
+  const uint32_t j = (uint32_t)(n >> 2) & 3u;
+  const uint32_t wd = j == 0 ? w[0] : j == 1 ? w[1] : j == 2 ? w[2] : w[3];
+  return (wd >> (8u * ((uint32_t)n & 3u))) & 0xffu;
 }
+/* Element n's uniform (2r + 1) * 2^-9. */
+static inline float cpu_sr_uniform(uint64_t seed, uint64_t n) { return cpu_sr_byte_u(cpu_sr_byte(seed, n)); }
 
 /* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
  * lo is the magnitude code below |x|. Returns the magnitude code. */

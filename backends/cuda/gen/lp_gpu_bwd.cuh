@@ -96,63 +96,103 @@ __device__ __forceinline__ uint64_t gpu_bwd_key(uint64_t seed, int o) {
 }
 
 
-/* 4-way select of a register by a lane-dependent index (no local memory). */
-__device__ __forceinline__ uint32_t gpu_sel4(const uint32_t (&w)[4], int i) {
-  return (i & 2) ? ((i & 1) ? w[3] : w[2]) : ((i & 1) ? w[1] : w[0]);
+/* m[i] <- m[i ^ x] for a lane-dependent x < N (N a power of two): log2 N
+ * stages of selects (no local memory). */
+template <int N>
+__device__ __forceinline__ void gpu_xor_perm(uint32_t (&m)[N], int x) {
+#pragma unroll
+  for (int b = 1; b < N; b <<= 1) {
+    const bool sw = (x & b) != 0;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      if (!(i & b)) {
+        const uint32_t p = m[i], q = m[i | b];
+        m[i] = sw ? q : p, m[i | b] = sw ? p : q;
+      }
+  }
 }
 
-/* Philox uniforms u[sl] of row slots hh of a warp's 16 x 64 tile (lane
- * layout gpu_lay: row (lane >> 2) + 8 hh, column key(sl)). Element (row,
- * col) draws index base + row + col * Skv (KEYROWS, dkdv: rows are keys,
- * columns queries) or base + row * Skv + col (dq). With Skv % 4 == 0 and
- * base % 4 == 0 (the callers' bases are, when Skv is) a Philox block is 4
- * keys of one query: KEYROWS, the 4 rows of a lane's quad-row group, held
- * by lanes that differ in lane bits 2-3; else 4 columns, held by lanes t and
- * t ^ 1. One lane computes the block, 3 (resp. 1) shuffles hand its words
- * over. Otherwise every element computes its own block. */
-template <bool KEYROWS>
-__device__ __forceinline__ void gpu_bwd_uniforms(float (&u)[16], int hh, int lane, uint64_t key, int64_t base,
-                                                 int Skv) {
-  const gpu_lay<32> lay{lane};
-  const int t = lane & 3, q = lane >> 2, row = lay.row(hh);
-  if ((Skv | (int)(base & 3)) & 3) { /* the shared blocks need base and Skv multiples of 4 */
+/* All-to-all among the N lanes lane ^ (x' * LB), x' < N, of a group (x: this
+ * lane's index in it): z[r] is this lane's word for member r in, the word
+ * member r has for this lane out. */
+template <int N, int LB>
+__device__ __forceinline__ void gpu_all_to_all(uint32_t (&z)[N], int x) {
+  gpu_xor_perm<N>(z, x); /* z[d]: the word for member x ^ d */
 #pragma unroll
-    for (int sl = 0; sl < 16; sl++) {
-      const int col = lay.key(sl);
-      const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
-      u[sl] = gpu_sr_uniform(key, (uint64_t)n);
-    }
+  for (int d = 1; d < N; d++) z[d] = __shfl_xor_sync(0xffffffffu, z[d], d * LB);
+  gpu_xor_perm<N>(z, x); /* z[i]: the word from member i */
+}
+
+/* SR's random bytes (SPEC 2) of a warp's 16 x 64 tile (lane layout
+ * gpu_lay: row (lane >> 2) + 8 hh, column key(sl)), packed in rb[8] as
+ * gpu_bwd_u reads them. Element (row, col) draws index base + row + col * Skv
+ * (KEYROWS, dkdv: rows are keys, columns queries) or base + row * Skv + col
+ * (dq). With Skv % 16 == 0 and base % 16 == 0 (the callers' bases are, when
+ * Skv is) a Philox block is 16 elements of the tile, and each lane computes
+ * two: KEYROWS, the 16 rows of a column, those of slots q and q + 8 on
+ * lane q of the 8 lanes that hold the column, which hand each other lane
+ * its rows' bytes (7 shuffles); else 16 columns of a row, those of
+ * columns 16 t .. 16 t + 15 of rows q and q + 8 on lane t of the row's
+ * quad (3 shuffles a row). Otherwise every element computes its own block.
+ * Layout: KEYROWS, rb[sl & 7] byte 2 (sl >> 3) + hh; else rb[4 hh + (sl >> 2)]
+ * byte sl & 3 (columns 16 jj + {0, 1, 8, 9} + 2 t: bytes of one word). */
+template <bool KEYROWS>
+__device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int lane, uint64_t key, int64_t base, int Skv) {
+  const gpu_lay<32> lay{lane};
+  const int t = lane & 3, q = lane >> 2;
+  if ((Skv | (int)(base & 15)) & 15) { /* the shared blocks need base and Skv multiples of 16 */
+#pragma unroll
+    for (int i = 0; i < 8; i++) rb[i] = 0;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int sl = 0; sl < 16; sl++) {
+        const int row = lay.row(hh), col = lay.key(sl);
+        const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
+        const uint32_t r = gpu_sr_byte(key, (uint64_t)n);
+        if (KEYROWS) rb[sl & 7] |= r << (8 * (2 * (sl >> 3) + hh));
+        else rb[4 * hh + (sl >> 2)] |= r << (8 * (sl & 3));
+      }
     return;
   }
-  /* the 4 blocks first (independent Philox chains the scheduler can interleave), then their words */
-  uint32_t w[4][4];
-  const int r = q & 3, p = t & 1;
+  uint32_t w[2][4]; /* the 2 blocks first (independent Philox chains the scheduler can interleave) */
 #pragma unroll
-  for (int jj = 0; jj < 4; jj++) {
-    /* KEYROWS: lane r = q & 3 of the group computes the block of column slot 4 jj + r (rows
-     * (q & ~3) + 8 hh + 0..3: word r is row (q & ~3) + r + 8 hh); else lane t computes the
-     * block of columns 8 j + 4 (t >> 1) .. + 3, j = 2 jj + (t & 1) */
-    const int64_t n = KEYROWS ? base + (q & ~3) + 8 * hh + (int64_t)(8 * (2 * jj + (r >> 1)) + 2 * t + (r & 1)) * Skv
-                              : base + (int64_t)row * Skv + 8 * (2 * jj + p) + 4 * (t >> 1);
-    gpu_philox4(key, (uint64_t)n >> 2, w[jj]);
+  for (int b = 0; b < 2; b++) {
+    const int64_t n = KEYROWS ? base + (int64_t)lay.key(q + 8 * b) * Skv : base + (int64_t)lay.row(b) * Skv + 16 * t;
+    gpu_philox4(key, (uint64_t)n >> 4, w[b]);
   }
+  if (KEYROWS) {
+    /* row rho of a block: byte rho & 3 of word rho >> 2. Member r's word:
+     * [row r, row r + 8] of block 0, then of block 1 (rows of hh = 0, 1) */
+    uint32_t z[8];
 #pragma unroll
-  for (int jj = 0; jj < 4; jj++) { /* slots 4 jj .. 4 jj + 3: columns 16 jj + {0, 1, 8, 9} + 2 t */
-    if (KEYROWS) {
-      uint32_t v[4]; /* v[d]: word r of the block of lane r ^ d */
-      v[0] = gpu_sel4(w[jj], r);
+    for (int r = 0; r < 8; r++) {
+      const uint32_t sel = (uint32_t)(r & 3) * 0x11u + 0x40u; /* byte r & 3 of lo, then of hi */
+      const uint32_t p0 = __byte_perm(w[0][r >> 2], w[0][2 + (r >> 2)], sel);
+      const uint32_t p1 = __byte_perm(w[1][r >> 2], w[1][2 + (r >> 2)], sel);
+      z[r] = __byte_perm(p0, p1, 0x5410);
+    }
+    gpu_all_to_all<8, 4>(z, q); /* z[i]: slots i and i + 8 */
 #pragma unroll
-      for (int d = 1; d < 4; d++) v[d] = __shfl_xor_sync(0xffffffffu, gpu_sel4(w[jj], r ^ d), d << 2);
+    for (int i = 0; i < 8; i++) rb[i] = z[i];
+  } else {
+    /* columns 2 r + {0, 1} of a block: half r & 1 of word r >> 1; + {8, 9}: of word 2 + (r >> 1) */
 #pragma unroll
-      for (int s = 0; s < 4; s++) u[4 * jj + s] = gpu_sr_word_u(gpu_sel4(v, s ^ r));
-    } else { /* words 2 (t & 1) + {0, 1} are this lane's, the other two lane t ^ 1's */
-      const uint32_t o0 = p ? w[jj][2] : w[jj][0], o1 = p ? w[jj][3] : w[jj][1];
-      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, p ? w[jj][0] : w[jj][2], 1);
-      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, p ? w[jj][1] : w[jj][3], 1);
-      u[4 * jj] = gpu_sr_word_u(p ? r0 : o0), u[4 * jj + 1] = gpu_sr_word_u(p ? r1 : o1);
-      u[4 * jj + 2] = gpu_sr_word_u(p ? o0 : r0), u[4 * jj + 3] = gpu_sr_word_u(p ? o1 : r1);
+    for (int hh = 0; hh < 2; hh++) {
+      uint32_t z[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++) z[r] = __byte_perm(w[hh][r >> 1], w[hh][2 + (r >> 1)], (r & 1) ? 0x7632 : 0x5410);
+      gpu_all_to_all<4, 1>(z, t); /* z[jj]: the block of columns 16 jj .. 16 jj + 15 */
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) rb[4 * hh + jj] = z[jj];
     }
   }
+}
+
+/* The uniform of slot sl of row slot hh from gpu_bwd_randoms' bytes. */
+template <bool KEYROWS>
+__device__ __forceinline__ float gpu_bwd_u(const uint32_t (&rb)[8], int hh, int sl) {
+  return KEYROWS ? gpu_sr_byte_u(rb[sl & 7] >> (8 * (2 * (sl >> 3) + hh))) : gpu_sr_byte_u(rb[4 * hh + (sl >> 2)] >> (8 * (sl & 3)));
 }
 
 /* SPEC 10's P or dS of a low tile pair with stochastic rounding, in
@@ -171,10 +211,10 @@ template <bool KEYROWS, bool NONNEG = false>
 __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)[2], int lane, int fmt, int mx_up,
                                              uint64_t key, int64_t base, int Skv) {
   const bool fp8 = fmt == LPATTN_FMT_FP8, mx = fmt == LPATTN_FMT_MXFP4;
+  uint32_t rb[8];
+  gpu_bwd_randoms<KEYROWS>(rb, lane, key, base, Skv);
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
-    float u[16];
-    gpu_bwd_uniforms<KEYROWS>(u, hh, lane, key, base, Skv);
     float ga[4], gb[4], amax = 0.0f, bad = 0.0f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
@@ -200,7 +240,7 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) {
         const float y = x[hh][sl] * rd;
-        x[hh][sl] = ok ? gpu_e4m3_sr(NONNEG ? fabsf(y) : y, u[sl]) : 0.0f;
+        x[hh][sl] = ok ? gpu_e4m3_sr(NONNEG ? fabsf(y) : y, gpu_bwd_u<KEYROWS>(rb, hh, sl)) : 0.0f;
       }
       continue;
     }
@@ -223,7 +263,7 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const float y = x[hh][4 * m + e] * rd;
-        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, u[4 * m + e])) * sv;
+        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, gpu_bwd_u<KEYROWS>(rb, hh, 4 * m + e))) * sv;
       }
     }
   }
