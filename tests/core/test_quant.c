@@ -88,7 +88,8 @@ static void test_sr_rule(void) {
       bad += y != (to_b ? b : a);
       ups += to_b, sum += y;
     }
-    far += fabs(sum / 256.0 - (double)x) > 0x1p-9 * (double)(b - a) * (1.0 + 1e-6) || fabs(ups / 256.0 - (double)t) > 0x1p-9;
+    far += fabs(sum / 256.0 - (double)x) > 0x1p-9 * (double)(b - a) * (1.0 + 1e-6) ||
+           fabs(ups / 256.0 - (double)t) > 0x1p-9;
   }
   CHECK(bad == 0, "SR rounds to b iff (2r + 1) * 2^-9 < t (%d)", bad);
   CHECK(far == 0, "SR mean within 2^-9 (b - a) of x (%d)", far);

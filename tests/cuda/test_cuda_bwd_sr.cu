@@ -67,9 +67,11 @@ __global__ void u_kernel(uint64_t key, int64_t b0, int Skv, float *out) {
   const gpu_lay<32> lay{lane};
   const int64_t base = b0 + (int64_t)tile * 64 * Skv + (KEYROWS ? 16 * (tile % 4) : (int64_t)16 * (tile % 4) * Skv);
   uint32_t rb[8];
-  gpu_bwd_randoms<KEYROWS>(rb, lane, key, base, Skv);
+  gpu_bwd_randoms<KEYROWS>(rb, 0, lane, key, base, Skv);
+  if (!KEYROWS) gpu_bwd_randoms<KEYROWS>(rb, 1, lane, key, base, Skv);
   for (int hh = 0; hh < 2; hh++)
-    for (int sl = 0; sl < 16; sl++) out[(size_t)tile * 1024 + lay.row(hh) * 64 + lay.key(sl)] = gpu_bwd_u<KEYROWS>(rb, hh, sl);
+    for (int sl = 0; sl < 16; sl++)
+      out[(size_t)tile * 1024 + lay.row(hh) * 64 + lay.key(sl)] = gpu_bwd_u<KEYROWS>(rb, hh, sl);
 }
 
 static void test_uniforms(float *dout) {

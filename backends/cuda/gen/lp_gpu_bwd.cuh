@@ -125,43 +125,49 @@ __device__ __forceinline__ void gpu_all_to_all(uint32_t (&z)[N], int x) {
 
 /* SR's random bytes (SPEC 2) of a warp's 16 x 64 tile (lane layout
  * gpu_lay: row (lane >> 2) + 8 hh, column key(sl)), packed in rb[8] as
- * gpu_bwd_u reads them. Element (row, col) draws index base + row + col * Skv
- * (KEYROWS, dkdv: rows are keys, columns queries) or base + row * Skv + col
- * (dq). With Skv % 16 == 0 and base % 16 == 0 (the callers' bases are, when
- * Skv is) a Philox block is 16 elements of the tile, and each lane computes
- * two: KEYROWS, the 16 rows of a column, those of slots q and q + 8 on
+ * gpu_bwd_u reads them: KEYROWS, both row slots; else row slot hh only
+ * (rb[4 hh .. 4 hh + 3]: the two rows' blocks are apart, and a row's
+ * bytes need not live across the other's). Element (row, col) draws index
+ * base + row + col * Skv (KEYROWS, dkdv: rows are keys, columns queries) or
+ * base + row * Skv + col (dq). With Skv % 16 == 0 and base % 16 == 0 (the
+ * callers' bases are, when Skv is) a Philox block is 16 elements of the
+ * tile: KEYROWS, the 16 rows of a column, those of slots q and q + 8 on
  * lane q of the 8 lanes that hold the column, which hand each other lane
- * its rows' bytes (7 shuffles); else 16 columns of a row, those of
- * columns 16 t .. 16 t + 15 of rows q and q + 8 on lane t of the row's
- * quad (3 shuffles a row). Otherwise every element computes its own block.
- * Layout: KEYROWS, rb[sl & 7] byte 2 (sl >> 3) + hh; else rb[4 hh + (sl >> 2)]
- * byte sl & 3 (columns 16 jj + {0, 1, 8, 9} + 2 t: bytes of one word). */
+ * its rows' bytes (7 shuffles); else 16 columns of a row, columns
+ * 16 t .. 16 t + 15 of the row on lane t of its quad (3 shuffles). Otherwise
+ * every element computes its own block. Layout: KEYROWS, rb[sl & 7] byte
+ * 2 (sl >> 3) + hh; else rb[4 hh + (sl >> 2)] byte sl & 3 (columns
+ * 16 jj + {0, 1, 8, 9} + 2 t: bytes of one word). */
 template <bool KEYROWS>
-__device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int lane, uint64_t key, int64_t base, int Skv) {
+__device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int hh, int lane, uint64_t key, int64_t base,
+                                                int Skv) {
   const gpu_lay<32> lay{lane};
   const int t = lane & 3, q = lane >> 2;
   if ((Skv | (int)(base & 15)) & 15) { /* the shared blocks need base and Skv multiples of 16 */
 #pragma unroll
-    for (int i = 0; i < 8; i++) rb[i] = 0;
+    for (int h = 0; h < 2; h++) {
+      if (!KEYROWS && h != hh) continue;
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++)
+      for (int i = 0; i < 4; i++) rb[4 * h + i] = 0;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      if (!KEYROWS && h != hh) continue;
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) {
-        const int row = lay.row(hh), col = lay.key(sl);
+        const int row = lay.row(h), col = lay.key(sl);
         const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
         const uint32_t r = gpu_sr_byte(key, (uint64_t)n);
-        if (KEYROWS) rb[sl & 7] |= r << (8 * (2 * (sl >> 3) + hh));
-        else rb[4 * hh + (sl >> 2)] |= r << (8 * (sl & 3));
+        if (KEYROWS) rb[sl & 7] |= r << (8 * (2 * (sl >> 3) + h));
+        else rb[4 * h + (sl >> 2)] |= r << (8 * (sl & 3));
       }
+    }
     return;
   }
-  uint32_t w[2][4]; /* the 2 blocks first (independent Philox chains the scheduler can interleave) */
-#pragma unroll
-  for (int b = 0; b < 2; b++) {
-    const int64_t n = KEYROWS ? base + (int64_t)lay.key(q + 8 * b) * Skv : base + (int64_t)lay.row(b) * Skv + 16 * t;
-    gpu_philox4(key, (uint64_t)n >> 4, w[b]);
-  }
   if (KEYROWS) {
+    uint32_t w[2][4]; /* the 2 blocks first (independent Philox chains the scheduler can interleave) */
+#pragma unroll
+    for (int b = 0; b < 2; b++) gpu_philox4(key, (uint64_t)(base + (int64_t)lay.key(q + 8 * b) * Skv) >> 4, w[b]);
     /* row rho of a block: byte rho & 3 of word rho >> 2. Member r's word:
      * [row r, row r + 8] of block 0, then of block 1 (rows of hh = 0, 1) */
     uint32_t z[8];
@@ -176,23 +182,23 @@ __device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int lane, uin
 #pragma unroll
     for (int i = 0; i < 8; i++) rb[i] = z[i];
   } else {
+    uint32_t w[4];
+    gpu_philox4(key, (uint64_t)(base + (int64_t)lay.row(hh) * Skv + 16 * t) >> 4, w);
     /* columns 2 r + {0, 1} of a block: half r & 1 of word r >> 1; + {8, 9}: of word 2 + (r >> 1) */
+    uint32_t z[4];
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      uint32_t z[4];
+    for (int r = 0; r < 4; r++) z[r] = __byte_perm(w[r >> 1], w[2 + (r >> 1)], (r & 1) ? 0x7632 : 0x5410);
+    gpu_all_to_all<4, 1>(z, t); /* z[jj]: the block of columns 16 jj .. 16 jj + 15 */
 #pragma unroll
-      for (int r = 0; r < 4; r++) z[r] = __byte_perm(w[hh][r >> 1], w[hh][2 + (r >> 1)], (r & 1) ? 0x7632 : 0x5410);
-      gpu_all_to_all<4, 1>(z, t); /* z[jj]: the block of columns 16 jj .. 16 jj + 15 */
-#pragma unroll
-      for (int jj = 0; jj < 4; jj++) rb[4 * hh + jj] = z[jj];
-    }
+    for (int jj = 0; jj < 4; jj++) rb[4 * hh + jj] = z[jj];
   }
 }
 
 /* The uniform of slot sl of row slot hh from gpu_bwd_randoms' bytes. */
 template <bool KEYROWS>
 __device__ __forceinline__ float gpu_bwd_u(const uint32_t (&rb)[8], int hh, int sl) {
-  return KEYROWS ? gpu_sr_byte_u(rb[sl & 7] >> (8 * (2 * (sl >> 3) + hh))) : gpu_sr_byte_u(rb[4 * hh + (sl >> 2)] >> (8 * (sl & 3)));
+  return KEYROWS ? gpu_sr_byte_u(rb[sl & 7] >> (8 * (2 * (sl >> 3) + hh)))
+                 : gpu_sr_byte_u(rb[4 * hh + (sl >> 2)] >> (8 * (sl & 3)));
 }
 
 /* SPEC 10's P or dS of a low tile pair with stochastic rounding, in
@@ -212,9 +218,10 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
                                              uint64_t key, int64_t base, int Skv) {
   const bool fp8 = fmt == LPATTN_FMT_FP8, mx = fmt == LPATTN_FMT_MXFP4;
   uint32_t rb[8];
-  gpu_bwd_randoms<KEYROWS>(rb, lane, key, base, Skv);
+  if (KEYROWS) gpu_bwd_randoms<KEYROWS>(rb, 0, lane, key, base, Skv); /* both row slots */
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
+    if (!KEYROWS) gpu_bwd_randoms<KEYROWS>(rb, hh, lane, key, base, Skv);
     float ga[4], gb[4], amax = 0.0f, bad = 0.0f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
@@ -263,7 +270,8 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const float y = x[hh][4 * m + e] * rd;
-        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, gpu_bwd_u<KEYROWS>(rb, hh, 4 * m + e))) * sv;
+        const float u = gpu_bwd_u<KEYROWS>(rb, hh, 4 * m + e);
+        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, u)) * sv;
       }
     }
   }
