@@ -100,7 +100,16 @@ static void fuzz_attention(fz_in *r, lpattn_ctx *ctx) {
   int sane = 1;
   const int64_t B = 1 + fz_pick(r, 2), hkv = 1 + fz_pick(r, 2);
   const int64_t hq = fz_rare(r, 16) ? 3 : hkv * (1 + fz_pick(r, 2));
-  const int64_t sq = 1 + fz_pick(r, 140), skv = 1 + fz_pick(r, 200), D = head_dim(r);
+  int64_t sq = 1 + fz_pick(r, 140), skv = 1 + fz_pick(r, 200);
+  const int64_t D = head_dim(r);
+  /* One input's work is bounded (issue 28 item 10): B hq sq skv D <= 2^22
+   * multiply-adds per product (about a second on ref under ASan+UBSan and
+   * coverage), halving the longer of sq and skv; small heads keep every
+   * length. */
+  while (B * hq * sq * skv * D > ((int64_t)1 << 22)) {
+    if (sq >= skv) sq = (sq + 1) / 2;
+    else skv = (skv + 1) / 2;
+  }
   const int nonfinite = fz_rare(r, 6);
   lpattn_attn_params p;
   attn_params(r, &p, &sane);

@@ -18,6 +18,10 @@
 #include "kvpage.h"
 
 enum { MAXS = 6, MAXW = 8, MAXB = 4, AG = 256 };
+/* What one input may ask of one call (issue 28 item 10): the elements of one
+ * tensor of a batch (MAXB sequences x rows x heads x D). Huge head counts
+ * (rare) get fewer rows; usual pools (heads <= 4) are never cut. */
+enum { CALL_ELEMS = 1 << 21 };
 
 typedef struct {
   lpattn_ctx *ctx, *own; /* own: made here, maybe freed before the pool */
@@ -55,6 +59,15 @@ static int32_t new_page(pz *z) { return (int32_t)(z->next_page++ % z->p.num_page
 /* A row of fresh pages for a new sequence in slot s. */
 static void fresh_row(pz *z, int s) {
   for (int j = 0; j < MAXW; j++) z->tbl[s][j] = new_page(z);
+}
+
+/* rows (tokens appended, or decode queries) cut so that a batch's tensor
+ * holds at most CALL_ELEMS elements; at least 1. */
+static int64_t cap_rows(const pz *z, int64_t rows) {
+  const int64_t h = z->p.num_q_heads > z->p.num_kv_heads ? z->p.num_q_heads : z->p.num_kv_heads;
+  const int64_t per_row = (int64_t)MAXB * (h > 0 ? h : 1) * (z->p.head_dim > 0 ? z->p.head_dim : 1);
+  const int64_t most = CALL_ELEMS / per_row;
+  return rows <= most ? rows : most > 1 ? most : 1;
 }
 
 /* n: tokens appended (0: decode, Sq > 0 then). */
@@ -208,7 +221,7 @@ static void do_append(pz *z, fz_in *r) {
   static const int64_t ns[] = {1, 1, 2, 3, 5, 31, 32, 64, 65, 130};
   int wrong;
   lpattn_ctx *ctx = call_ctx(z, r, &wrong);
-  const int64_t n = ns[fz_pick(r, 10)];
+  const int64_t n = cap_rows(z, ns[fz_pick(r, 10)]);
   pz_batch c;
   make_batch(z, r, &c, n, 0);
   const int nonfinite = fz_rare(r, 8), with_q = fz_pick(r, 2);
@@ -244,6 +257,7 @@ static void do_decode(pz *z, fz_in *r) {
   int64_t Sq = 1 + fz_pick(r, 3);
   if (fz_rare(r, 8)) Sq = fz_pick(r, 2) ? T : T + 1;
   else if (fz_pick(r, 2)) Sq = 1;
+  Sq = cap_rows(z, Sq);
   pz_batch c;
   make_batch(z, r, &c, 0, Sq);
   int32_t kvs[MAXB], qss[MAXB];
