@@ -114,7 +114,10 @@ static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const l
   printf(": O %.2e LSE %.2e H %.2e\n", e, el, eh);
   CHECK(e < tol, "%s O rel err %g >= %g", PN[prec], e, tol);
   CHECK(el < 1e-3, "%s LSE max err %g", PN[prec], el);
-  CHECK(eh < 1e-3, "%s entropy max err %g", PN[prec], eh);
+  /* the FP8 wgmma path's entropy carries P^'s rounding as its O does
+   * (fp8_wgmma_tol): H200, causal with positions, 1.02e-3 */
+  const double th = fp8_wgmma_tol(prec, s->D, pasa || ap.score_f16, 1e-3) > 1e-3 ? 2e-3 : 1e-3;
+  CHECK(eh < th, "%s entropy max err %g", PN[prec], eh);
   if (k > 0) {
     CHECK(memcmp(p.sel.h.data, r.sel.h.data, p.sel.bytes) == 0, "THRIFT selection differs from ref");
   }
