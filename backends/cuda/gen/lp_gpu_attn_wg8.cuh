@@ -386,14 +386,16 @@ static inline bool gpu_tmap8(CUtensorMap *m, const void *x, const int64_t dim[4]
              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-/* Launches K (a D = 128 _wgl_fp8 entry) for call a over its FP8 codes (Q,
- * K: [B][H][rows][D]; V: [B][Hkv][D][Sp]) if the maps can be made. */
+/* Launches K (configuration gpu_wg8_cfg<D>) for call a over its FP8 codes:
+ * Q and K ([B][H][rows][D]) at byte strides sq / sk (s, h, b), V^T codes
+ * in vq ([B][Hkv][D][Sp]); false where a map cannot be made (a stride that
+ * is not a multiple of 16 bytes). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+static bool gpu_wg8_go(const lp_gpu_attn_args *a, const int64_t sq[3], const int64_t sk[3], cudaStream_t stream,
+                       lpattn_status *st) {
   typedef gpu_wg8_cfg<D> C;
-  const int64_t qr = a->qq.rows, kr = a->kq.rows, sp = (a->vq.rows + 63) / 64 * 64;
-  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, sq[3] = {D, qr * D, a->Hq * qr * D};
-  const int64_t dk[4] = {D, a->Skv, a->Hkv, a->B}, sk[3] = {D, kr * D, a->Hkv * kr * D};
+  const int64_t sp = (a->vq.rows + 63) / 64 * 64;
+  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, dk[4] = {D, a->Skv, a->Hkv, a->B};
   const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
   gpu_tmaps tm;
   if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
@@ -401,26 +403,24 @@ static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpatt
     return false;
   return gpu_wg_go<K, C>(a, tm, stream, st);
 }
-/* Launches K (the D = 128 _wg8s entry, static-scale FP8) for call a: Q and
- * K codes at byte strides q8s / k8s (the caller's E4M3 tensors or the
- * cast's), V^T codes in vq; false where a map cannot be made (a stride
- * that is not a multiple of 16 bytes). */
+/* A D = 128 _wgl_fp8 entry over the quantize passes' contiguous codes. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  const int64_t qr = a->qq.rows, kr = a->kq.rows;
+  const int64_t sq[3] = {D, qr * D, a->Hq * qr * D}, sk[3] = {D, kr * D, a->Hkv * kr * D};
+  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
+}
+/* The D = 128 _wg8s entry (static-scale FP8): Q and K codes at byte strides
+ * q8s / k8s (b, h, s: the caller's E4M3 tensors or the cast's). */
 template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
 static bool gpu_wg8s_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  typedef gpu_wg8_cfg<D> C;
-  const int64_t sp = (a->vq.rows + 63) / 64 * 64;
   /* an extent-1 axis's stride is never used: the contiguous one */
   auto pick = [](int64_t s, int64_t n, int64_t dense) { return n > 1 ? s : dense; };
   const int64_t sq2 = pick(a->q8s[2], a->Sq, D), sq1 = pick(a->q8s[1], a->Hq, sq2 * a->Sq);
   const int64_t sk2 = pick(a->k8s[2], a->Skv, D), sk1 = pick(a->k8s[1], a->Hkv, sk2 * a->Skv);
-  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, sq[3] = {sq2, sq1, pick(a->q8s[0], a->B, sq1 * a->Hq)};
-  const int64_t dk[4] = {D, a->Skv, a->Hkv, a->B}, sk[3] = {sk2, sk1, pick(a->k8s[0], a->B, sk1 * a->Hkv)};
-  const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
-  gpu_tmaps tm;
-  if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
-      !gpu_tmap8(&tm.v, a->vq.codes, dv, sv, C::BK, D))
-    return false;
-  return gpu_wg_go<K, C>(a, tm, stream, st);
+  const int64_t sq[3] = {sq2, sq1, pick(a->q8s[0], a->B, sq1 * a->Hq)};
+  const int64_t sk[3] = {sk2, sk1, pick(a->k8s[0], a->B, sk1 * a->Hkv)};
+  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
 }
 } // namespace lpattn_cuda
 #endif
