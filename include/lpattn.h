@@ -326,8 +326,9 @@ typedef struct {
    * precision, or leaky/pasa/score_f16 with FP8_STATIC: INVALID_ARGUMENT;
    * E4M3 q/k/v with another precision: BAD_DTYPE. Host backends reject a
    * descale that is not finite and > 0 (INVALID_ARGUMENT, naming it and its
-   * [b, h]); GPU backends check shape and dtype only: there a non-finite or
-   * non-positive descale makes that head's rows NaN. The backward answers
+   * [b, h]); GPU backends check shape and dtype only (descales are device
+   * memory): there a non-finite or non-positive descale gives that head's
+   * rows unspecified values. CUDA takes block_k = 64. The backward answers
    * UNSUPPORTED; KV caches and paged pools have no FP8_STATIC format yet
    * (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
   lpattn_tensor q_descale, k_descale, v_descale;

@@ -118,12 +118,9 @@ HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
 #if HWY_TARGET == HWY_SCALAR
   for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, i0 + (uint64_t)e);
 #else
-  const DSU du;
+  const DSU du;  // at most 16 lanes (a capped tag): the buffers below
   const int64_t N = (int64_t)hs::Lanes(du);
-  if (N > 16) {  // the buffers below hold 16 lanes (SVE wider than 512 bits: one by one)
-    for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, i0 + (uint64_t)e);
-    return;
-  }
+  if (n <= 0) return;  // (i0 + n - 1 below)
   alignas(64) uint32_t lo[16], hi[16];
   alignas(64) float w[16][16];  // w[k][l]: element k of lane l's block
   const uint64_t first = i0 >> 4, last = (i0 + (uint64_t)n - 1) >> 4;  // counters

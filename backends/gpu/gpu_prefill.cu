@@ -36,7 +36,11 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "static FP8 (precision FP8_STATIC) needs the sm_90a kernels at "
                    "D = 128 on CUDA (this call: D = %d, compute capability %d.%d)", D, im->cc / 10, im->cc % 10);
   }
-  const bool codes_in = pr->q->dtype == LPATTN_E4M3;
+  if (pr->Bk != 64)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "static FP8 on " GPU_NAME " takes block_k = 64 (this call: %d)", pr->Bk);
+  /* E4M3 Q and K go to the kernel's TMA as they are when each row's codes
+   * are contiguous; other strides (and 16-bit inputs) through the cast */
+  const bool codes_in = pr->q->dtype == LPATTN_E4M3 && pr->q->stride[3] == 1 && pr->k->stride[3] == 1;
   const int64_t Sp = ((int64_t)Skv + 63) / 64 * 64;
   gpu_carve c = {0};
   const size_t v_at = carve(&c, (size_t)B * Hkv * D * Sp);
@@ -90,7 +94,7 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
   const lpattn_status st = fn(&a, im->stream);
   if (st == LPATTN_ERR_UNSUPPORTED)
     return lp_fail(st, "static FP8 (precision FP8_STATIC): the sm_90a kernel could not take this call "
-                   "(E4M3 strides must be multiples of 16 bytes)");
+                   "(no sm_90a image of it, or E4M3 row strides that are not multiples of 16 bytes)");
   if (st != LPATTN_OK) return st;
   gpu_nan_cols_args n;
   memset(&n, 0, sizeof n);

@@ -167,7 +167,8 @@ lpattn_status gpu_dequant_cols(const lp_gpu_qview *q, int fmt, int64_t BH, int S
 __global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
   __shared__ uint8_t tile[64][65];
   const int s0 = blockIdx.x * 64, d0 = blockIdx.y * 64;
-  const int64_t bh = blockIdx.z, b = bh / a.H, h = bh % a.H;
+  for (int64_t bh = blockIdx.z; bh < (int64_t)a.B * a.H; bh += gridDim.z) { /* B H may pass gridDim.z's limit */
+  const int64_t b = bh / a.H, h = bh % a.H;
   const float ds = a.desc ? a.desc[b * a.sd[0] + h / a.G * a.sd[1]] : 1.0f;
   for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
     const int s = s0 + i / 64, d = d0 + i % 64;
@@ -190,6 +191,8 @@ __global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
     } else if (d0 + r < a.D && s0 + c < a.rows) {
       a.codes[(bh * a.D + d0 + r) * a.rows + s0 + c] = tile[c][r];
     }
+  }
+  __syncthreads(); /* the tile is refilled for the next bh */
   }
 }
 
@@ -221,7 +224,8 @@ lpattn_status gpu_nan_cols(const gpu_nan_cols_args *a, cudaStream_t st) {
 lpattn_status gpu_cast_e4m3(const gpu_cast8_args *a, cudaStream_t st) {
   const int64_t n = a->transpose ? a->rows : a->S;
   if ((int64_t)a->B * a->H * n * a->D == 0) return LPATTN_OK;
-  const dim3 grid((unsigned)((n + 63) / 64), (unsigned)((a->D + 63) / 64), (unsigned)(a->B * a->H));
+  const int64_t bh = (int64_t)a->B * a->H;
+  const dim3 grid((unsigned)((n + 63) / 64), (unsigned)((a->D + 63) / 64), (unsigned)(bh < 65535 ? bh : 65535));
   gpu_cast8_kernel<<<grid, 256, 0, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
