@@ -138,6 +138,25 @@ static int run_shape(lpattn_ctx *ctx, const shape *s) {
   CHECK(lpattn_attention(ctx, &tq, &tk, &tv, &o8.d, &p, NULL) == LPATTN_OK, "%s", "");
   ct_down(&o8);
   CHECK(memcmp(o.h.data, o8.h.data, o.bytes) == 0, "%s", "");
+  /* Q codes every other byte (stride[3] = 2: not a TMA row): the same bits */
+  {
+    const size_t nq = (size_t)s->B * s->Hq * s->Sq * D;
+    uint8_t *t2 = calloc(2 * nq, 1);
+    for (size_t i = 0; i < nq; i++) t2[2 * i] = q8[i];
+    void *m2 = ht_dalloc(2 * nq);
+    ht_up(m2, t2, 2 * nq);
+    lpattn_tensor tq2 = lpattn_tensor_4d(m2, LPATTN_E4M3, s->B, s->Hq, s->Sq, D);
+    for (int i = 0; i < 4; i++) tq2.stride[i] *= 2;
+    ct_poison(&o8);
+    CHECK(lpattn_attention(ctx, &tq2, &tk, &tv, &o8.d, &p, NULL) == LPATTN_OK, "%s", "");
+    ct_down(&o8);
+    CHECK(memcmp(o.h.data, o8.h.data, o.bytes) == 0, "%s", "strided E4M3 q differs");
+    free(t2), ht_dfree(m2);
+  }
+  /* the kernel's SPEC tiles are 64 keys: another block_k is refused, not ignored */
+  p.block_k = 128;
+  CHECK_STATUS(lpattn_attention(ctx, &tq, &tk, &tv, &o8.d, &p, NULL), LPATTN_ERR_UNSUPPORTED);
+  p.block_k = 64;
   /* causal: keys after row t changed -> rows < t - off bitwise the same */
   if (s->causal) {
     const int t = s->Skv / 2, off = s->Skv - s->Sq;
