@@ -182,11 +182,12 @@ static lpattn_status resolve_positions(const lpattn_attn_params *p, lpattn_attn_
 }
 
 /* Validates a prefill call and resolves it into *pr (its optional outputs
- * live in *aux). Shared by lpattn_attention and lpattn_attention_backward. */
+ * live in *aux). Shared by lpattn_attention and lpattn_attention_backward
+ * (whose out is an input: out_written = 0, a broadcast view is fine). */
 lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
                                    const lpattn_tensor *v, const lpattn_tensor *out,
                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
-                                   lpattn_attn_problem *prp, lpattn_attn_aux *auxp) {
+                                   lpattn_attn_problem *prp, lpattn_attn_aux *auxp, int out_written) {
   if (!ctx || !q || !k || !v || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !q ? "q" : !k ? "k" : !v ? "v" : "out");
   lpattn_attn_params p;
@@ -195,7 +196,7 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
   LP_TRY_ARG("q", lp_check_view(q, 0));
   LP_TRY_ARG("k", lp_check_view(k, 0));
   LP_TRY_ARG("v", lp_check_view(v, 0));
-  LP_TRY_ARG("out", lp_check_view(out, 1));
+  LP_TRY_ARG("out", lp_check_view(out, out_written));
   LP_TRY(lp_check_qkv_dtypes(&p, q, k, v)); /* f32/f16/bf16, or E4M3 under FP8_STATIC */
   if (!is_float_io(out->dtype)) return lp_dtype_fail("out", out->dtype, "F32, F16 or BF16");
   lpattn_attn_problem pr;
@@ -240,7 +241,7 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
   lp_err_clear();
   lpattn_attn_problem pr;
   lpattn_attn_aux aux;
-  LP_TRY(lp_resolve_attention(ctx, q, k, v, out, params, aux_in, &pr, &aux));
+  LP_TRY(lp_resolve_attention(ctx, q, k, v, out, params, aux_in, &pr, &aux, 1));
   return lp_err_backend(ctx->vt->attention(ctx, &pr), ctx, "attention");
 }
 

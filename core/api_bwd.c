@@ -103,7 +103,7 @@ lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn_tensor *q,
   aux_in.lse = *lse;
   lpattn_bwd_problem pr;
   memset(&pr, 0, sizeof pr);
-  LP_TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux));
+  LP_TRY(lp_resolve_attention(ctx, q, k, v, out, params, &aux_in, &pr.f, &aux, 0));
   if (!pr.f.lse) return lp_fail(LPATTN_ERR_NULL_POINTER, "lse.data is NULL (the forward's LSE is required)");
   if (pr.f.precision == LPATTN_PREC_FP8_STATIC)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the backward has no static FP8 yet");

@@ -164,7 +164,7 @@ int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qb
 lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
                                    const lpattn_tensor *v, const lpattn_tensor *out,
                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
-                                   lpattn_attn_problem *pr, lpattn_attn_aux *aux);
+                                   lpattn_attn_problem *pr, lpattn_attn_aux *aux, int out_written);
 lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src);
 lpattn_status lp_scan_finite(const lpattn_tensor *t);
 /* Head dims every backend takes (SEMANTICS "Head dimensions"). */

@@ -58,6 +58,11 @@ sanitize() {
   meson test -C "$B/cuda" --suite cuda --no-rebuild --print-errorlogs --num-processes 1 \
     --timeout-multiplier 0 --wrapper "compute-sanitizer --tool $tool --error-exitcode 99 \
     --report-api-errors no --print-limit 50" ${LPATTN_SANITIZE_TESTS:-}
+  local rc=$?
+  # every test's own output (the sanitizer's ERROR SUMMARY lines) to $OUT
+  cp "$B/cuda/meson-logs/testlog-compute-sanitizer.txt" "$OUT/$tool-testlog.txt" 2>/dev/null
+  grep -h "ERROR SUMMARY" "$OUT/$tool-testlog.txt" | sort | uniq -c
+  return $rc
 }
 run build build || { log "build failed"; exit 1; }
 LIB=$(ls "$B"/cuda/liblpattn.so* | head -1)

@@ -3,7 +3,9 @@
  *      INT64_MAX: dq and dk that share memory are BAD_STRIDE (the check's
  *      arithmetic overflowed int64 and let them through); disjoint ones pass.
  *   8: a failed lpattn_*_create sets *out to NULL (lpattn.h "Conventions"),
- *      whichever argument failed. */
+ *      whichever argument failed.
+ * and: the backward's out is an input, so a broadcast (stride 0) view of it is
+ *      taken, as for q, k, v (it was checked as an output: BAD_STRIDE). */
 #include <stdint.h>
 #include <string.h>
 
@@ -47,6 +49,18 @@ static void test_overlap_overflow(lpattn_ctx *ctx) {
     CHECK_STATUS(bwd_big(ctx, buf, N, 0, big), LPATTN_OK);
     CHECK_STATUS(bwd_big(ctx, buf, N, 2 * N, big), LPATTN_OK);
   }
+}
+
+static void test_broadcast_out(lpattn_ctx *ctx) {
+  static float q[N], k[N], v[N], o[N], lse[S], dout[N], dq[N], dk[N], dv[N];
+  for (int i = 0; i < N; i++) q[i] = k[i] = v[i] = dout[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
+  lpattn_tensor tq = view(q, 1, 1, S, D), tk = view(k, 1, 1, S, D), tv = view(v, 1, 1, S, D);
+  lpattn_tensor to = view(o, 1, 1, S, D), tl = view(lse, 1, 1, S, 1), td = view(dout, 1, 1, S, D);
+  to.stride[2] = 0; /* every row of out is row 0 */
+  lpattn_attn_grads g;
+  lpattn_attn_grads_init(&g);
+  g.dq = view(dq, 1, 1, S, D), g.dk = view(dk, 1, 1, S, D), g.dv = view(dv, 1, 1, S, D);
+  CHECK_STATUS(lpattn_attention_backward(ctx, &tq, &tk, &tv, &to, &tl, &td, NULL, &g), LPATTN_OK);
 }
 
 static void test_create_out(void) {
@@ -97,7 +111,7 @@ static void test_create_out(void) {
 int main(void) {
   lpattn_ctx *ctx = NULL;
   CHECK_STATUS(lpattn_create(LPATTN_BACKEND_REF, NULL, &ctx), LPATTN_OK);
-  if (ctx) test_overlap_overflow(ctx);
+  if (ctx) test_overlap_overflow(ctx), test_broadcast_out(ctx);
   lpattn_free(ctx);
   test_create_out();
   return test_finish();

@@ -71,7 +71,7 @@ static lpattn_status fwd_bwd(lpattn_ctx *ctx, prob *p, const lpattn_attn_params 
   lpattn_attn_aux_init(&in);
   in.lse = w.lse;
   lpattn_bwd_problem bp;
-  st = lp_resolve_attention(ctx, &w.q, &w.k, &w.v, &w.o, ap, &in, &bp.f, &aux);
+  st = lp_resolve_attention(ctx, &w.q, &w.k, &w.v, &w.o, ap, &in, &bp.f, &aux, 0);
   if (st != LPATTN_OK) return st;
   bp.dout = &w.dout, bp.dq = &w.g.dq, bp.dk = &w.g.dk, bp.dv = &w.g.dv, bp.seed = seed;
   return ref_backward_opts(&bp, quantize);
