@@ -153,6 +153,8 @@ struct lpattn_kv_pool {
 
 /* Validation helpers of core/validate.c shared with core/api_kv.c. */
 lpattn_status lp_check_view(const lpattn_tensor *t, int want_output);
+/* Bytes of one element of t (E2M1: 1, two codes a byte; core/validate.c). */
+size_t lp_dtype_bytes(lpattn_dtype t);
 /* Host backends' tile plan (core/thrift.c, SEMANTICS "Tiles and their
  * precision"). lp_tile_means: kbar[j * D ..] = mean of KV tile j of K
  * ([Skv x D] f32). lp_tile_plan: kind and mode of every KV tile for query

@@ -9,7 +9,7 @@
 #include "formats.h"
 #include "internal.h"
 
-static size_t dtype_bytes(lpattn_dtype t) {
+size_t lp_dtype_bytes(lpattn_dtype t) {
   switch (t) {
     case LPATTN_F32: case LPATTN_I32: return 4;
     case LPATTN_F16: case LPATTN_BF16: return 2;
@@ -79,7 +79,7 @@ lpattn_status lp_check_view(const lpattn_tensor *t, int want_output) {
                      (long long)t->stride[i]);
     span += (t->shape[i] - 1) * t->stride[i];
   }
-  if ((uint64_t)span >= (uint64_t)(SIZE_MAX / dtype_bytes(t->dtype)) - 1)
+  if ((uint64_t)span >= (uint64_t)(SIZE_MAX / lp_dtype_bytes(t->dtype)) - 1)
     return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, ": largest offset %lld overflows size_t bytes",
                    (long long)span);
   return want_output ? check_disjoint(t) : LPATTN_OK;

@@ -394,6 +394,43 @@ LPATTN_API lpattn_status lpattn_attention_backward(lpattn_ctx *ctx, const lpattn
                                                    const lpattn_attn_params *params,
                                                    const lpattn_attn_grads *grads);
 
+/* ---- ragged batches (varlen) -------------------------------------------- */
+/* FlashAttention's varlen convention (flash_attn_varlen_func): n sequences
+ * of their own lengths packed along the sequence axis. q [1, Hq, total_q, D],
+ * k and v [1, Hkv, total_k, D], out like q (packed [total, H, D] arrays are
+ * BSHD views with B = 1, through strides, as for lpattn_attention).
+ * cu_seqlens_q, cu_seqlens_k: I32 [n + 1] as {1, 1, 1, n + 1} (any stride):
+ * 0, then the cumulative lengths, never decreasing, the last equal to
+ * total_q / total_k; both have n + 1 entries. Sequence b's queries are rows
+ * [cu_q[b], cu_q[b + 1]), its keys [cu_k[b], cu_k[b + 1]); it attends only
+ * to its own keys (causal: bottom-right aligned per sequence), GQA as in
+ * lpattn_attention. The result is lpattn_attention's on each sequence's
+ * slices, bitwise: tiles start at each sequence's first query and key, so
+ * no tile or quantization group spans two sequences, and THRIFT's k follows
+ * from each sequence's own key count (docs/SEMANTICS.md "Ragged batches").
+ * A sequence without queries is skipped; one with queries but no keys is
+ * INVALID_ARGUMENT (lpattn_attention has no empty K either).
+ * cu_seqlens are host memory on every backend, GPU backends included
+ * (FlashAttention's are device tensors): the call slices the batch on the
+ * host, one launch per sequence, and reading device memory would make every
+ * call wait for its stream (and could not be captured in a CUDA graph;
+ * captured, a call replays the lengths it was captured with).
+ * params as lpattn_attention's, except: positions, q_start and kv_start
+ * are INVALID_ARGUMENT (each sequence is bottom-right aligned); FP8_STATIC
+ * descales are f32 [n, Hkv] as {1, 1, n, Hkv}, one row per sequence.
+ * aux: lse and entropy f32 [1, Hq, total_q, 1]; selection INVALID_ARGUMENT
+ * (its k differs per sequence). Every sequence's call is validated before
+ * the first one runs: a call that fails validation writes nothing; a
+ * backend failure (OUT_OF_MEMORY, BACKEND) can leave the rows of the
+ * sequences before it written. */
+LPATTN_API lpattn_status lpattn_attention_varlen(lpattn_ctx *ctx, const lpattn_tensor *q,
+                                                 const lpattn_tensor *k, const lpattn_tensor *v,
+                                                 const lpattn_tensor *out,
+                                                 const lpattn_tensor *cu_seqlens_q,
+                                                 const lpattn_tensor *cu_seqlens_k,
+                                                 const lpattn_attn_params *params,
+                                                 const lpattn_attn_aux *aux);
+
 /* ---- decode against a quantized KV cache -------------------------------- */
 /* The cache holds `num_seqs` independent sequences of up to `max_tokens`
  * tokens. Tokens are grouped in tiles of `tile` keys: a completed tile is
