@@ -7,6 +7,7 @@ Failures raise LpattnError with the C status and a precise detail.
     import lpattn
     out = lpattn.attention(q, k, v, causal=True)   # exact ("high") by default
     out, lse = lpattn.attention(q, k, v, causal=True, precision="nvfp4", return_lse=True)
+    out = lpattn.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)  # ragged
 
 Serving: lpattn.KVPool (the paged pool; its precision is a required
 argument) and lpattn.serving (FlashInfer-style page tables).
@@ -18,12 +19,13 @@ from ._api import (QuantizedTensor, attention, attention_backward, dequantize, m
                    quantize, thrift_k)
 from ._context import available_backends
 from ._kv import KVPool, pool_bytes
+from ._varlen import attention_varlen
 from .errors import LpattnError, UnsupportedError
 
 __version__ = _lib.lib.lpattn_version_string().decode()
 library_path = _lib.path
 
-__all__ = ["attention", "attention_backward", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
+__all__ = ["attention", "attention_varlen", "attention_backward", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
            "pasa_beta", "KVPool", "pool_bytes", "LpattnError", "UnsupportedError",
            "available_backends", "last_error", "__version__"]
 

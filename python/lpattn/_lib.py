@@ -135,6 +135,7 @@ _protos = {
     "lpattn_attn_aux_init": (None, [_P(AttnAux)]),
     "lpattn_attention": (_st, [_ctx, _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(AttnParams), _P(AttnAux)]),
+    "lpattn_attention_varlen": (_st, [_ctx] + [_P(Tensor)] * 6 + [_P(AttnParams), _P(AttnAux)]),
     "lpattn_merge_states": (_st, [_ctx] + [_P(Tensor)] * 9),
     "lpattn_attn_grads_init": (None, [_P(AttnGrads)]),
     "lpattn_attention_backward": (_st, [_ctx] + [_P(Tensor)] * 6 + [_P(AttnParams), _P(AttnGrads)]),

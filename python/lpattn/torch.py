@@ -16,9 +16,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import _api, _kv, _lib
+from . import _api, _kv, _lib, _varlen
 
-__all__ = ["attention", "merge_states", "quantize", "dequantize", "kv_append", "paged_decode",
+__all__ = ["attention", "attention_varlen", "merge_states", "quantize", "dequantize", "kv_append", "paged_decode",
            "scaled_dot_product_attention", "sdpa_unsupported_reason", "BACKWARD_MESSAGE"]
 
 BACKWARD_MESSAGE = ("lpattn's backward needs the forward's LSE: call lpattn.torch.attention with "
@@ -134,6 +134,46 @@ def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scal
         bool(mx_scale_round_up))
     rest = ([lse] if return_lse else []) + ([ent] if return_entropy else [])
     return (out, *rest) if rest else out
+
+
+@torch.library.custom_op("lpattn::attention_varlen", mutates_args=())
+def _attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
+                      cu_seqlens_k: Tensor, causal: bool, precision: str, sm_scale: float,
+                      thrift_budget: float, thrift_k: int, thrift_low: str, return_lse: bool,
+                      backend: str) -> tuple[Tensor, Tensor]:
+    res = _varlen.attention_varlen(q.detach(), k.detach(), v.detach(), cu_seqlens_q,
+                                   cu_seqlens_k, causal=causal, precision=precision,
+                                   sm_scale=_opt(sm_scale), thrift_budget=_opt(thrift_budget),
+                                   thrift_k=_opt(thrift_k), thrift_low=thrift_low,
+                                   return_lse=return_lse, backend=backend)
+    return res if return_lse else (res, q.new_empty((0,), dtype=torch.float32))
+
+
+@_attention_varlen.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, precision, sm_scale, thrift_budget, thrift_k,
+      thrift_low, return_lse, backend):
+    shape = (q.shape[1], q.shape[0]) if return_lse else (0,)
+    return torch.empty_like(q), q.new_empty(shape, dtype=torch.float32)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                     *, causal=False, precision="high", sm_scale=None, thrift_budget=None,
+                     thrift_k=None, thrift_low="nvfp4", return_lse=False, backend="auto"):
+    """lpattn.attention_varlen as the op torch.ops.lpattn.attention_varlen
+    (forward only): q [total_q, Hq, D], k/v [total_k, Hkv, D], cu_seqlens
+    int32/int64 [n + 1] (read on the host: a CUDA tensor costs a copy and a
+    synchronization). Returns out, or (out, lse [Hq, total_q])."""
+    _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
+    if thrift_k is not None:
+        _api._int("thrift_k", thrift_k)
+    for name, m, cu in (("max_seqlen_q", max_seqlen_q, cu_seqlens_q),
+                        ("max_seqlen_k", max_seqlen_k, cu_seqlens_k)):
+        if m is not None and not torch.compiler.is_compiling():
+            _varlen._check_max(name, m, cu.tolist())
+    out, lse = torch.ops.lpattn.attention_varlen(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, precision, float(sm_scale or 0.0),
+        float(thrift_budget or 0.0), int(thrift_k or 0), thrift_low, return_lse, backend)
+    return (out, lse) if return_lse else out
 
 
 # ---- merge, quantize ------------------------------------------------------------
