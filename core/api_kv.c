@@ -376,11 +376,24 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                   const lpattn_tensor *out, const lpattn_attn_params *params,
                                   const lpattn_attn_aux *aux_in) {
   lp_err_clear();
+  lpattn_kv_batch b;
+  lpattn_attn_aux aux;
+  lpattn_attn_problem pr;
+  LP_TRY(lp_paged_decode_check(ctx, pool, batch, q, out, params, aux_in, 1, &b, &aux, &pr));
+  return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &b, &pr), ctx, "paged_decode");
+}
+
+lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                    const lpattn_tensor *q, const lpattn_tensor *out,
+                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                    int values, lpattn_kv_batch *bp, lpattn_attn_aux *auxp,
+                                    lpattn_attn_problem *prp) {
   if (!ctx || !pool || !batch || !q || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !q ? "q" : "out");
   LP_TRY(check_pool(ctx, pool));
   lpattn_kv_batch b;
   LP_TRY(take_batch(batch, &b));
+  *bp = b;
   LP_TRY_ARG("q", lp_check_view(q, 0));
   LP_TRY_ARG("out", lp_check_view(out, 1));
   if (!is_float_io(q->dtype) || !is_float_io(out->dtype))
@@ -401,17 +414,16 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   if (b.max_length < Sq)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.max_length = %lld is less than q.shape[2] = %lld",
                    (long long)b.max_length, (long long)Sq);
-  lpattn_attn_problem pr;
-  lpattn_attn_aux aux;
+  lpattn_attn_problem *pr = prp;
   int check_finite;
-  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, &aux, &pr,
-                        &check_finite));
-  pr.q = q, pr.out = out;
-  if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 0, 0, Sq));
-  LP_TRY(check_positions(ctx, pool, &b, Sq));
+  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, auxp, pr,
+                           &check_finite));
+  pr->q = q, pr->out = out;
+  if (host(ctx) && values) LP_TRY(check_host_batch(pool, &b, 0, 0, Sq));
+  if (values || !host(ctx)) LP_TRY(check_positions(ctx, pool, &b, Sq));
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
-  if (check_finite) {
+  if (check_finite && values) {
     LP_TRY_ARG("q", lp_scan_finite(q));
     lp_kv_layout L;
     lp_kv_layout_init(&L, pp);
@@ -422,5 +434,5 @@ lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   }
   if (!ctx->vt->paged_decode)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged decode", lpattn_backend_name(ctx->kind));
-  return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &b, &pr), ctx, "paged_decode");
+  return LPATTN_OK;
 }

@@ -109,6 +109,16 @@ typedef struct {
   lpattn_status (*ids_alloc)(lpattn_ctx *ctx, const int32_t *host, size_t n, int32_t **out);
   void (*ids_free)(lpattn_ctx *ctx, int32_t *p);
   lpattn_status (*ids_add)(lpattn_ctx *ctx, int32_t *p, int32_t n);
+  /* Paged decode plans (core/api_plan.c; NULL: a run takes lpattn_paged_decode's
+   * path, as on host backends). decode_plan does the host work of a batch
+   * layout once (launch geometry, its own workspace) into *state; decode_run
+   * enqueues that launch on the context's current stream with new q/out
+   * pointers and nothing else (graph-capturable); decode_plan_free releases
+   * the state (called while the backend is alive). */
+  lpattn_status (*decode_plan)(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                               const lpattn_attn_problem *pr, void **state);
+  lpattn_status (*decode_run)(lpattn_ctx *ctx, void *state, const void *q, void *out);
+  void (*decode_plan_free)(lpattn_ctx *ctx, void *state);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls
@@ -178,6 +188,15 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
                                 const lpattn_kv_pool_params *sp, int64_t B, int64_t Sq,
                                 int64_t max_len, lpattn_attn_aux *aux, lpattn_attn_problem *pr,
                                 int *check_finite);
+/* lpattn_paged_decode's checks (core/api_kv.c): into b, aux and pr (pr->q,
+ * out, lse, entropy point at q, out and *aux). values = 0 leaves out what
+ * reads the batch's ids, lengths and q's values on host backends (a plan's
+ * runs check them). */
+lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                    const lpattn_tensor *q, const lpattn_tensor *out,
+                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                    int values, lpattn_kv_batch *b, lpattn_attn_aux *aux,
+                                    lpattn_attn_problem *pr);
 /* Host caches (core/kvcache.c): LPATTN_ERR_NONFINITE when append recorded a
  * non-finite K/V/Q in any sequence; OK for other caches. */
 lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *cache);

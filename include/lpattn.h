@@ -640,6 +640,40 @@ LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *po
                                              const lpattn_attn_params *params,
                                              const lpattn_attn_aux *aux);
 
+/* ---- decode plans: a decode step without host work ---------------------- */
+/* A plan binds one batch layout of lpattn_paged_decode: the pool, the batch
+ * (its tensors' memory and num_seqs, max_length; the caller may rewrite the
+ * ids' and lengths' contents between runs), q's and out's shapes, dtypes and
+ * strides, params and aux (lse/entropy views bound as given). Making it does
+ * lpattn_paged_decode's host work once: validation (ids and lengths
+ * excepted: they are read at each run), parameter resolution, launch
+ * geometry and, on GPU backends, a workspace of the plan's own, sized by
+ * num_seqs and max_length. A plan answers what lpattn_paged_decode answers
+ * for the same arguments, bitwise.
+ *
+ * lpattn_decode_plan_run(plan, q, out): q and out are data pointers of views
+ * with the plan's shapes, dtypes and strides (NULL: the plan's own). GPU
+ * backends only enqueue the plan's kernels on the context's current stream:
+ * no allocation, no synchronization, no host<->device copy, so a run can be
+ * captured in a CUDA graph, whose replays read the ids, lengths and q then.
+ * A q or out whose address is aligned differently from the plan's (mod 16)
+ * -> INVALID_ARGUMENT. Host backends check the ids and lengths at each run
+ * (lpattn_paged_decode's path). Make plans outside graph capture (GPU: the
+ * workspace is allocated then). A plan is used with its context's thread;
+ * its pool must outlive it (lpattn_kv_pool_free of the pool first ->
+ * undefined); after lpattn_free of its context a run answers
+ * INVALID_ARGUMENT. Free it with lpattn_decode_plan_free (NULL-safe). */
+typedef struct lpattn_decode_plan lpattn_decode_plan;
+
+LPATTN_API lpattn_status lpattn_paged_decode_plan(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                                  const lpattn_kv_batch *batch,
+                                                  const lpattn_tensor *q, const lpattn_tensor *out,
+                                                  const lpattn_attn_params *params,
+                                                  const lpattn_attn_aux *aux,
+                                                  lpattn_decode_plan **plan);
+LPATTN_API lpattn_status lpattn_decode_plan_run(lpattn_decode_plan *plan, const void *q, void *out);
+LPATTN_API void lpattn_decode_plan_free(lpattn_decode_plan *plan);
+
 /* ---- merging partial states (SPEC 7) ------------------------------------ */
 /* (o_a, lse_a, h_a) and (o_b, lse_b, h_b) over disjoint key sets ->
  * (o, lse, h). o_*: [B, H, S, D] f32/f16/bf16; lse_*, h_*: f32 [B, H, S, 1];

@@ -287,6 +287,9 @@ const lpattn_backend_vtable kCpuVtable = {
     nullptr,  // ids_alloc: host backend (core/kvcache.c keeps its ids in host memory)
     nullptr,  // ids_free
     nullptr,  // ids_add
+    nullptr,  // decode_plan: a plan's run takes lpattn_paged_decode's path (core/api_plan.c)
+    nullptr,  // decode_run
+    nullptr,  // decode_plan_free
 };
 }  // namespace
 

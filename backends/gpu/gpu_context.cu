@@ -79,11 +79,23 @@ static int gpu_host_memory(void) { return 0; }
 
 /* lpattn_set_stream: later work on the new stream waits (on the device, not
  * the host) for the work queued on the old one, which may still use the
- * workspace and the pools. */
+ * workspace and the pools. Not across a graph capture's edge: a capturing
+ * stream may not wait on an event recorded outside its capture (that
+ * invalidates the capture, cudaErrorStreamCaptureInvalidated), nor may an
+ * outside stream wait on a captured event. Whoever begins a capture orders
+ * it after earlier work (torch.cuda.graph synchronizes the device first);
+ * a replay is ordered by the stream it is launched on. */
 static lpattn_status gpu_set_stream(lpattn_ctx *ctx, void *stream) {
   gpu_impl *im = impl_of(ctx);
   if ((cudaStream_t)stream == im->stream) return LPATTN_OK;
   CK(cudaSetDevice(im->device));
+  cudaStreamCaptureStatus cap_old = cudaStreamCaptureStatusNone, cap_new = cudaStreamCaptureStatusNone;
+  CK(cudaStreamIsCapturing(im->stream, &cap_old));
+  CK(cudaStreamIsCapturing((cudaStream_t)stream, &cap_new));
+  if (cap_old != cudaStreamCaptureStatusNone || cap_new != cudaStreamCaptureStatusNone) {
+    im->stream = (cudaStream_t)stream;
+    return LPATTN_OK;
+  }
   cudaEvent_t ev;
   CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   const int ok = cudaEventRecord(ev, im->stream) == cudaSuccess &&
@@ -119,6 +131,9 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.kv_append = gpu_kv_append;
   gpu_vtable.slot_copy = gpu_slot_copy;
   gpu_vtable.paged_decode = gpu_paged_decode;
+  gpu_vtable.decode_plan = gpu_decode_plan;
+  gpu_vtable.decode_run = gpu_decode_run;
+  gpu_vtable.decode_plan_free = gpu_decode_plan_free;
   gpu_vtable.ids_alloc = gpu_ids_alloc;
   gpu_vtable.ids_free = gpu_ids_free;
   gpu_vtable.ids_add = gpu_ids_add;

@@ -244,18 +244,30 @@ lpattn_status gpu_ids_add(lpattn_ctx *ctx, int32_t *p, int32_t n) {
   return gpu_pool_ids_add(p, n, (cudaStream_t)ctx->params.stream);
 }
 
-lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
-                               const lpattn_attn_problem *pr) {
-  gpu_pool_state *k = on_stream(ctx, pool);
-  const lp_kv_layout *L = &k->L;
+/* One decode launch, all but the stream: what gpu_paged_decode builds per
+ * call and a plan (gpu_decode_plan) keeps. */
+typedef struct {
+  gpu_dec_fn fn;
+  lp_gpu_pdecode_args a;
+  lp_gpu_merge_args m;
+  lp_gpu_quant_args qa; /* HIP, low pools: the queries' quantizer (quant_q) */
+  int quant_q, select;
+  int device;
+  float *ws; /* a plan's own workspace */
+} gpu_decode_call;
+
+/* The call's geometry and the workspace bytes it needs (part: NULL to size
+ * only; else the workspace the pointers are carved from). */
+static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                  const lpattn_attn_problem *pr, float *part, size_t *need_out,
+                                  gpu_decode_call *c) {
+  const lp_kv_layout *L = &pool_of(pool)->L;
   if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
   if (!unit_strides(batch) || pr->score_f16) return LPATTN_ERR_UNSUPPORTED;
   gpu_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
   if (!fn) return LPATTN_ERR_UNSUPPORTED;
   const int ns = batch->num_seqs, Hq = L->Hq, D = L->D, Sq = (int)pr->q->shape[2];
-  if (ns <= 0) return LPATTN_OK;
   if (Sq < 1 || Sq > L->T) return LPATTN_ERR_INVALID_ARGUMENT;
-  CK(cudaSetDevice(k->device));
   const int64_t span = (int64_t)L->T * LP_DECODE_CHUNK_TILES;
   const int shard = batch->kv_start.data != NULL; /* chunks in the sequence's tiles: one more */
   const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1) + shard;
@@ -267,7 +279,62 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   const int64_t maxtiles = (batch->max_length + L->T - 1) / L->T;
   const int words = L->has_qmean ? (int)((maxtiles + 31) / 32 > 0 ? (maxtiles + 31) / 32 : 1) : 0;
   const size_t sbytes = ((size_t)ns * Hq * 2 * words * 4 + 255) / 256 * 256;
-  const size_t need = rows * ((size_t)D + 2) * 4 + qbytes + sbytes;
+  *need_out = rows * ((size_t)D + 2) * 4 + qbytes + sbytes;
+  if (!part) return LPATTN_OK;
+  memset(c, 0, sizeof *c);
+  c->fn = fn;
+  lp_gpu_pdecode_args &a = c->a;
+  a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
+  a.q = pr->q->data;
+  memcpy(a.sq, pr->q->stride, sizeof a.sq);
+  a.Sq = Sq, a.nchunk = nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
+  a.part_o = part, a.part_l = part + rows * D, a.part_h = a.part_l + rows;
+  if (L->has_low && GPU_DECODE_QUANT_Q) { /* the queries quantized once per token (HIP) */
+    uint8_t *qb = (uint8_t *)(a.part_h + rows);
+    const int G = L->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
+    lp_gpu_quant_args &qa = c->qa;
+    qa.x = pr->q->data, qa.dtype = pr->q->dtype;
+    memcpy(qa.sx, pr->q->stride, sizeof qa.sx);
+    qa.B = ns, qa.H = Hq, qa.S = Sq, qa.D = D;
+    qa.format = L->fmt, qa.axis = LPATTN_AXIS_D, qa.tile = 64, qa.mx_round_up = pool->p.mx_scale_round_up;
+    const size_t oo = (qrows * (D + D / G) + 15) / 16 * 16;
+    qa.codes = qb, qa.scales = qb + qrows * D, qa.outer = (float *)(qb + oo);
+    qa.rows = Sq;
+    a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
+    c->quant_q = 1;
+  }
+  if (L->has_qmean) { /* record the queries, select on the device (k from each length) */
+    a.sel = (uint32_t *)((uint8_t *)(a.part_h + rows) + qbytes), a.sel_words = words;
+    a.thrift_k = pr->thrift_k, a.thrift_budget = pr->thrift_budget;
+    a.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
+    c->select = 1;
+  }
+  lp_gpu_merge_args &m = c->m;
+  m.n = nchunk, m.part_o = a.part_o, m.part_l = a.part_l, m.part_h = a.part_h;
+  m.B = ns, m.H = Hq, m.S = Sq, m.D = D;
+  m.out = pr->out->data, m.out_dtype = pr->out->dtype;
+  memcpy(m.sout, pr->out->stride, sizeof m.sout);
+  if (pr->lse) m.lse = (float *)pr->lse->data, memcpy(m.slse, pr->lse->stride, sizeof m.slse);
+  if (pr->entropy) m.ent = (float *)pr->entropy->data, memcpy(m.sent, pr->entropy->stride, sizeof m.sent);
+  return LPATTN_OK;
+}
+
+/* Enqueue the call's kernels on st: nothing else (graph-capturable). */
+static lpattn_status decode_launch(const gpu_decode_call *c, cudaStream_t st) {
+  if (c->quant_q) TRY(gpu_pool_quant_k(&c->qa, st));
+  if (c->select) TRY(gpu_pool_thrift_select(&c->a, st));
+  TRY(c->fn(&c->a, st));
+  return gpu_pool_merge(&c->m, st);
+}
+
+lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                               const lpattn_attn_problem *pr) {
+  gpu_pool_state *k = on_stream(ctx, pool);
+  if (batch->num_seqs <= 0) return LPATTN_OK;
+  size_t need;
+  gpu_decode_call c;
+  TRY(decode_setup(pool, batch, pr, NULL, &need, &c));
+  CK(cudaSetDevice(k->device));
   if (need > k->part_bytes) { /* grows only, stream-ordered; warm it up before graph capture */
     if (k->part) CK(cudaFreeAsync(k->part, k->stream));
     k->part = NULL, k->part_bytes = 0;
@@ -277,44 +344,47 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
     }
     k->part_bytes = need + need / 4;
   }
-  lp_gpu_pdecode_args a;
-  memset(&a, 0, sizeof a);
-  a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
-  a.q = pr->q->data;
-  memcpy(a.sq, pr->q->stride, sizeof a.sq);
-  a.Sq = Sq, a.nchunk = nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
-  a.part_o = k->part, a.part_l = k->part + rows * D, a.part_h = a.part_l + rows;
-  if (L->has_low && GPU_DECODE_QUANT_Q) { /* the queries quantized once per token (HIP) */
-    uint8_t *qb = (uint8_t *)(a.part_h + rows);
-    const int G = L->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
-    lp_gpu_quant_args qa;
-    memset(&qa, 0, sizeof qa);
-    qa.x = pr->q->data, qa.dtype = pr->q->dtype;
-    memcpy(qa.sx, pr->q->stride, sizeof qa.sx);
-    qa.B = ns, qa.H = Hq, qa.S = Sq, qa.D = D;
-    qa.format = L->fmt, qa.axis = LPATTN_AXIS_D, qa.tile = 64, qa.mx_round_up = pool->p.mx_scale_round_up;
-    const size_t oo = (qrows * (D + D / G) + 15) / 16 * 16;
-    qa.codes = qb, qa.scales = qb + qrows * D, qa.outer = (float *)(qb + oo);
-    qa.rows = Sq;
-    TRY(gpu_pool_quant_k(&qa, k->stream));
-    a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
+  TRY(decode_setup(pool, batch, pr, k->part, &need, &c));
+  return decode_launch(&c, k->stream);
+}
+
+/* ---- decode plans (core/api_plan.c): the call above, built once ----------- */
+lpattn_status gpu_decode_plan(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                              const lpattn_attn_problem *pr, void **state) {
+  gpu_pool_state *k = pool_of(pool);
+  size_t need;
+  gpu_decode_call probe;
+  TRY(decode_setup(pool, batch, pr, NULL, &need, &probe));
+  gpu_decode_call *c = (gpu_decode_call *)calloc(1, sizeof *c);
+  if (!c) return LPATTN_ERR_OUT_OF_MEMORY;
+  float *ws = NULL;
+  if (cudaSetDevice(k->device) != cudaSuccess || cudaMalloc((void **)&ws, need ? need : 16) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free(c);
+    return LPATTN_ERR_OUT_OF_MEMORY;
   }
-  if (L->has_qmean) { /* record the queries, select on the device (k from each length) */
-    a.sel = (uint32_t *)((uint8_t *)(a.part_h + rows) + qbytes), a.sel_words = words;
-    a.thrift_k = pr->thrift_k, a.thrift_budget = pr->thrift_budget;
-    a.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
-    TRY(gpu_pool_thrift_select(&a, k->stream));
-  }
-  TRY(fn(&a, k->stream));
-  lp_gpu_merge_args m;
-  memset(&m, 0, sizeof m);
-  m.n = nchunk, m.part_o = a.part_o, m.part_l = a.part_l, m.part_h = a.part_h;
-  m.B = ns, m.H = Hq, m.S = Sq, m.D = D;
-  m.out = pr->out->data, m.out_dtype = pr->out->dtype;
-  memcpy(m.sout, pr->out->stride, sizeof m.sout);
-  if (pr->lse) m.lse = (float *)pr->lse->data, memcpy(m.slse, pr->lse->stride, sizeof m.slse);
-  if (pr->entropy) m.ent = (float *)pr->entropy->data, memcpy(m.sent, pr->entropy->stride, sizeof m.sent);
-  return gpu_pool_merge(&m, k->stream);
+  (void)decode_setup(pool, batch, pr, ws, &need, c);
+  c->ws = ws, c->device = k->device;
+  (void)ctx;
+  *state = c;
+  return LPATTN_OK;
+}
+
+lpattn_status gpu_decode_run(lpattn_ctx *ctx, void *state, const void *q, void *out) {
+  gpu_decode_call *c = (gpu_decode_call *)state;
+  c->a.q = q, c->qa.x = q, c->m.out = out;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess || (dev != c->device && cudaSetDevice(c->device) != cudaSuccess))
+    return LPATTN_ERR_BACKEND;
+  return decode_launch(c, (cudaStream_t)ctx->params.stream);
+}
+
+void gpu_decode_plan_free(lpattn_ctx *ctx, void *state) {
+  gpu_decode_call *c = (gpu_decode_call *)state;
+  (void)cudaSetDevice(c->device);
+  (void)cudaStreamSynchronize((cudaStream_t)ctx->params.stream); /* a queued run may still use ws */
+  (void)cudaFree(c->ws);
+  free(c);
 }
 
 } // namespace GPU_NS

@@ -12,6 +12,11 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr);
+/* decode plans (vtable decode_plan / decode_run / decode_plan_free) */
+lpattn_status gpu_decode_plan(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                              const lpattn_attn_problem *pr, void **state);
+lpattn_status gpu_decode_run(lpattn_ctx *ctx, void *state, const void *q, void *out);
+void gpu_decode_plan_free(lpattn_ctx *ctx, void *state);
 /* core/kvcache.c's page tables, slots and lengths in device memory */
 lpattn_status gpu_ids_alloc(lpattn_ctx *ctx, const int32_t *host, size_t n, int32_t **out);
 void gpu_ids_free(lpattn_ctx *ctx, int32_t *p);

@@ -33,6 +33,9 @@
 #define cudaEventRecord hipEventRecord
 #define cudaEventDestroy hipEventDestroy
 #define cudaStreamWaitEvent hipStreamWaitEvent
+#define cudaStreamIsCapturing hipStreamIsCapturing
+#define cudaStreamCaptureStatus hipStreamCaptureStatus
+#define cudaStreamCaptureStatusNone hipStreamCaptureStatusNone
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice

@@ -198,6 +198,22 @@ class KVPool:
         del keep
         return (out, *rows) if rows else out
 
+    def plan_decode(self, q, slots, lengths, page_table, *, max_length, out=None, **kw):
+        """A DecodePlan for repeated decode steps of one batch layout
+        (lpattn.h "decode plans"): validation, parameters, launch geometry
+        and (GPU) a workspace, once. q and out fix the shapes, dtypes and
+        strides of every run (out: made like q when None); slots, lengths,
+        page_table: int32 arrays bound to the plan (write new values into
+        them in place between runs); max_length: the largest length any run
+        will see. Keywords as decode (sm_scale, thrift_budget, thrift_k,
+        check_finite, return_lse, return_entropy, kv_start, q_start).
+
+            plan = pool.plan_decode(q, slots, lengths, table, max_length=4096, out=out)
+            plan.run(q, out)     # on a GPU: capturable in torch.cuda.graph"""
+        from ._plan import DecodePlan
+        return DecodePlan(self, q, slots, lengths, page_table, max_length=max_length, out=out,
+                          **kw)
+
     def _precision_name(self):
         return {v: k for k, v in _lib.PRECISIONS.items()}[self.params.precision]
 

@@ -55,6 +55,11 @@ static inline hipError_t hipFuncSetAttribute(const void *f, hipFuncAttribute a, 
   return cudaFuncSetAttribute(f, a, v);
 }
 static inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
+static const hipStreamCaptureStatus hipStreamCaptureStatusNone = cudaStreamCaptureStatusNone;
+static inline hipError_t hipStreamIsCapturing(hipStream_t s, hipStreamCaptureStatus *c) {
+  return cudaStreamIsCapturing(s, c);
+}
 static inline hipError_t hipGetLastError(void) { return cudaGetLastError(); }
 static inline const char *hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
 
