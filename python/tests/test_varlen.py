@@ -148,5 +148,45 @@ class VarlenTorch(unittest.TestCase):
         self.assertTrue(torch.equal(compiled(q, k, v, cq, ck), out))
 
 
+class VarlenCuda(unittest.TestCase):
+    """On a GPU: device cu_seqlens (FlashAttention's habit) and host ones give
+    the per-sequence lpattn.attention calls bitwise, GQA, every precision."""
+
+    def setUp(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch is not installed")
+        if not torch.cuda.is_available() or "cuda" not in lpattn.available_backends():
+            self.skipTest("no CUDA device or lpattn cuda backend")
+
+    def test_cuda_matches_per_sequence(self):
+        import torch
+        import lpattn.torch as lt
+        q, k, v = (torch.from_numpy(x).to("cuda", torch.bfloat16) for x in packed(16))
+        cq, ck = cumsum(LQ), cumsum(LK)
+        for prec in ("high", "fp8", "nvfp4", "mxfp4", "thrift"):
+            for causal in (False, True):
+                kw = dict(causal=causal, precision=prec)
+                out, lse = lt.attention_varlen(q, k, v, torch.from_numpy(cq).cuda(),
+                                               torch.from_numpy(ck).cuda(), return_lse=True, **kw)
+                host = lpattn.attention_varlen(q, k, v, cq, ck, **kw)
+                self.assertTrue(torch.equal(out, host), (prec, causal))
+                for b in range(len(LQ)):
+                    if not LQ[b]:
+                        continue
+                    sl = [x[a:e].transpose(0, 1)[None] for x, a, e in
+                          ((q, cq[b], cq[b + 1]), (k, ck[b], ck[b + 1]), (v, ck[b], ck[b + 1]))]
+                    o, l = lpattn.attention(*sl, return_lse=True, **kw)
+                    self.assertTrue(torch.equal(out[cq[b]:cq[b + 1]], o[0].transpose(0, 1)),
+                                    (prec, causal, b))
+                    self.assertTrue(torch.equal(lse[:, cq[b]:cq[b + 1]], l[0]), (prec, causal, b))
+                if prec == "high":
+                    ref = lpattn.attention_varlen(*(x.float().cpu().numpy() for x in (q, k, v)),
+                                                  cq, ck, causal=causal)
+                    err = (out.float().cpu() - torch.from_numpy(ref)).abs().max().item()
+                    self.assertLess(err, 2e-2, causal)
+
+
 if __name__ == "__main__":
     unittest.main()
