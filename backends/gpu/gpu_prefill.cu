@@ -89,7 +89,7 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
   if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
   a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
   a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.prec = pr->precision, a.low = LPATTN_FMT_FP8;
-  a.sm_scale = pr->sm_scale, a.nkt = (Skv + 63) / 64, a.nqx = (Sq + 63) / 64, a.split = 1;
+  a.sm_scale = pr->sm_scale, a.nkt = (Skv + 63) / 64, a.nqx = (Sq + 63) / 64;
   a.warp = im->warp, a.cc = im->cc;
   const lpattn_status st = fn(&a, im->stream);
   if (st == LPATTN_ERR_UNSUPPORTED)
@@ -209,7 +209,7 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
   a.causal = pr->causal, a.off = off, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
   a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
-  a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt, a.split = 1;
+  a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
   a.warp = im->warp;
   a.cc = im->cc;

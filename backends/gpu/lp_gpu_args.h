@@ -20,9 +20,8 @@ typedef struct {
   int64_t rows;
 } lp_gpu_qview;
 
-/* One prefill (or decode) attention launch. Tiles: Bq = Bk = 64 in the
- * default variants. Decode sets abs_tiles (query tiles are absolute
- * positions) and per-sequence lengths; split > 1 writes partial states. */
+/* One prefill attention launch (the paged decode has its own arguments,
+ * lp_gpu_kv_args.h). Tiles: Bq = Bk = 64 in the default variants. */
 typedef struct {
   const void *q, *k, *v;
   void *out;
@@ -31,10 +30,8 @@ typedef struct {
   float *lse, *ent;
   int64_t sl[4], se[4];
   int B, Hq, Hkv, Sq, Skv, D;
-  const int *lens;  /* per-b key count (decode) or NULL (all Skv) */
-  int off;          /* without lens: causal row r sees key c iff c <= r + off (pr->off:
-                     * Skv - Sq, or q_start - kv_start with absolute positions) */
-  int abs_tiles;
+  int off;          /* causal row r sees key c iff c <= r + off (pr->off: Skv - Sq,
+                     * or q_start - kv_start with absolute positions) */
   int causal, leaky, prec, low, pasa, score_f16, mx_round_up;
   float sm_scale, pasa_beta;
   int nkt;          /* KV tiles of the longest sequence */
@@ -51,12 +48,7 @@ typedef struct {
   int kmean_tiles;
   const int *sel;           /* [B][Hq][sel_tiles][sel_k] high tiles, ascending */
   int sel_tiles, sel_k;
-  int split;                /* KV splits; > 1: partials below */
-  float *part_o, *part_l, *part_h; /* [split][B][Hq][Sq][D] and [split][B][Hq][Sq] */
   int vec16;                /* q/k/v rows are 16-byte aligned and contiguous in D */
-  int gqa_pack;             /* decode: one CTA per kv head, a warp per q head (G <= 4, Sq <= 16) */
-  float *part_m;            /* [split][B][Hq][Sq] score max of each split (FP8/MXFP4 decode) */
-  int maxpass;              /* 1: only fill part_m */
   int warp;                 /* lanes of a warp (wave) on the device; the CTA has 4 */
   int cc;                   /* the device's compute capability, major * 10 + minor (CUDA) */
   /* static-scale FP8 (prec FP8_STATIC, SPEC 11): E4M3 codes of Q and K in

@@ -19,25 +19,21 @@ typedef struct {
   int dtype;
   int64_t sk[4];
   int B, H, D, T, Skv;
-  const int *lens; /* per-(b + dst_b0) length or NULL */
-  int j0, j1, tiles, dst_b0;
+  int j0, j1, tiles;
   float *mean;
 } gpu_mean_args;
 
 typedef struct {
-  const void *q; /* prefill: Q (dtype qdt, strides sq); decode: NULL, qring used */
+  const void *q; /* Q (dtype qdt, strides sq) */
   int qdt;
   int64_t sq[4];
-  const float *qring;
   int B, Hq, Hkv, Sq, Skv, D, T;
-  const int *lens;
-  int off; /* without lens: the causal offset (lp_gpu_attn_args) */
-  int abs_tiles, causal, sel_causal, leaky;
+  int off; /* the causal offset (lp_gpu_attn_args) */
+  int causal, sel_causal, leaky;
   int nkt;
   const float *kmean;
   int kmean_tiles;
-  int k;           /* k for every row, or per sequence in kseq */
-  const int *kseq;
+  int k;           /* k for every row */
   int *sel;
   int sel_tiles, sel_k;
   int *out; /* user selection tensor (i32) or NULL */

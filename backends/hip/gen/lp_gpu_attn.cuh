@@ -308,10 +308,10 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
 /* Specialized kernels, so that the compiler drops the paths a call cannot
  * take (registers, instruction cache): SPEC 0, precision HIGH; SPEC 1 + f,
  * low tiles of format f (FP8/NVFP4/MXFP4 or THRIFT over f); both without PASA
- * or f16 scores, a plain prefill (one split, no decode fields). SPEC -1: the
+ * or f16 scores. SPEC -1: the
  * generic kernel. gpu_attn_spec() says which one a call may take. */
 __host__ __device__ inline int gpu_attn_spec(const lp_gpu_attn_args &a) {
-  if (a.pasa || a.score_f16 || a.split != 1 || a.gqa_pack || a.abs_tiles || a.lens || a.maxpass) return -1;
+  if (a.pasa || a.score_f16) return -1;
   if (a.prec == LPATTN_PREC_HIGH) return a.sel || a.kd ? -1 : 0;
   if (GPU_ASYNC && !a.kd) return -1; /* cp.async streams the dequantized copies */
   return a.low >= 0 && a.low <= 2 ? 1 + a.low : -1;
@@ -321,7 +321,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   constexpr bool PLAIN = SPEC == 0;
   lp_gpu_attn_args a = a_in;
   if (SPEC >= 0) { /* constants the compiler folds (gpu_attn_spec holds) */
-    a.pasa = 0, a.score_f16 = 0, a.split = 1, a.gqa_pack = 0, a.abs_tiles = 0, a.lens = nullptr, a.maxpass = 0;
+    a.pasa = 0, a.score_f16 = 0;
   }
   if (PLAIN) a.prec = LPATTN_PREC_HIGH, a.sel = nullptr, a.kd = nullptr, a.vd = nullptr;
   if (SPEC > 0) a.low = SPEC - 1;
@@ -344,40 +344,27 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
-  const int split_i = blockIdx.x % a.split, x = blockIdx.x / a.split;
-  /* gqa_pack (decode): the CTA serves all q heads of kv head blockIdx.y,
-   * warp w holding head hk*G + w and its (<= 16) rows; K/V tiles are shared. */
-  const int G = a.Hq / a.Hkv, b = blockIdx.z;
-  const int hk = a.gqa_pack ? blockIdx.y : blockIdx.y / G;
-  const int h = a.gqa_pack ? hk * G + min(warp, G - 1) : blockIdx.y; /* this warp's head */
-  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = a.lens ? Skv - Sq : a.off;
-  const int pos0 = a.abs_tiles ? off : 0;
-  const int xi = (a.causal && !a.abs_tiles) ? a.nqx - 1 - x : x; /* long tiles first */
-  const int qi = pos0 / BQ + xi;
-  const int base = qi * BQ - pos0; /* row of local index 0 */
-  const int r0 = max(base, 0), r1 = min(base + BQ, Sq) - 1;
+  const int x = blockIdx.x, G = a.Hq / a.Hkv, b = blockIdx.z;
+  const int h = blockIdx.y, hk = h / G;
+  const int Skv = a.Skv, Sq = a.Sq, off = a.off;
+  const int qi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
+  const int base = qi * BQ; /* row of local index 0 */
+  const int r0 = base, r1 = min(base + BQ, Sq) - 1;
   /* call row and q head of local row lr, and whether it is one of the call's */
-  auto row_of = [&](int lr) { return a.gqa_pack ? r0 + (lr & 15) : base + lr; };
-  auto head_of = [&](int lr) { return a.gqa_pack ? hk * G + (lr >> 4) : h; };
-  auto live = [&](int lr) {
-    int r = row_of(lr);
-    return r >= r0 && r <= r1 && (!a.gqa_pack || (lr >> 4) < G);
-  };
+  auto row_of = [&](int lr) { return base + lr; };
+  auto head_of = [&](int) { return h; };
+  auto live = [&](int lr) { return base + lr <= r1; };
   if (r0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
   int jmax = nkt - 1, jfull = nkt - 1;
-  if (a.abs_tiles) { /* decode: tiles before the row's own are full, its own is diagonal */
-    jmax = min(nkt - 1, qi);
-    jfull = qi - 1;
-  } else if (a.causal) {
+  if (a.causal) {
     jmax = min(nkt - 1, gpu_floordiv(r1 + off, BK));
     /* full iff the unclipped c1 = c0 + BK - 1 <= r0 + off: a partial last
      * tile is never full, as in decode (SEMANTICS) */
     jfull = min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1);
   }
-  const int per = (jmax + 1 + a.split - 1) / a.split;
-  int js = split_i * per;
-  const int je = min(jmax + 1, js + per);
+  int js = 0;
+  const int je = jmax + 1;
   /* the sm_90a low kernel did keys [0, kw) of this tile's rows (init_o) */
   const int kw = SPEC > 0 && a.init_o ? gpu_wgl_kw(qi * BQ / 128 * 128, off, Skv) : 0;
   if (kw > 0) js = kw / BK;
@@ -437,28 +424,11 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #pragma unroll
       for (int o = 0; o < NO; o++) acc[hh][o] = a.init_o[row * D + lay.chan(o)];
     }
-  /* Split KV with a P quantization that depends on the running max (FP8,
-   * MXFP4): a first launch (maxpass) records each split's score max, and
-   * split i starts from the max of the splits before it, so every tile sees
-   * the running max of the sequential order and quantizes P identically. */
-  float runmax[FR];
-#pragma unroll
-  for (int hh = 0; hh < FR; hh++) runmax[hh] = gpu_ninf();
-  if (a.part_m && !a.maxpass)
-#pragma unroll
-    for (int hh = 0; hh < FR; hh++) {
-      const int lr = warp * 16 + lay.row(hh);
-      if (!live(lr)) continue;
-      float m0 = gpu_ninf();
-      for (int si = 0; si < split_i; si++)
-        m0 = fmaxf(m0, a.part_m[(((int64_t)si * a.B + b) * a.Hq + head_of(lr)) * Sq + row_of(lr)]);
-      st[hh].m = m0;
-    }
   const int64_t kvbh = (int64_t)b * a.Hkv + hk;
 
   /* Precision of tile j (SEMANTICS); sp walks the ascending THRIFT list. */
   auto is_low = [&](int j, int &sp) -> bool {
-    const bool dg = a.abs_tiles ? j >= qi : a.causal && j * BK + BK - 1 > r0 + off;
+    const bool dg = a.causal && j * BK + BK - 1 > r0 + off;
     if (a.prec == LPATTN_PREC_HIGH) return false;
     if (a.leaky) return true;
     if (dg) return false;
@@ -610,7 +580,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
   for (int j = js; j < je; j++) {
     const int c0 = j * BK, c1 = c0 + BK - 1; /* unclipped (SEMANTICS) */
-    const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
+    const bool diag = a.causal && c1 > r0 + off;
     const bool low = is_low(j, selp);
     const int sj = diag ? jfull : j; /* PASA shift source tile (SEMANTICS) */
     const int buf = (j - js) & (SM::NBUF - 1);
@@ -650,8 +620,8 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
       __syncthreads();
     }
 
-    /* warps whose 16 rows hold no row of the call (decode) skip the math */
-    const bool idle = a.gqa_pack ? warp >= G : (base + warp * 16 > r1 || base + warp * 16 + 15 < r0);
+    /* warps whose 16 rows hold no row of the call skip the math */
+    const bool idle = base + warp * 16 > r1;
     float s[FR][NS], pout[FR];
     if (!idle) {
       /* ---- S = Q K^T for this warp's 16 rows ----------------------------- */
@@ -727,74 +697,68 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
           }
         }
       }
-      if (a.maxpass) {
+      gpu_step stp[FR];
+      float psum[FR], pssum[FR];
 #pragma unroll
-        for (int hh = 0; hh < FR; hh++) runmax[hh] = fmaxf(runmax[hh], gpu_rmax<W>(smax[hh]));
-      } else {
-        gpu_step stp[FR];
-        float psum[FR], pssum[FR];
+      for (int hh = 0; hh < FR; hh++) {
+        const float m = gpu_rmax<W>(smax[hh]);
+        const float c = a.pasa ? crow[warp * 16 + lay.row(hh)] : 0.0f;
+        stp[hh] = gpu_row_begin(&st[hh], m, c);
+        if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
+        psum[hh] = pssum[hh] = 0.0f;
+      }
+      if (SPEC >= 0) { /* specialized kernels (no PASA): P = 2^(v log2 e + bias log2 e) (masked v = -inf: 0) */
+        constexpr float L2E = 1.4426950408889634f;
+        const bool ent = a.ent != nullptr; /* the entropy sum only where it is returned */
+        /* HIGH: one FFMA + MUFU. Low tiles: (v + bias) log2 e, so that the row's
+         * max gives P = 1 exactly, as exp(0) does (MXFP4's power-of-two P scale
+         * jumps at amax = 1: a P of 1 - 2^-24 would saturate to 0.75) */
+        auto pexp = [&](float v, float bias, float b2) {
+          return PLAIN ? gpu_exp2_fast(fmaf(v, L2E, b2)) : gpu_exp2_fast((v + bias) * L2E);
+        };
 #pragma unroll
         for (int hh = 0; hh < FR; hh++) {
-          const float m = gpu_rmax<W>(smax[hh]);
-          const float c = a.pasa ? crow[warp * 16 + lay.row(hh)] : 0.0f;
-          stp[hh] = gpu_row_begin(&st[hh], m, c);
-          if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
-          psum[hh] = pssum[hh] = 0.0f;
-        }
-        if (SPEC >= 0) { /* specialized kernels (no PASA): P = 2^(v log2 e + bias log2 e) (masked v = -inf: 0) */
-          constexpr float L2E = 1.4426950408889634f;
-          const bool ent = a.ent != nullptr; /* the entropy sum only where it is returned */
-          /* HIGH: one FFMA + MUFU. Low tiles: (v + bias) log2 e, so that the row's
-           * max gives P = 1 exactly, as exp(0) does (MXFP4's power-of-two P scale
-           * jumps at amax = 1: a P of 1 - 2^-24 would saturate to 0.75) */
-          auto pexp = [&](float v, float bias, float b2) {
-            return PLAIN ? gpu_exp2_fast(fmaf(v, L2E, b2)) : gpu_exp2_fast((v + bias) * L2E);
-          };
-#pragma unroll
-          for (int hh = 0; hh < FR; hh++) {
-            const float bias = stp[hh].bias, b2 = bias * L2E;
-            if (ent) {
-#pragma unroll
-              for (int sl = 0; sl < NS; sl++) {
-                const float v = s[hh][sl], p = pexp(v, bias, b2);
-                psum[hh] += p;
-                if (p != 0.0f) pssum[hh] += p * v;
-                s[hh][sl] = p;
-              }
-            } else {
-#pragma unroll
-              for (int sl = 0; sl < NS; sl++) {
-                const float p = pexp(s[hh][sl], bias, b2);
-                psum[hh] += p;
-                s[hh][sl] = p;
-              }
-            }
-          }
-        } else {
-#pragma unroll
-          for (int hh = 0; hh < FR; hh++)
+          const float bias = stp[hh].bias, b2 = bias * L2E;
+          if (ent) {
 #pragma unroll
             for (int sl = 0; sl < NS; sl++) {
-              const float v = s[hh][sl];
-              const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
+              const float v = s[hh][sl], p = pexp(v, bias, b2);
               psum[hh] += p;
               if (p != 0.0f) pssum[hh] += p * v;
               s[hh][sl] = p;
             }
-        }
+          } else {
 #pragma unroll
-        for (int hh = 0; hh < FR; hh++) {
-          const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
-          if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
-          if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
-#pragma unroll
-            for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
+            for (int sl = 0; sl < NS; sl++) {
+              const float p = pexp(s[hh][sl], bias, b2);
+              psum[hh] += p;
+              s[hh][sl] = p;
+            }
+          }
         }
-
-        if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* inc/attn_plow.j2 */
+      } else {
+#pragma unroll
+        for (int hh = 0; hh < FR; hh++)
+#pragma unroll
+          for (int sl = 0; sl < NS; sl++) {
+            const float v = s[hh][sl];
+            const float p = v == gpu_ninf() ? 0.0f : __expf(v + stp[hh].bias);
+            psum[hh] += p;
+            if (p != 0.0f) pssum[hh] += p * v;
+            s[hh][sl] = p;
+          }
       }
+#pragma unroll
+      for (int hh = 0; hh < FR; hh++) {
+        const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
+        if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
+        if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
+#pragma unroll
+          for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
+      }
+
+      if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* inc/attn_plow.j2 */
     }
-    if (a.maxpass) continue;
     if (SM::SPLIT) { /* V takes K's place once every warp has its scores */
       __syncthreads();
       if (!loaded) load_v(j, Vs, low);
@@ -831,24 +795,13 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
       }
   }
 
-  /* ---- finish: O = acc / l, LSE, H (or this split's partial state) -------- */
+  /* ---- finish: O = acc / l, LSE, H ------------------------------------------ */
 #pragma unroll
   for (int hh = 0; hh < FR; hh++) {
     const int lr = warp * 16 + lay.row(hh), r = row_of(lr);
     if (!live(lr)) continue;
     float inv_l, lse, ent;
-    if (a.maxpass) {
-      if (lay.lead()) a.part_m[(((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r] = runmax[hh];
-      continue;
-    }
     gpu_row_finish(&st[hh], &inv_l, &lse, &ent);
-    if (a.split > 1) {
-      int64_t row = (((int64_t)split_i * a.B + b) * a.Hq + h) * Sq + r;
-#pragma unroll
-      for (int o = 0; o < NO; o++) a.part_o[row * D + lay.chan(o)] = acc[hh][o] * inv_l;
-      if (lay.lead()) a.part_l[row] = lse, a.part_h[row] = ent;
-      continue;
-    }
 #pragma unroll
     for (int o = 0; o < NO; o++)
       gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
@@ -860,14 +813,14 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 }
 
 /* Launch of kernel K (the variant's extern "C" entry) for a->nqx query
- * tiles x split of every (b, head), with 4 warps of a->warp lanes. */
+ * tiles of every (b, head), with 4 warps of a->warp lanes. */
 template <void (*K)(lp_gpu_attn_args), int D>
 static lpattn_status gpu_attn_launch(const lp_gpu_attn_args *a, cudaStream_t stream) {
   const size_t smem = gpu_smem<D>::bytes;
   gpu_nf_env();
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
-  dim3 grid((unsigned)(a->nqx * a->split), (unsigned)(a->gqa_pack ? a->Hkv : a->Hq), (unsigned)a->B);
+  dim3 grid((unsigned)a->nqx, (unsigned)a->Hq, (unsigned)a->B);
   K<<<grid, 4 * a->warp, smem, stream>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }

@@ -14,19 +14,18 @@ __device__ __forceinline__ float gpu_mean_term(float x) { return isfinite(x) ? x
 /* mean[(bh*tiles + j)*D + d] for j in [j0, j1): f32 sum of the tile's keys
  * (clipped to the sequence length) in order, one division (SEMANTICS). */
 __global__ void gpu_mean_kernel(const void *k, int dt, int64_t s0, int64_t s1, int64_t s2,
-                                int64_t s3, int B, int H, int D, int T, int Skv, const int *lens,
-                                int j0, int j1, int tiles, int dst_b0, float *mean) {
+                                int64_t s3, int B, int H, int D, int T, int Skv,
+                                int j0, int j1, int tiles, float *mean) {
   int64_t total = (int64_t)B * H * (j1 - j0) * D;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int d = (int)(i % D), j = j0 + (int)(i / D % (j1 - j0));
     int64_t bh = i / D / (j1 - j0), b = bh / H, h = bh % H;
-    int len = lens ? lens[b + dst_b0] : Skv;
-    int c0 = j * T, c1 = min(c0 + T, len);
+    int c0 = j * T, c1 = min(c0 + T, Skv);
     float s = 0.0f;
     for (int c = c0; c < c1; c++)
       s = __fadd_rn(s, gpu_mean_term(gpu_load(k, dt, b * s0 + h * s1 + c * s2 + d * s3)));
-    mean[(((b + dst_b0) * H + h) * tiles + j) * D + d] = c1 > c0 ? s / (float)(c1 - c0) : 0.0f;
+    mean[((b * H + h) * tiles + j) * D + d] = c1 > c0 ? s / (float)(c1 - c0) : 0.0f;
   }
 }
 
@@ -35,8 +34,8 @@ lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st) {
   if (total <= 0) return LPATTN_OK;
   unsigned blocks = (unsigned)(total / 256 + 1 > 4096 ? 4096 : total / 256 + 1);
   gpu_mean_kernel<<<blocks, 256, 0, st>>>(m->k, m->dtype, m->sk[0], m->sk[1], m->sk[2], m->sk[3],
-                                          m->B, m->H, m->D, m->T, m->Skv, m->lens, m->j0, m->j1,
-                                          m->tiles, m->dst_b0, m->mean);
+                                          m->B, m->H, m->D, m->T, m->Skv, m->j0, m->j1,
+                                          m->tiles, m->mean);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
@@ -48,21 +47,15 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   float *qbar = gpu_sel_smem, *score = qbar + a.D;
   unsigned char *mode = (unsigned char *)(score + a.nkt);
   const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv);
-  const int Skv = a.lens ? a.lens[b] : a.Skv, Sq = a.Sq, off = a.lens ? Skv - Sq : a.off, T = a.T;
-  const int pos0 = a.abs_tiles ? off : 0, qi = pos0 / T + x, base = qi * T - pos0;
-  const int r0 = max(base, 0), r1 = min(base + T, Sq) - 1;
+  const int Skv = a.Skv, Sq = a.Sq, off = a.off, T = a.T;
+  const int qi = x, r0 = qi * T, r1 = min(r0 + T, Sq) - 1;
   if (r0 > r1) return;
   const int nkt = (Skv + T - 1) / T;
-  const int jmax = a.abs_tiles ? min(nkt - 1, qi)
-                 : a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
+  const int jmax = a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
   const int qsrc = (a.causal && a.sel_causal) ? qi - 1 : qi;
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float s = 0.0f;
-    if (qsrc >= 0 && a.qring) { /* decode: T recorded rows, missing rows are zero */
-      const float *rg = a.qring + ((((int64_t)b * a.Hq + h) * 3 + qsrc % 3) * T) * a.D;
-      for (int r = 0; r < T; r++) s = __fadd_rn(s, gpu_mean_term(rg[(int64_t)r * a.D + d]));
-      s = s / (float)T;
-    } else if (qsrc >= 0) {
+    if (qsrc >= 0) {
       int q0 = qsrc * T, q1 = min(q0 + T, Sq);
       for (int r = q0; r < q1; r++)
         s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, gpu_off(a.sq, b, h, r, d))));
@@ -73,7 +66,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   __syncthreads();
   for (int j = threadIdx.x; j <= jmax; j += blockDim.x) {
     const int c1 = j * T + T - 1; /* unclipped (SEMANTICS) */
-    const bool diag = a.abs_tiles ? j >= qi : a.causal && c1 > r0 + off;
+    const bool diag = a.causal && c1 > r0 + off;
     float s = 0.0f;
     const float *km = a.kmean + (((int64_t)b * a.Hkv + hk) * a.kmean_tiles + j) * a.D;
     for (int d = 0; d < a.D; d++) s = __fadd_rn(s, __fmul_rn(qbar[d], km[d]));
@@ -82,7 +75,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  const int k = a.kseq ? a.kseq[b] : a.k;
+  const int k = a.k;
   int ndiag = 0;
   for (int j = 0; j <= jmax; j++) ndiag += mode[j] == 2;
   for (int picked = ndiag; picked < k && !a.leaky; picked++) {
