@@ -2,6 +2,7 @@
  * workspace it owns (grown on demand: the only allocation a call may make),
  * and the backend's vtable. */
 #include "gpu_backend.h"
+#include "error.h"   /* lp_fail: gpu_no_capture's detail */
 #include "kv_pool.h" /* paged pool entries (kv_pool.cu) */
 #include "kvcache.h" /* lpattn_kv_cache on the pool (core/kvcache.c) */
 
@@ -63,6 +64,7 @@ static lpattn_status gpu_sync(lpattn_ctx *ctx) {
  * inside a graph capture: warm a shape up before capturing it. */
 lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
   if (bytes <= im->ws_size) return LPATTN_OK;
+  TRY(gpu_no_capture(im->stream, "the context's workspace"));
   if (im->ws) CK(cudaFreeAsync(im->ws, im->stream));
   im->ws = NULL;
   im->ws_size = 0;
@@ -73,6 +75,17 @@ lpattn_status ensure_ws(gpu_impl *im, size_t bytes) {
   }
   im->ws_size = want;
   return LPATTN_OK;
+}
+
+/* A workspace that must grow inside a graph capture would become the
+ * graph's memory (cudaMallocAsync there is an allocation node): refused,
+ * with what to do instead. */
+lpattn_status gpu_no_capture(cudaStream_t st, const char *what) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap == cudaStreamCaptureStatusNone) return LPATTN_OK;
+  return lp_fail(LPATTN_ERR_UNSUPPORTED, "%s must grow inside a CUDA graph capture: make the same call "
+                 "once before capturing (a warm-up), or capture a decode plan (lpattn_paged_decode_plan)",
+                 what);
 }
 
 static int gpu_host_memory(void) { return 0; }

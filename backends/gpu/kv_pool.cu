@@ -336,6 +336,7 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   TRY(decode_setup(pool, batch, pr, NULL, &need, &c));
   CK(cudaSetDevice(k->device));
   if (need > k->part_bytes) { /* grows only, stream-ordered; warm it up before graph capture */
+    TRY(gpu_no_capture(k->stream, "the pool's decode workspace"));
     if (k->part) CK(cudaFreeAsync(k->part, k->stream));
     k->part = NULL, k->part_bytes = 0;
     if (cudaMallocAsync((void **)&k->part, need + need / 4, k->stream) != cudaSuccess) {

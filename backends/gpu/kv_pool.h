@@ -12,6 +12,9 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr);
+/* LPATTN_OK unless st is capturing a graph: then UNSUPPORTED with what to do
+ * (a workspace `what` cannot grow there; gpu_context.cu) */
+lpattn_status gpu_no_capture(cudaStream_t st, const char *what);
 /* decode plans (vtable decode_plan / decode_run / decode_plan_free) */
 lpattn_status gpu_decode_plan(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                               const lpattn_attn_problem *pr, void **state);

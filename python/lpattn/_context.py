@@ -1,6 +1,7 @@
 """One lpattn context per (thread, backend, device): a context is used by one
 thread at a time (lpattn.h). GPU contexts follow the caller's current stream."""
 import ctypes
+import functools
 import threading
 
 from . import _lib
@@ -32,8 +33,10 @@ class _Ctx:
             pass
 
 
+@functools.lru_cache(maxsize=None)
 def host_backend():
-    """cpu when it was built in, else ref."""
+    """cpu when it was built in, else ref (asked once: the answer costs tens of
+    microseconds, every host call's context lookup asks)."""
     return "cpu" if _lib.lib.lpattn_backend_available(_lib.BACKENDS["cpu"]) else "ref"
 
 

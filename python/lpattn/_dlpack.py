@@ -43,11 +43,21 @@ _get_name.restype, _get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
 _DTYPES = {(2, 32): _lib.F32, (2, 16): _lib.F16, (4, 16): _lib.BF16, (0, 32): _lib.I32,
            (1, 8): None, (0, 64): "int64",
            (10, 8): _lib.E4M3}  # kDLFloat8_e4m3fn: torch.float8_e4m3fn (static FP8, SPEC 11)
-# str(torch dtype) -> (lpattn dtype as _DTYPES has it, itemsize): View's torch path
-_TORCH_DTYPES = {"torch.float32": (_lib.F32, 4), "torch.float16": (_lib.F16, 2),
-                 "torch.bfloat16": (_lib.BF16, 2), "torch.int32": (_lib.I32, 4),
-                 "torch.uint8": (None, 1), "torch.int64": ("int64", 8),
-                 "torch.float8_e4m3fn": (_lib.E4M3, 1)}
+_TORCH = []
+
+
+def _torch_dtypes():
+    """(torch, {torch dtype: (lpattn dtype as _DTYPES has it, itemsize, name)}): View's torch path."""
+    if not _TORCH:
+        import torch
+        names = {"float32": (_lib.F32, 4), "float16": (_lib.F16, 2), "bfloat16": (_lib.BF16, 2),
+                 "int32": (_lib.I32, 4), "uint8": (None, 1), "int64": ("int64", 8),
+                 "float8_e4m3fn": (_lib.E4M3, 1)}
+        _TORCH[:] = [torch, {getattr(torch, n): (dt, size, n) for n, (dt, size) in names.items()
+                             if hasattr(torch, n)}]
+    return _TORCH[0], _TORCH[1]
+
+
 NAMES = {_lib.F32: "float32", _lib.F16: "float16", _lib.BF16: "bfloat16", _lib.I32: "int32"}
 _CODE_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # What each kind of argument takes (View's `kind`), for the messages.
@@ -125,22 +135,21 @@ class View:
         """The view straight from a strided torch tensor of a known dtype on
         the CPU or a CUDA/ROCm device (what its DLPack export would say, at a
         fraction of the cost); False: take the DLPack path."""
-        dt = _TORCH_DTYPES.get(str(t.dtype))
-        dev = t.device.type
-        if dt is None or dev not in ("cpu", "cuda") or str(t.layout) != "torch.strided" \
-                or t.is_conj() or t.is_neg():
+        torch, dtypes = _torch_dtypes()
+        dt = dtypes.get(t.dtype)
+        if dt is None or t.layout is not torch.strided or t.is_conj() or t.is_neg():
             return False
-        if dev == "cpu":
+        dev = t.device
+        if dev.type == "cpu":
             self.device_type, self.device_id = CPU, 0
-        else:
-            import torch
+        elif dev.type == "cuda":
             self.device_type = ROCM if torch.version.hip else CUDA
-            self.device_id = t.device.index if t.device.index is not None else \
-                torch.cuda.current_device()
-        code = dt[0]
-        self._set_dtype(code, str(t.dtype)[6:], dt[1])
+            self.device_id = dev.index if dev.index is not None else torch.cuda.current_device()
+        else:
+            return False
+        self._set_dtype(dt[0], dt[2], dt[1])
         self.shape = tuple(t.shape)
-        self.strides = tuple(t.stride())
+        self.strides = t.stride()
         self.ptr = t.data_ptr()
         if self.ptr == 0 and all(self.shape):
             raise ValueError(f"{self.name}: NULL data")
@@ -300,6 +309,9 @@ def current_stream(like, view):
     kind = namespace_of(like)
     if kind == "torch":
         import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the same int, cheaper
+        if raw is not None:
+            return raw(view.device_id)
         return torch.cuda.current_stream(view.device_id).cuda_stream
     if kind == "cupy":
         import cupy

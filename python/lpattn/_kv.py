@@ -84,6 +84,7 @@ class KVPool:
             raise ValueError(f"memory: expected a contiguous array, got shape {mv.shape} with "
                              f"strides {mv.strides} (elements)")
         self.memory = memory
+        self._mem_view, self._mem_gpu = mv, mv.on_gpu
         self._ctx = context(backend, mv, _dlpack.current_stream(memory, mv))
         nbytes = 1
         for n in mv.shape:
@@ -124,14 +125,18 @@ class KVPool:
         b.num_seqs = _int("num_seqs (slots.shape[0])", vs[0].shape[0])
         b.slots, b.lengths = vs[0].tensor(shape4=True), vs[1].tensor(shape4=True)
         b.page_table = vs[2].tensor(shape4=True)
+        if max_length is None and vs[1].on_gpu and _capturing(lengths):
+            raise ValueError("max_length is required inside a CUDA graph capture (without it the "
+                             "lengths are read on the host: a device sync, which the capture "
+                             "refuses); give the largest length the graph's replays will see")
         if max_length is None:  # reads the lengths (a device sync on GPUs)
             max_length = int(max(int(x) for x in _host_ints(lengths))) if b.num_seqs else 0
         b.max_length = _int("max_length", max_length, INT64)
         return b, (vs, slots, lengths, page_table)
 
     def _sync_stream(self, like):
-        mv = _dlpack.View(self.memory, "memory")
-        self._ctx.use_stream(_dlpack.current_stream(like, mv))
+        if self._mem_gpu:  # the pool's device work follows the caller's current stream
+            self._ctx.use_stream(_dlpack.current_stream(like, self._mem_view))
 
     def _live(self):
         if not getattr(self, "handle", None):
@@ -242,6 +247,14 @@ def as_int32(x, name):
         import jax.numpy as jnp
         return jnp.asarray(x, dtype=jnp.int32)
     return x.astype("int32")
+
+
+def _capturing(x):
+    """True while torch captures a CUDA graph on the current stream."""
+    if _dlpack.namespace_of(x) != "torch":
+        return False
+    import torch
+    return torch.cuda.is_current_stream_capturing()
 
 
 def _host_ints(x):
