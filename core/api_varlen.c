@@ -3,9 +3,9 @@
  * cu_seqlens convention, run as lpattn_attention on each sequence's slices
  * of the packed tensors (lp_resolve_attention, then the backend's
  * attention), so every backend and precision gives each sequence exactly
- * that call's result. Two passes: the first validates the whole call and
- * every sequence's, the second runs them; nothing is written before the
- * first pass has passed. */
+ * that call's result. Validation first (the packing and cu_seqlens, the
+ * packed tensors as one call, then every sequence's call), then one launch
+ * per sequence: nothing is written before all of it has passed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -151,9 +151,13 @@ lpattn_status lpattn_attention_varlen(lpattn_ctx *ctx, const lpattn_tensor *q,
   LP_TRY(check_call(q, k, v, out, cu_seqlens_q, cu_seqlens_k, &p, &aux));
   const int64_t n = cu_seqlens_q->shape[3] - 1;
   seq_call c;
+  /* The packed tensors as one call: what every sequence shares (dtypes,
+   * heads, head dim, params; check_finite's scan) fails here, named
+   * without a sequence. */
+  LP_TRY(resolve_seq(ctx, q, k, v, out, 0, q->shape[2], 0, k->shape[2], &p, &aux, 0, &c));
+  p.check_finite = 0;
   char name[48];
-  /* pass 0 validates every sequence's call (and scans it under
-   * check_finite); pass 1 runs them */
+  /* pass 0 validates every sequence's call, pass 1 runs them */
   for (int pass = 0; pass < 2; pass++) {
     for (int64_t b = 0; b < n; b++) {
       const int64_t qs = cu_at(cu_seqlens_q, b), qn = cu_at(cu_seqlens_q, b + 1) - qs;
@@ -168,7 +172,6 @@ lpattn_status lpattn_attention_varlen(lpattn_ctx *ctx, const lpattn_tensor *q,
       if (pass == 0) continue;
       LP_TRY_ARG(name, lp_err_backend(ctx->vt->attention(ctx, &c.pr), ctx, "attention_varlen"));
     }
-    p.check_finite = 0; /* scanned in pass 0 */
   }
   return LPATTN_OK;
 }

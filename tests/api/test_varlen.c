@@ -251,13 +251,14 @@ static void bad_calls(lpattn_ctx *ctx) {
   dsc[1][4 * HKV + 1] = 0.5f;
   p = params_of(&high, 1);
   p.block_q = 48;
-  BAD(LPATTN_ERR_INVALID_ARGUMENT, "sequence 0: params.block_q");
+  BAD(LPATTN_ERR_INVALID_ARGUMENT, "params.block_q = 48");
   p.block_q = 64;
-  /* a NaN in the last sequence: found before the first sequence runs */
+  /* a NaN in the last sequence: found before the first sequence runs, at
+   * its packed index */
   p.check_finite = 1;
   const float keep = k[(TK - 1) * HKV * D];
   k[(TK - 1) * HKV * D] = NAN;
-  BAD(LPATTN_ERR_NONFINITE, "sequence 5: k");
+  BAD(LPATTN_ERR_NONFINITE, "k[0, 0, 371, 0]");
   k[(TK - 1) * HKV * D] = keep;
   CHECK_STATUS(lpattn_attention_varlen(ctx, &tq, &tk, &tv, &to, &a, &b, &p, &aux), LPATTN_OK);
 #undef BAD

@@ -6,7 +6,7 @@
  *   - an output view with two indices on one element is rejected;
  *   - with finite inputs and sane parameters a successful call gives finite
  *     results (lse may be -inf for a row that sees no key).
- * The paged pool API (SPEC 9) is fuzz_pool.c. */
+ * The paged pool API (SPEC 9) is fuzz_pool.c, ragged batches fuzz_varlen.c. */
 #include <limits.h>
 
 #include "fuzz_util.h"
@@ -366,6 +366,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const unsigned entry = fz_u8(&r); /* the top values were added for the pool */
   if (entry >= 216) {
     fuzz_pool(&r, cpu);
+    return 0;
+  }
+  if (entry >= 208) { /* added for ragged batches */
+    fuzz_varlen(&r, cpu);
     return 0;
   }
   switch (entry % 10) {

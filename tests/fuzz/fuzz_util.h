@@ -156,5 +156,7 @@ void check_rows(const fz_tensor *lse, const fz_tensor *ent, const char *what);
 void check_dup(const fz_tensor *t, lpattn_status s, const char *what);
 /* The paged KV pool API (fuzz_pool.c). */
 void fuzz_pool(fz_in *r, int cpu);
+/* Ragged batches, lpattn_attention_varlen (fuzz_varlen.c). */
+void fuzz_varlen(fz_in *r, int cpu);
 
 #endif
