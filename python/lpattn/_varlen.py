@@ -1,9 +1,9 @@
-"""attention_varlen: ragged batches in FlashAttention's cu_seqlens convention
+"""attention_varlen (and its backward): ragged batches in FlashAttention's cu_seqlens convention
 (lpattn_attention_varlen; docs/SEMANTICS.md "Ragged batches")."""
 import ctypes
 import operator
 
-from . import _dlpack, _lib
+from . import _api, _dlpack, _lib
 from ._api import INT32, _alloc, _descales, _same_dtype, _views, attn_params
 from ._context import context
 from .errors import call
@@ -114,3 +114,44 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     if not rows:
         return res
     return (res,) + tuple(_dlpack.finish(q, r) for r in rows)
+
+
+def _seq_seed(seed, b):
+    """Sequence b's Philox seed: seed for b = 0, then a splitmix64 step per sequence."""
+    return (seed + b * 0x9E3779B97F4A7C15) % 2 ** 64
+
+
+def attention_varlen_backward(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_k, *,
+                              causal=False, precision="high", sm_scale=None, thrift_budget=None,
+                              thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None,
+                              backend="auto", block_q=None, block_k=None, seed=0):
+    """Gradients (dq, dk, dv) of attention_varlen (packed as q, k, v; dk/dv
+    summed over a GQA group) from its out, lse ([Hq, total_q], return_lse=True)
+    and dout: lpattn.attention_backward on each sequence's slices (SPEC 10),
+    sequence b with seed + b * 0x9E3779B97F4A7C15 (mod 2^64) so that the
+    sequences' stochastic rounding is independent. Keys of sequences without
+    queries get zero gradients. torch, NumPy and CuPy arrays."""
+    _, vq = _host_cu("cu_seqlens_q", cu_seqlens_q)
+    _, vk = _host_cu("cu_seqlens_k", cu_seqlens_k)
+    if len(vq) != len(vk) or len(vq) < 2:
+        raise ValueError(f"cu_seqlens_q has {len(vq)} entries, cu_seqlens_k {len(vk)}: expected "
+                         "n + 1 each, n >= 1")
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
+        _packed(_dlpack.View(x, name, kind="float"))  # [total, H, D] or a clear error
+    grads = []
+    for x in (q, k, v):
+        g = _dlpack.empty(x, tuple(x.shape), str(x.dtype).replace("torch.", ""))
+        g[...] = 0
+        grads.append(g)
+    kw = dict(causal=causal, precision=precision, layout="bshd", sm_scale=sm_scale,
+              thrift_budget=thrift_budget, thrift_k=thrift_k, thrift_low=thrift_low, pasa=pasa,
+              pasa_beta=pasa_beta, backend=backend, block_q=block_q, block_k=block_k)
+    for b in range(len(vq) - 1):
+        a, e, c, f = vq[b], vq[b + 1], vk[b], vk[b + 1]
+        if a == e:
+            continue
+        dq, dk, dv = _api.attention_backward(q[a:e][None], k[c:f][None], v[c:f][None],
+                                             out[a:e][None], lse[:, a:e][None], dout[a:e][None],
+                                             seed=_seq_seed(seed, b), **kw)
+        grads[0][a:e], grads[1][c:f], grads[2][c:f] = dq[0], dk[0], dv[0]
+    return tuple(grads)

@@ -156,13 +156,58 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, precision, sm_scale, thrift_b
     return torch.empty_like(q), q.new_empty(shape, dtype=torch.float32)
 
 
+@torch.library.custom_op("lpattn::attention_varlen_backward", mutates_args=())
+def _attention_varlen_backward(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
+                               cu_seqlens_k: Tensor, out: Tensor, lse: Tensor, dout: Tensor,
+                               causal: bool, precision: str, sm_scale: float,
+                               thrift_budget: float, thrift_k: int, thrift_low: str,
+                               backend: str, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    return _varlen.attention_varlen_backward(
+        q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), dout.detach(),
+        cu_seqlens_q, cu_seqlens_k, causal=causal, precision=precision, sm_scale=_opt(sm_scale),
+        thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k), thrift_low=thrift_low,
+        backend=backend, seed=seed)
+
+
+@_attention_varlen_backward.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, dout, causal, precision, sm_scale,
+      thrift_budget, thrift_k, thrift_low, backend, seed):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _varlen_backward(ctx, dout, dlse):
+    if dlse is not None and dlse.numel() and bool(dlse.any()):
+        raise NotImplementedError("lpattn's backward takes the gradient of out only, not of lse")
+    q, k, v, cq, ck, out, lse = ctx.saved_tensors
+    if lse.numel() == 0:
+        raise RuntimeError(BACKWARD_MESSAGE.replace("attention", "attention_varlen"))
+    seed = int(torch.randint(0, 2 ** 62, (1,)).item())  # as attention's backward
+    dq, dk, dv = torch.ops.lpattn.attention_varlen_backward(q, k, v, cq, ck, out, lse,
+                                                            dout.contiguous(), *ctx.args, seed)
+    return (dq, dk, dv) + (None,) * ctx.n_rest
+
+
+def _varlen_setup(ctx, inputs, output):
+    q, k, v, cq, ck, causal, precision, sm_scale, thrift_budget, thrift_k, thrift_low, \
+        _, backend = inputs
+    ctx.save_for_backward(q, k, v, cq, ck, output[0], output[1])
+    ctx.args = (causal, precision, sm_scale, thrift_budget, thrift_k, thrift_low, backend)
+    ctx.n_rest = len(inputs) - 3
+
+
+torch.library.register_autograd("lpattn::attention_varlen", _varlen_backward,
+                                setup_context=_varlen_setup)
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
                      *, causal=False, precision="high", sm_scale=None, thrift_budget=None,
                      thrift_k=None, thrift_low="nvfp4", return_lse=False, backend="auto"):
-    """lpattn.attention_varlen as the op torch.ops.lpattn.attention_varlen
-    (forward only): q [total_q, Hq, D], k/v [total_k, Hkv, D], cu_seqlens
-    int32/int64 [n + 1] (read on the host: a CUDA tensor costs a copy and a
-    synchronization). Returns out, or (out, lse [Hq, total_q])."""
+    """lpattn.attention_varlen as the op torch.ops.lpattn.attention_varlen:
+    q [total_q, Hq, D], k/v [total_k, Hkv, D], cu_seqlens int32/int64
+    [n + 1] (read on the host: a CUDA tensor costs a copy and a
+    synchronization). Differentiable as lpattn.torch.attention (each
+    sequence's lpattn_attention_backward, sequence b's SR seed derived from
+    one drawn per call). Returns out, or (out, lse [Hq, total_q])."""
     _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
     if thrift_k is not None:
         _api._int("thrift_k", thrift_k)
@@ -170,9 +215,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
                         ("max_seqlen_k", max_seqlen_k, cu_seqlens_k)):
         if m is not None and not torch.compiler.is_compiling():
             _varlen._check_max(name, m, cu.tolist())
+    need_lse = return_lse or (torch.is_grad_enabled() and
+                              any(t.requires_grad for t in (q, k, v)))
     out, lse = torch.ops.lpattn.attention_varlen(
         q, k, v, cu_seqlens_q, cu_seqlens_k, causal, precision, float(sm_scale or 0.0),
-        float(thrift_budget or 0.0), int(thrift_k or 0), thrift_low, return_lse, backend)
+        float(thrift_budget or 0.0), int(thrift_k or 0), thrift_low, need_lse, backend)
     return (out, lse) if return_lse else out
 
 

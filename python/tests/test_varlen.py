@@ -147,6 +147,60 @@ class VarlenTorch(unittest.TestCase):
                                  backend="aot_eager")
         self.assertTrue(torch.equal(compiled(q, k, v, cq, ck), out))
 
+    def test_backward(self):
+        import torch
+        import lpattn.torch as lt
+        from lpattn import _varlen
+        cq, ck = cumsum(LQ), cumsum(LK)
+        tq, tk = torch.from_numpy(cq), torch.from_numpy(ck)
+        w = torch.from_numpy(rand(sum(LQ), HQ, D, seed=21))
+        leaves = [torch.from_numpy(x).requires_grad_() for x in packed(19)]
+        out = lt.attention_varlen(*leaves, tq, tk, causal=True)
+        (out * w).sum().backward()
+        got = [x.grad for x in leaves]
+        # HIGH: bitwise the per-sequence lt.attention backward; close to torch's own in float64
+        for x in leaves:
+            x.grad = None
+        for b in range(len(LQ)):
+            if LQ[b]:
+                sl = [x[a:e].transpose(0, 1)[None] for x, a, e in
+                      ((leaves[0], cq[b], cq[b + 1]), (leaves[1], ck[b], ck[b + 1]),
+                       (leaves[2], ck[b], ck[b + 1]))]
+                o = lt.attention(*sl, causal=True)
+                (o[0].transpose(0, 1) * w[cq[b]:cq[b + 1]]).sum().backward()
+        for g, x, name in zip(got, leaves, "qkv"):
+            self.assertTrue(torch.equal(g, x.grad), name)
+        d64 = [x.detach().double().requires_grad_() for x in leaves]
+        for b in range(len(LQ)):
+            if LQ[b]:
+                q_, k_, v_ = (x[a:e].transpose(0, 1) for x, a, e in
+                              ((d64[0], cq[b], cq[b + 1]), (d64[1], ck[b], ck[b + 1]),
+                               (d64[2], ck[b], ck[b + 1])))
+                k_, v_ = (t.repeat_interleave(HQ // HKV, 0) for t in (k_, v_))
+                s = q_ @ k_.transpose(1, 2) / D ** 0.5
+                mask = torch.ones(s.shape[-2:], dtype=torch.bool).tril(s.shape[-1] - s.shape[-2])
+                p_ = torch.softmax(s.masked_fill(~mask, float("-inf")), -1).nan_to_num()
+                ((p_ @ v_).transpose(0, 1) * w[cq[b]:cq[b + 1]].double()).sum().backward()
+        for g, x, name in zip(got, d64, "qkv"):
+            torch.testing.assert_close(g.double(), x.grad, atol=2e-4, rtol=0, msg=name)
+        # NVFP4 (stochastic rounding): sequence b is the per-sequence backward with its seed
+        q, k, v = (x.detach() for x in leaves)
+        out, lse = lt.attention_varlen(q, k, v, tq, tk, causal=True, precision="nvfp4",
+                                       return_lse=True)
+        grads = _varlen.attention_varlen_backward(q, k, v, out, lse, w, cq, ck, causal=True,
+                                                  precision="nvfp4", seed=5)
+        for b in range(len(LQ)):
+            if LQ[b]:
+                a, e, c, f = cq[b], cq[b + 1], ck[b], ck[b + 1]
+                want = lpattn.attention_backward(q[a:e][None], k[c:f][None], v[c:f][None],
+                                                 out[a:e][None], lse[:, a:e][None], w[a:e][None],
+                                                 causal=True, precision="nvfp4", layout="bshd",
+                                                 seed=_varlen._seq_seed(5, b))
+                for g, x, sl in zip(grads, want, (slice(a, e), slice(c, f), slice(c, f))):
+                    self.assertTrue(torch.equal(g[sl], x[0]), b)
+            else:  # keys without queries: zero gradients
+                self.assertFalse(grads[1][ck[b]:ck[b + 1]].any())
+
 
 class VarlenCuda(unittest.TestCase):
     """On a GPU: device cu_seqlens (FlashAttention's habit) and host ones give
