@@ -240,6 +240,21 @@ class VarlenCuda(unittest.TestCase):
                                                   cq, ck, causal=causal)
                     err = (out.float().cpu() - torch.from_numpy(ref)).abs().max().item()
                     self.assertLess(err, 2e-2, causal)
+                if prec in ("high", "nvfp4") and causal:  # backward: per-sequence, derived seeds
+                    from lpattn import _varlen
+                    dout = torch.randn_like(out)
+                    grads = _varlen.attention_varlen_backward(q, k, v, out, lse, dout, cq, ck,
+                                                              seed=9, **kw)
+                    for b in range(len(LQ)):
+                        if not LQ[b]:
+                            continue
+                        a, e, c, f = cq[b], cq[b + 1], ck[b], ck[b + 1]
+                        want = lpattn.attention_backward(
+                            q[a:e][None], k[c:f][None], v[c:f][None], out[a:e][None],
+                            lse[:, a:e][None], dout[a:e][None], layout="bshd",
+                            seed=_varlen._seq_seed(9, b), **kw)
+                        for g, x, sl in zip(grads, want, (slice(a, e), slice(c, f), slice(c, f))):
+                            self.assertTrue(torch.equal(g[sl], x[0]), (prec, b))
 
 
 if __name__ == "__main__":
