@@ -62,6 +62,8 @@ def main():
     out = torch.empty_like(q)
     plan = pool.plan_decode(q, slots, lens, table, max_length=n, out=out)
     kk, vv = (x.repeat_interleave(Hq // Hkv, 1) for x in (k, v))
+    aout = torch.empty_like(q)
+    aplan = lpattn.attention_plan(q, k, v, causal=True, out=aout)
     rows = [
         ("KVPool.decode (eager, out=, max_length=)",
          lambda: pool.decode(q, slots, lens, table, max_length=n, out=out)),
@@ -70,6 +72,9 @@ def main():
         ("DecodePlan.run()", lambda: plan.run()),
         ("lpattn.attention (decode shape, high)",
          lambda: lpattn.attention(q, k, v, causal=True)),
+        ("lpattn.attention (same, out=)",
+         lambda: lpattn.attention(q, k, v, causal=True, out=aout)),
+        ("AttentionPlan.run(q, k, v, out)", lambda: aplan.run(q, k, v, aout)),
         ("torch SDPA (decode shape, GQA expanded)",
          lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, vv)),
     ]

@@ -1,12 +1,14 @@
-/* Decode plans (lpattn.h "decode plans"): lpattn_paged_decode's host work
- * once per batch layout, then runs that only update pointers. GPU backends
- * keep the launch in the plan (vtable decode_plan / decode_run); host
- * backends run lpattn_paged_decode's path with the plan's views, which
- * checks the ids and lengths each time. */
+/* Plans (lpattn.h "plans: a step without host work"): lpattn_paged_decode's
+ * and lpattn_attention's host work once per layout, then runs that only
+ * update pointers. GPU backends keep the decode launch in the plan (vtable
+ * decode_plan / decode_run) and take an attention plan's resolved problem;
+ * host backends run the eager path with the plan's views, which reads the
+ * ids, lengths (and checked values) each time. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "argcheck.h"
 #include "error.h"
 #include "internal.h"
 
@@ -101,5 +103,87 @@ void lpattn_decode_plan_free(lpattn_decode_plan *pl) {
     lp_ctx_untrack(pl->ctx, pl);
     plan_detach(pl);
   }
+  free(pl);
+}
+
+/* ---- attention plans ------------------------------------------------------ */
+
+struct lpattn_attn_plan {
+  lpattn_ctx *ctx;            /* NULL once the context was freed */
+  lpattn_tensor q, k, v, out; /* the plan's views; a run swaps their data */
+  lpattn_attn_params params;  /* the caller's, copied: pr's descale views point here */
+  lpattn_attn_aux aux_in;     /* as given (host path) */
+  lpattn_attn_aux aux;        /* resolved: pr's lse/entropy/selection point here */
+  int has_aux;
+  lpattn_attn_problem pr;
+};
+
+static void attn_plan_detach(void *obj) { ((lpattn_attn_plan *)obj)->ctx = NULL; }
+
+lpattn_status lpattn_attention_plan(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
+                                    const lpattn_tensor *v, const lpattn_tensor *out,
+                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+                                    lpattn_attn_plan **plan) {
+  lp_err_clear();
+  if (plan) *plan = NULL;
+  if (!plan) return lp_fail(LPATTN_ERR_NULL_POINTER, "plan is NULL");
+  if (!q || !k || !v || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !q ? "q" : !k ? "k" : !v ? "v" : "out");
+  lpattn_attn_plan *pl = calloc(1, sizeof *pl);
+  if (!pl) return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory for the plan");
+  pl->q = *q, pl->k = *k, pl->v = *v, pl->out = *out;
+  lpattn_attn_params_init(&pl->params);
+  lpattn_attn_aux_init(&pl->aux_in);
+  lpattn_status st = lp_take_params(&pl->params, sizeof pl->params, params);
+  if (st == LPATTN_OK) st = lp_take_params(&pl->aux_in, sizeof pl->aux_in, aux_in);
+  pl->has_aux = aux_in != NULL;
+  if (st == LPATTN_OK)
+    st = lp_resolve_attention(ctx, &pl->q, &pl->k, &pl->v, &pl->out, &pl->params,
+                              pl->has_aux ? &pl->aux_in : NULL, &pl->pr, &pl->aux, 1);
+  if (st == LPATTN_OK && !ctx->vt->attention)
+    st = lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no attention", lpattn_backend_name(ctx->kind));
+  if (st == LPATTN_OK && lp_ctx_track(ctx, pl, attn_plan_detach) != LPATTN_OK)
+    st = lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory for the plan");
+  if (st != LPATTN_OK) {
+    free(pl);
+    return st;
+  }
+  pl->ctx = ctx;
+  *plan = pl;
+  return LPATTN_OK;
+}
+
+lpattn_status lpattn_attention_plan_run(lpattn_attn_plan *pl, const void *q, const void *k,
+                                        const void *v, void *out) {
+  if (!pl) {
+    lp_err_clear();
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "plan is NULL");
+  }
+  lpattn_ctx *ctx = pl->ctx;
+  const void *const want[4] = {pl->q.data, pl->k.data, pl->v.data, pl->out.data};
+  const void *got[4] = {q ? q : want[0], k ? k : want[1], v ? v : want[2], out ? out : want[3]};
+  int bad = -1;
+  for (int i = 0; i < 4; i++)
+    if (((uintptr_t)got[i] - (uintptr_t)want[i]) % 16) bad = i;
+  if (!ctx || bad >= 0) {
+    static const char *const name[4] = {"q", "k", "v", "out"};
+    lp_err_clear();
+    if (!ctx) return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "plan: its context was freed");
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s = %p: aligned unlike the plan's %p (mod 16 bytes)",
+                   name[bad], got[bad], want[bad]);
+  }
+  lpattn_tensor tq = pl->q, tk = pl->k, tv = pl->v, to = pl->out;
+  tq.data = (void *)got[0], tk.data = (void *)got[1], tv.data = (void *)got[2], to.data = (void *)got[3];
+  if (host(ctx)) /* values are read on the host (check_finite, descales): the whole path */
+    return lpattn_attention(ctx, &tq, &tk, &tv, &to, &pl->params, pl->has_aux ? &pl->aux_in : NULL);
+  lpattn_attn_problem pr = pl->pr;
+  pr.q = &tq, pr.k = &tk, pr.v = &tv, pr.out = &to;
+  lpattn_status st = ctx->vt->attention(ctx, &pr);
+  return st == LPATTN_OK ? st : lp_err_backend(st, ctx, "attention_plan_run");
+}
+
+void lpattn_attention_plan_free(lpattn_attn_plan *pl) {
+  if (!pl) return;
+  if (pl->ctx) lp_ctx_untrack(pl->ctx, pl);
   free(pl);
 }

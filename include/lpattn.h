@@ -640,7 +640,7 @@ LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *po
                                              const lpattn_attn_params *params,
                                              const lpattn_attn_aux *aux);
 
-/* ---- decode plans: a decode step without host work ---------------------- */
+/* ---- plans: a decode or attention step without host work ---------------- */
 /* A plan binds one batch layout of lpattn_paged_decode: the pool, the batch
  * (its tensors' memory and num_seqs, max_length; the caller may rewrite the
  * ids' and lengths' contents between runs), q's and out's shapes, dtypes and
@@ -673,6 +673,28 @@ LPATTN_API lpattn_status lpattn_paged_decode_plan(lpattn_ctx *ctx, lpattn_kv_poo
                                                   lpattn_decode_plan **plan);
 LPATTN_API lpattn_status lpattn_decode_plan_run(lpattn_decode_plan *plan, const void *q, void *out);
 LPATTN_API void lpattn_decode_plan_free(lpattn_decode_plan *plan);
+
+/* The same for lpattn_attention: one layout of q, k, v, out (shapes, dtypes,
+ * strides), params and aux (lse/entropy/selection views bound as given),
+ * validated and resolved once; lpattn_attention_plan_run takes the data
+ * pointers (NULL: the plan's own), aligned as the plan's (mod 16 bytes, else
+ * INVALID_ARGUMENT) and answers what lpattn_attention answers, bitwise. GPU
+ * backends run the call's device work only (graph-capturable once the
+ * context's workspace is large enough: run it once before capturing; a
+ * workspace that would grow inside a capture -> UNSUPPORTED). Host backends
+ * take lpattn_attention's path (check_finite and descales are read then).
+ * Lifetime as a decode plan (runs after lpattn_free of its context ->
+ * INVALID_ARGUMENT). */
+typedef struct lpattn_attn_plan lpattn_attn_plan;
+
+LPATTN_API lpattn_status lpattn_attention_plan(lpattn_ctx *ctx, const lpattn_tensor *q,
+                                               const lpattn_tensor *k, const lpattn_tensor *v,
+                                               const lpattn_tensor *out,
+                                               const lpattn_attn_params *params,
+                                               const lpattn_attn_aux *aux, lpattn_attn_plan **plan);
+LPATTN_API lpattn_status lpattn_attention_plan_run(lpattn_attn_plan *plan, const void *q,
+                                                   const void *k, const void *v, void *out);
+LPATTN_API void lpattn_attention_plan_free(lpattn_attn_plan *plan);
 
 /* ---- merging partial states (SPEC 7) ------------------------------------ */
 /* (o_a, lse_a, h_a) and (o_b, lse_b, h_b) over disjoint key sets ->

@@ -10,7 +10,9 @@ Failures raise LpattnError with the C status and a precise detail.
     out = lpattn.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)  # ragged
 
 Serving: lpattn.KVPool (the paged pool; its precision is a required
-argument) and lpattn.serving (FlashInfer-style page tables).
+argument) and lpattn.serving (FlashInfer-style page tables). Plans do a
+layout's host work once and run with pointer updates only (CUDA-graph
+capturable): KVPool.plan_decode(...).run(q, out), lpattn.attention_plan(...).
 
 PyTorch: `import lpattn.torch` registers the ops with torch.library (they
 trace under torch.compile) and offers scaled_dot_product_attention."""
@@ -19,6 +21,7 @@ from ._api import (QuantizedTensor, attention, attention_backward, dequantize, m
                    quantize, thrift_k)
 from ._context import available_backends
 from ._kv import KVPool, pool_bytes
+from ._plan import AttentionPlan, DecodePlan, attention_plan
 from ._varlen import attention_varlen
 from .errors import LpattnError, UnsupportedError
 
@@ -26,7 +29,8 @@ __version__ = _lib.lib.lpattn_version_string().decode()
 library_path = _lib.path
 
 __all__ = ["attention", "attention_varlen", "attention_backward", "merge_states", "quantize", "dequantize", "QuantizedTensor", "thrift_k",
-           "pasa_beta", "KVPool", "pool_bytes", "LpattnError", "UnsupportedError",
+           "pasa_beta", "KVPool", "pool_bytes", "attention_plan", "AttentionPlan", "DecodePlan",
+           "LpattnError", "UnsupportedError",
            "available_backends", "last_error", "__version__"]
 
 

@@ -7,7 +7,9 @@ import ctypes
 import weakref
 
 from . import _dlpack, _lib
-from ._api import _alloc, _int, _row_outputs, _views, attn_params, INT64
+from ._api import (INT64, LAYOUT_TEXT, LAYOUTS, _alloc, _choice, _descales, _int, _row_outputs,
+                   _same_dtype, _views, attn_params)
+from ._context import context
 from .errors import check
 
 _run = _lib.lib.lpattn_decode_plan_run
@@ -20,6 +22,14 @@ _make.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_lib.Batch),
                   ctypes.POINTER(ctypes.c_void_p)]
 _free = _lib.lib.lpattn_decode_plan_free
 _free.restype, _free.argtypes = None, [ctypes.c_void_p]
+_arun = _lib.lib.lpattn_attention_plan_run
+_arun.restype, _arun.argtypes = ctypes.c_int, [ctypes.c_void_p] * 5
+_amake = _lib.lib.lpattn_attention_plan
+_amake.restype = ctypes.c_int
+_amake.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_lib.Tensor)] * 4 + [
+    ctypes.POINTER(_lib.AttnParams), ctypes.POINTER(_lib.AttnAux), ctypes.POINTER(ctypes.c_void_p)]
+_afree = _lib.lib.lpattn_attention_plan_free
+_afree.restype, _afree.argtypes = None, [ctypes.c_void_p]
 
 # Plans dropped while a CUDA graph was being captured (freeing device memory
 # there would invalidate the capture): freed by the next plan made.
@@ -34,16 +44,17 @@ def _capturing():
         return False
 
 
-def _release(handle):
+def _release(handle, free=_free):
     if _capturing():
-        _deferred.append(handle)
+        _deferred.append((free, handle))
     else:
-        _free(handle)
+        free(handle)
 
 
 def _flush_deferred():
     while _deferred and not _capturing():
-        _free(_deferred.pop())
+        free, handle = _deferred.pop()
+        free(handle)
 
 
 def _torch_stream_fn(device_id):
@@ -53,6 +64,54 @@ def _torch_stream_fn(device_id):
     if raw is not None:
         return lambda: raw(device_id)
     return lambda: torch.cuda.current_stream(device_id).cuda_stream
+
+
+def _sig(obj, view):
+    """What a run's argument must match: shape, strides, dtype, device."""
+    if _dlpack.namespace_of(obj) == "torch":
+        return ("torch", tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.device)
+    return ("view", view.shape, view.strides, view.dtype, view.device_type, view.device_id)
+
+
+class _Arg:
+    """One pointer argument of a plan's run: its signature and the last
+    object seen with its pointer (None: the plan's own, which C keeps)."""
+
+    __slots__ = ("name", "sig", "write", "last", "last_ptr")
+
+    def __init__(self, name, obj, view, write):
+        self.name, self.write, self.sig = name, write, _sig(obj, view)
+        self.last, self.last_ptr = obj, None
+
+    def ptr(self, x):
+        if x is None:
+            return None
+        if x is self.last:
+            return self.last_ptr
+        if _dlpack.namespace_of(x) == "torch" and self.sig[0] == "torch":
+            got = ("torch", tuple(x.shape), tuple(x.stride()), x.dtype, x.device)
+            if self.write:
+                _dlpack._check_writable(x, self.name)
+            p = x.data_ptr()
+        else:
+            v = _dlpack.View(x, self.name, kind="qkv", write=self.write)
+            got = ("view", v.shape, v.strides, v.dtype, v.device_type, v.device_id)
+            p = v.ptr
+        if got != self.sig:
+            raise ValueError(f"plan run: {self.name} is {got[1:]} "
+                             f"(shape, strides, dtype, device), the plan was made for "
+                             f"{self.sig[1:]}: make a plan per layout")
+        self.last, self.last_ptr = x, p
+        return p
+
+
+def _stream_reader(like, view):
+    """None on the host; else a function giving the caller's current stream."""
+    if not view.on_gpu:
+        return None
+    if _dlpack.namespace_of(like) == "torch":
+        return _torch_stream_fn(view.device_id)
+    return lambda: _dlpack.current_stream(like, view)
 
 
 class DecodePlan:
@@ -106,60 +165,19 @@ class DecodePlan:
         self.pool, self._keep = pool, (keep, b, (slots, lengths, page_table, kv_start, q_start))
         self.q, self.out, self._rows = q, out, tuple(rows)
         self._result = (out, *rows) if rows else out
-        self._sig_q = self._sig(q, qv)
-        self._sig_out = self._sig(out, ov)
-        self._last_q, self._last_qp = q, None  # None: the plan's own pointer
-        self._last_o, self._last_op = out, None
+        self._q, self._out = _Arg("q", q, qv, False), _Arg("out", out, ov, True)
         self._ctx = pool._ctx
-        self._stream = None
-        if qv.on_gpu and _dlpack.namespace_of(q) == "torch":
-            self._stream = _torch_stream_fn(qv.device_id)
-        elif qv.on_gpu:
-            self._stream = lambda: _dlpack.current_stream(q, qv)
-
-    @staticmethod
-    def _sig(obj, view):
-        if _dlpack.namespace_of(obj) == "torch":
-            return ("torch", tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.device)
-        return ("view", view.shape, view.strides, view.dtype, view.device_type, view.device_id)
-
-    def _ptr(self, obj, name, sig, write):
-        """obj's data pointer after checking it matches the plan's view."""
-        if _dlpack.namespace_of(obj) == "torch" and sig[0] == "torch":
-            got = ("torch", tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.device)
-            if write and obj.is_inference():
-                _dlpack._check_writable(obj, name)
-            ptr = obj.data_ptr()
-        else:
-            v = _dlpack.View(obj, name, kind="float", write=write)
-            got = ("view", v.shape, v.strides, v.dtype, v.device_type, v.device_id)
-            ptr = v.ptr
-        if got != sig:
-            raise ValueError(f"DecodePlan.run: {name} is {got[1:]} (shape, strides, dtype, "
-                             f"device), the plan was made for {sig[1:]}: make a plan per layout")
-        return ptr
+        self._stream = _stream_reader(q, qv)
 
     def run(self, q=None, out=None):
         """Decode with the plan (see the class). The hot path: the same q
         and out objects (or None) as the last run."""
         if self.handle is None:
             raise ValueError("DecodePlan: the plan is closed")
-        if q is None or q is self._last_q:
-            qp = self._last_qp if q is not None else None
-        else:
-            qp = self._ptr(q, "q", self._sig_q, False)
-            self._last_q, self._last_qp = q, qp
-        res = self._result
-        if out is None or out is self._last_o:
-            op = self._last_op if out is not None else None
-            if out is not None and out is not self.out:
-                res = (out, *self._rows) if self._rows else out
-        else:
-            op = self._ptr(out, "out", self._sig_out, True)
-            self._last_o, self._last_op = out, op
-            res = (out, *self._rows) if self._rows else out
         if self.pool.handle is None:
             raise ValueError("DecodePlan: its KVPool was closed")
+        qp = self._q.ptr(q)
+        op = self._out.ptr(out)
         if self._stream is not None:
             s = self._stream()
             if s != self._ctx.stream:
@@ -167,7 +185,96 @@ class DecodePlan:
         st = _run(self.handle, qp, op)
         if st:
             check("decode_plan_run", st)
-        return res
+        if out is None or out is self.out:
+            return self._result
+        return (out, *self._rows) if self._rows else out
+
+    def close(self):
+        """Release the plan (its arrays stay the caller's)."""
+        if self.handle is not None:
+            self._fin()
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def attention_plan(q, k, v, *, out=None, causal=False, precision=None, layout="bhsd",
+                   return_lse=False, return_entropy=False, backend="auto", q_descale=None,
+                   k_descale=None, v_descale=None, **params):
+    """An AttentionPlan: lpattn.attention's validation and parameters once
+    for this layout of q, k, v and out (shapes, dtypes, strides; out made
+    like q when None). Keywords as lpattn.attention (params: sm_scale,
+    thrift_budget, thrift_k, thrift_low, pasa, pasa_beta, block_q, block_k,
+    check_finite, leaky, mx_scale_round_up, q_start, kv_start). torch, NumPy
+    and CuPy arrays.
+
+        plan = lpattn.attention_plan(q, k, v, causal=True, out=out)
+        plan.run(q, k, v, out)   # on a GPU: capturable in torch.cuda.graph after one run"""
+    return AttentionPlan(q, k, v, out=out, causal=causal, precision=precision, layout=layout,
+                         return_lse=return_lse, return_entropy=return_entropy, backend=backend,
+                         q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, **params)
+
+
+class AttentionPlan:
+    """attention_plan's result. run(q=None, k=None, v=None, out=None): each
+    None takes the array given at plan time; others must match its shape,
+    strides, dtype and device. Returns out, or (out, lse[, entropy]) (the
+    plan's own lse/entropy arrays, rewritten by every run)."""
+
+    def __init__(self, q, k, v, *, out, causal, precision, layout, return_lse, return_entropy,
+                 backend, q_descale, k_descale, v_descale, **params):
+        _flush_deferred()
+        perm = _choice("layout", layout, LAYOUTS)
+        qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="qkv")
+        _same_dtype(qv, kv_, vv)
+        tq, tk, tv = (x.tensor(perm, layout=LAYOUT_TEXT[layout]) for x in (qv, kv_, vv))
+        descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+        if precision is None:
+            fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
+            precision = "fp8_static" if fp8s else "high"
+        p = attn_params(precision, causal, **params)
+        keep = _descales(p, q, qv, tk.shape[0], tk.shape[1], descales)
+        ctx = context(backend, qv, _dlpack.current_stream(q, qv))
+        if out is None:
+            out = _alloc(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "bfloat16"))
+        ov = _dlpack.View(out, "out", kind="float", write=True)
+        to = ov.tensor(perm, layout=LAYOUT_TEXT[layout])
+        aux, rows = _row_outputs(q, tq.shape[0], tq.shape[1], tq.shape[2], return_lse,
+                                 return_entropy)
+        h = ctypes.c_void_p()
+        check("attention_plan", _amake(ctx.handle, ctypes.byref(tq), ctypes.byref(tk),
+                                       ctypes.byref(tv), ctypes.byref(to), ctypes.byref(p),
+                                       ctypes.byref(aux), ctypes.byref(h)))
+        self.handle = h.value
+        self._fin = weakref.finalize(self, _release, self.handle, _afree)
+        self._keep = (keep, p, aux, q, k, v)
+        self.out, self._rows = out, tuple(rows)
+        self._result = (out, *rows) if rows else out
+        self._args = (_Arg("q", q, qv, False), _Arg("k", k, kv_, False), _Arg("v", v, vv, False),
+                      _Arg("out", out, ov, True))
+        self._ctx = ctx
+        self._stream = _stream_reader(q, qv)
+
+    def run(self, q=None, k=None, v=None, out=None):
+        """Attention with the plan (see the class)."""
+        if self.handle is None:
+            raise ValueError("AttentionPlan: the plan is closed")
+        a = self._args
+        qp, kp, vp, op = a[0].ptr(q), a[1].ptr(k), a[2].ptr(v), a[3].ptr(out)
+        if self._stream is not None:
+            s = self._stream()
+            if s != self._ctx.stream:
+                self._ctx.use_stream(s)
+        st = _arun(self.handle, qp, kp, vp, op)
+        if st:
+            check("attention_plan_run", st)
+        if out is None or out is self.out:
+            return self._result
+        return (out, *self._rows) if self._rows else out
 
     def close(self):
         """Release the plan (its arrays stay the caller's)."""

@@ -109,6 +109,32 @@ class PlanTest(unittest.TestCase):
                 np.testing.assert_array_equal(ent, went, err_msg=f"{backend} {prec}")
 
 
+class AttentionPlanTest(unittest.TestCase):
+    def test_run_equals_attention(self):
+        for prec in ("high", "nvfp4"):
+            q, k, v = rand(1, HQ, 80, D, seed=1), rand(1, H, 80, D, seed=2), rand(1, H, 80, D, seed=3)
+            out = np.empty_like(q)
+            plan = lpattn.attention_plan(q, k, v, causal=True, precision=prec, out=out, return_lse=True)
+            for i in range(3):
+                q[...], k[...] = rand(1, HQ, 80, D, seed=10 + i), rand(1, H, 80, D, seed=20 + i)
+                v2 = rand(1, H, 80, D, seed=30 + i)
+                got, lse = plan.run(q, k, v2, out)
+                want, wlse = lpattn.attention(q, k, v2, causal=True, precision=prec, return_lse=True)
+                np.testing.assert_array_equal(got, want, err_msg=prec)
+                np.testing.assert_array_equal(lse, wlse, err_msg=prec)
+            with self.assertRaisesRegex(ValueError, "the plan was made for"):
+                plan.run(q, k[:, :, :40])
+            plan.close()
+        with self.assertRaisesRegex(lpattn.LpattnError, "BAD_GQA"):
+            lpattn.attention_plan(rand(1, 3, 8, D), rand(1, 2, 8, D), rand(1, 2, 8, D))
+
+    def test_bshd_layout(self):
+        q, k, v = rand(2, 50, HQ, D, seed=4), rand(2, 70, H, D, seed=5), rand(2, 70, H, D, seed=6)
+        plan = lpattn.attention_plan(q, k, v, layout="bshd", causal=True)
+        np.testing.assert_array_equal(plan.run(), lpattn.attention(q, k, v, layout="bshd",
+                                                                   causal=True))
+
+
 class TorchHostPlanTest(unittest.TestCase):
     def setUp(self):
         try:

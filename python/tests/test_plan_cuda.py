@@ -1,5 +1,5 @@
 """CUDA graphs from Python (issue 32 item 2): KVPool.append, KVPool.decode,
-DecodePlan.run and lpattn.attention captured in torch.cuda.graph (default
+DecodePlan.run, lpattn.attention and AttentionPlan.run captured in torch.cuda.graph (default
 capture mode); replays follow lengths, page tables and queries written in
 place and equal eager calls on a twin pool bitwise. Skipped without a CUDA
 device (or a library built without the CUDA backend).
@@ -8,6 +8,7 @@ device (or a library built without the CUDA backend).
 import unittest
 
 import lpattn
+from lpattn import attention_plan
 
 try:
     import torch
@@ -57,6 +58,8 @@ class CudaGraphTest(unittest.TestCase):
         out_plan, out_dec, out_att = (torch.empty_like(q1), torch.empty_like(q1),
                                       torch.empty_like(qa))
         plan = pools[0].plan_decode(q1, slots, lens_dec, table, max_length=MAXLEN, out=out_plan)
+        out_aplan = torch.empty_like(qa)
+        aplan = attention_plan(qa, ka, va, causal=True, precision=precision, out=out_aplan)
 
         def step():
             pools[0].append(k1, v1, slots, lens_app, table, q=q1, max_length=MAXLEN)
@@ -64,6 +67,7 @@ class CudaGraphTest(unittest.TestCase):
             plan.run(q1, out_plan)
             pools[0].decode(q1, slots, lens_dec, table, max_length=MAXLEN, out=out_dec)
             lpattn.attention(qa, ka, va, causal=True, precision=precision, out=out_att)
+            aplan.run(qa, ka, va, out_aplan)
 
         # warm up on a side stream (torch's recipe): the attention workspace and the
         # launch attributes; no append (it would add a token)
@@ -73,6 +77,7 @@ class CudaGraphTest(unittest.TestCase):
             plan.run(q1, out_plan)
             pools[0].decode(q1, slots, lens_dec, table, max_length=MAXLEN, out=out_dec)
             lpattn.attention(qa, ka, va, causal=True, precision=precision, out=out_att)
+            aplan.run(qa, ka, va, out_aplan)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
@@ -94,6 +99,7 @@ class CudaGraphTest(unittest.TestCase):
             self.assertTrue(torch.equal(out_plan, want), f"{precision} step {i}: plan.run")
             self.assertTrue(torch.equal(out_dec, want), f"{precision} step {i}: decode")
             self.assertTrue(torch.equal(out_att, want_att), f"{precision} step {i}: attention")
+            self.assertTrue(torch.equal(out_aplan, want_att), f"{precision} step {i}: attention plan")
             self.assertEqual(lens_dec.tolist(), [n0 + i + 1] * 2)
             lens_app.add_(1)  # the next step's lengths, in place
             e_app.add_(1)

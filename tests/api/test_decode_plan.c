@@ -1,7 +1,8 @@
-/* Decode plans (lpattn.h "decode plans") on a host backend (argv[1]: ref or
- * cpu): a run equals lpattn_paged_decode bitwise for every precision, follows
+/* Plans (lpattn.h "plans") on a host backend (argv[1]: ref or cpu): a decode
+ * plan's run equals lpattn_paged_decode bitwise for every precision, follows
  * lengths written in place between runs, and refuses bad input with nothing
- * written; a plan outlives its context safely. */
+ * written; an attention plan's run equals lpattn_attention bitwise; plans
+ * outlive their context safely. */
 #include <stdint.h>
 #include <string.h>
 
@@ -129,11 +130,61 @@ static void lifetime(int cpu) {
   lpattn_decode_plan *plan = NULL;
   CHECK_STATUS(lpattn_paged_decode_plan(ctx, pool, &bt.b, &tq, &to, NULL, NULL, &plan), LPATTN_OK);
   CHECK_STATUS(lpattn_decode_plan_run(plan, NULL, NULL), LPATTN_OK);
+  const lpattn_tensor kv = lpattn_tensor_4d(kbuf, LPATTN_F32, NS, HKV, 8, D);
+  lpattn_attn_plan *ap = NULL;
+  CHECK_STATUS(lpattn_attention_plan(ctx, &tq, &kv, &kv, &to, NULL, NULL, &ap), LPATTN_OK);
   lpattn_free(ctx);
   CHECK_STATUS(lpattn_decode_plan_run(plan, NULL, NULL), LPATTN_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(lpattn_attention_plan_run(ap, NULL, NULL, NULL, NULL), LPATTN_ERR_INVALID_ARGUMENT);
   lpattn_decode_plan_free(plan);
+  lpattn_attention_plan_free(ap);
   lpattn_kv_pool_free(pool);
   lpattn_decode_plan_free(NULL);
+}
+
+/* lpattn_attention_plan: runs on new q/k/v contents and pointers equal
+ * lpattn_attention bitwise (causal, GQA, NVFP4 and HIGH, with LSE). */
+static void attention_plan(lpattn_ctx *ctx) {
+  enum { S = 96 };
+  static float aq[2][H * S * D], ak[HKV * S * D], av[HKV * S * D], ao[H * S * D], ar[H * S * D];
+  static float al[H * S], alr[H * S];
+  const lpattn_precision precs[2] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4};
+  for (int pi = 0; pi < 2; pi++) {
+    lpattn_tensor q = lpattn_tensor_4d(aq[0], LPATTN_F32, 1, H, S, D);
+    const lpattn_tensor k = lpattn_tensor_4d(ak, LPATTN_F32, 1, HKV, S, D);
+    const lpattn_tensor v = lpattn_tensor_4d(av, LPATTN_F32, 1, HKV, S, D);
+    const lpattn_tensor o = lpattn_tensor_4d(ao, LPATTN_F32, 1, H, S, D);
+    const lpattn_tensor r = lpattn_tensor_4d(ar, LPATTN_F32, 1, H, S, D);
+    lpattn_attn_params ap;
+    lpattn_attn_params_init(&ap);
+    ap.causal = 1, ap.precision = precs[pi];
+    lpattn_attn_aux aux, auxr;
+    lpattn_attn_aux_init(&aux), lpattn_attn_aux_init(&auxr);
+    aux.lse = lpattn_tensor_4d(al, LPATTN_F32, 1, H, S, 1);
+    auxr.lse = lpattn_tensor_4d(alr, LPATTN_F32, 1, H, S, 1);
+    lpattn_attn_plan *plan = NULL;
+    CHECK_STATUS(lpattn_attention_plan(ctx, &q, &k, &v, &o, &ap, &aux, &plan), LPATTN_OK);
+    for (int t = 0; t < 3; t++) {
+      fill(aq[t & 1], H * S * D, 40u + (uint32_t)t), fill(ak, HKV * S * D, 50u + (uint32_t)t);
+      fill(av, HKV * S * D, 60u + (uint32_t)t);
+      CHECK_STATUS(lpattn_attention_plan_run(plan, aq[t & 1], NULL, NULL, NULL), LPATTN_OK);
+      q.data = aq[t & 1];
+      CHECK_STATUS(lpattn_attention(ctx, &q, &k, &v, &r, &ap, &auxr), LPATTN_OK);
+      CHECK(!memcmp(ao, ar, sizeof ar) && !memcmp(al, alr, sizeof alr),
+            "precision %d, run %d: the attention plan differs from lpattn_attention", precs[pi], t);
+    }
+    CHECK_STATUS(lpattn_attention_plan_run(plan, NULL, (const char *)ak + 4, NULL, NULL),
+                 LPATTN_ERR_INVALID_ARGUMENT);
+    lpattn_attention_plan_free(plan);
+  }
+  lpattn_attn_plan *plan = (lpattn_attn_plan *)ctx;
+  lpattn_tensor q = lpattn_tensor_4d(aq[0], LPATTN_F32, 1, H + 1, S, D);
+  const lpattn_tensor k = lpattn_tensor_4d(ak, LPATTN_F32, 1, HKV, S, D);
+  const lpattn_tensor o = lpattn_tensor_4d(ao, LPATTN_F32, 1, H + 1, S, D);
+  CHECK_STATUS(lpattn_attention_plan(ctx, &q, &k, &k, &o, NULL, NULL, &plan), LPATTN_ERR_BAD_GQA);
+  CHECK(plan == NULL, "a failed plan call sets *plan to NULL");
+  CHECK_STATUS(lpattn_attention_plan_run(NULL, NULL, NULL, NULL, NULL), LPATTN_ERR_NULL_POINTER);
+  lpattn_attention_plan_free(NULL);
 }
 
 int main(int argc, char **argv) {
@@ -146,6 +197,7 @@ int main(int argc, char **argv) {
   const lpattn_precision precs[] = {LPATTN_PREC_HIGH, LPATTN_PREC_FP8, LPATTN_PREC_NVFP4,
                                     LPATTN_PREC_MXFP4, LPATTN_PREC_THRIFT};
   for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++) runs(ctx, precs[i]);
+  attention_plan(ctx);
   lpattn_free(ctx);
   lifetime(cpu);
   return test_finish();
