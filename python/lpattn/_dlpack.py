@@ -1,8 +1,12 @@
 """Zero-copy views of any DLPack producer (torch, NumPy, CuPy, JAX) as
 lpattn_tensor, and output arrays of the caller's kind."""
 import ctypes
+import struct
 
 from . import _lib
+
+_TENSOR = struct.Struct("@Pi4q4q")  # lpattn_tensor's layout (native alignment)
+assert _TENSOR.size == ctypes.sizeof(_lib.Tensor)
 
 CPU, CUDA, CUDA_HOST, ROCM = 1, 2, 3, 10
 
@@ -202,12 +206,14 @@ class View:
         if len(shape) != 4:
             self.need_rank(4, layout)
         if perm is not None:
-            shape = tuple(shape[i] for i in perm)
-            strides = tuple(strides[i] for i in perm)
+            a, b, c, d = perm
+            shape = (shape[a], shape[b], shape[c], shape[d])
+            strides = (strides[a], strides[b], strides[c], strides[d])
         dt = _lib.E4M3 if self.dtype is None else self.dtype
         if dt == "int64":
             raise TypeError(f"{self.name}: int64 is not accepted here; use int32")
-        return _lib.Tensor(self.ptr, dt, _lib.c_i64_4(*shape), _lib.c_i64_4(*strides))
+        # packed in one go: a few times cheaper than the Structure's constructor
+        return _lib.Tensor.from_buffer_copy(_TENSOR.pack(self.ptr, dt, *shape, *strides))
 
 
 def _dense(shape):
@@ -247,11 +253,18 @@ def _check_writable(obj, name):
         raise ValueError(f"{name}: the array is {bad}, but this call writes it")
 
 
+_NAMESPACES = {}  # type -> namespace_of's answer
+
+
 def namespace_of(obj):
     """'torch', 'numpy', 'cupy', 'jax' or 'other' for an array object."""
-    mod = type(obj).__module__.split(".")[0]
-    return {"torch": "torch", "numpy": "numpy", "cupy": "cupy", "jaxlib": "jax",
-            "jax": "jax"}.get(mod, "other")
+    t = type(obj)
+    ns = _NAMESPACES.get(t)
+    if ns is None:
+        mod = t.__module__.split(".")[0]
+        ns = _NAMESPACES[t] = {"torch": "torch", "numpy": "numpy", "cupy": "cupy",
+                               "jaxlib": "jax", "jax": "jax"}.get(mod, "other")
+    return ns
 
 
 def _jax_gpu(like):
