@@ -11,6 +11,7 @@
 #include "argcheck.h"
 #include "error.h"
 #include "internal.h"
+#include "window.h"
 
 /* lpattn_free() of the cache's context (lpattn.h): release the cache's memory
  * while the backend is alive and leave the caller's handle, ctx = NULL. The
@@ -48,12 +49,7 @@ lpattn_status lpattn_kv_cache_create(lpattn_ctx *ctx, const lpattn_kv_cache_para
   if ((unsigned)p.precision > LPATTN_PREC_THRIFT || !valid_format(p.thrift_low))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
                    "precision 0-4 and a format 0-2", (int)p.precision, (int)p.thrift_low);
-  lpattn_format low = lp_low_format(p.precision, p.thrift_low);
-  /* on the paged pool: its head-dim rule (core/api_kv.c) */
-  if (p.head_dim % 16 || (p.precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p.head_dim % 32))
-    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: KV caches need a multiple of 16 "
-                   "(MXFP4: of 32); lpattn_attention takes any head dim in [%d, %d]",
-                   p.head_dim, LP_HEAD_DIM_MIN, LP_HEAD_DIM_MAX);
+  /* any head dim: the paged pool pads its rows (SEMANTICS "Head dimensions") */
   if (p.pasa_beta != 0.0f && !(p.pasa_beta > 0.0f && p.pasa_beta < 1.0f))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
                    (double)p.pasa_beta);
@@ -166,6 +162,7 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   int check_finite;
   LP_TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
                         &check_finite));
+  LP_TRY(lp_window_backend(ctx, &pr));
   pr.q = q, pr.out = out;
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");

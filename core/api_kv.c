@@ -41,7 +41,12 @@ static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "params: num_kv_heads = %d, num_q_heads = %d, num_pages = %d, "
                    "num_slots = %d; expected heads >= 1, pages and slots >= 0", p->num_kv_heads,
                    p->num_q_heads, (int)p->num_pages, (int)p->num_slots);
-  LP_TRY_ARG("params", lp_check_head_dim(p->head_dim));
+  if (p->head_dim_v == 0) p->head_dim_v = p->head_dim;
+  if (p->head_dim < LP_HEAD_DIM_MIN || p->head_dim > LP_KV_DIM_MAX || p->head_dim_v < LP_HEAD_DIM_MIN ||
+      p->head_dim_v > LP_KV_DIM_MAX)
+    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d, head_dim_v = %d: expected head_dim in "
+                   "[%d, %d] and head_dim_v 0 (= head_dim) or in the same range", p->head_dim,
+                   p->head_dim_v, LP_HEAD_DIM_MIN, LP_KV_DIM_MAX);
   if (p->num_q_heads % p->num_kv_heads)
     return lp_fail(LPATTN_ERR_BAD_GQA, "params.num_q_heads = %d is not a multiple of num_kv_heads = %d",
                    p->num_q_heads, p->num_kv_heads);
@@ -54,12 +59,6 @@ static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv
   if ((unsigned)p->precision > LPATTN_PREC_THRIFT || !valid_format(p->thrift_low))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
                    "precision 0-4 and a format 0-2", (int)p->precision, (int)p->thrift_low);
-  const lpattn_format low = lp_low_format(p->precision, p->thrift_low);
-  /* Pages are not padded yet (SEMANTICS "Head dimensions"): whole groups along D. */
-  if (p->head_dim % 16 || (p->precision != LPATTN_PREC_HIGH && low == LPATTN_FMT_MXFP4 && p->head_dim % 32))
-    return lp_fail(LPATTN_ERR_BAD_HEAD_DIM, "params.head_dim = %d: paged pools need a multiple of 16 "
-                   "(MXFP4 pages: of 32); lpattn_attention takes any head dim in [%d, %d]",
-                   p->head_dim, LP_HEAD_DIM_MIN, LP_HEAD_DIM_MAX);
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
                    (double)p->pasa_beta);
@@ -105,6 +104,11 @@ lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = F32: GPU pools store F16 or BF16");
   if (p.check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
+  if (!host(ctx) && (p.head_dim_v != p.head_dim || lp_kv_store_dim(&p) != p.head_dim))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.head_dim = %d, head_dim_v = %d: %s pools take one head "
+                   "dim for K and V, a multiple of 16 (MXFP4: 32) that a decode variant is built for; "
+                   "padded and MLA pools run on the ref and cpu backends (SEMANTICS \"Head dimensions\")",
+                   p.head_dim, p.head_dim_v, lpattn_backend_name(ctx->kind));
   lp_kv_layout L;
   LP_TRY_ARG("params", lp_kv_layout_init(&L, &p));
   size_t need;
@@ -294,14 +298,16 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   const lpattn_kv_pool_params *pp = &pool->p;
   const int64_t n = k->shape[2];
   const lpattn_tensor *bad = !shape_is(k, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ? k
-                             : !shape_is(v, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ? v
+                             : !shape_is(v, b.num_seqs, pp->num_kv_heads, n, pp->head_dim_v) ? v
                              : (q && !shape_is(q, b.num_seqs, pp->num_q_heads, n, pp->head_dim)) ? q : NULL;
   if (bad)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %d, "
-                   "%s = %d, n = %lld, head_dim = %d}", bad == k ? "k" : bad == v ? "v" : "q",
+                   "%s = %d, n = %lld, %s = %d}", bad == k ? "k" : bad == v ? "v" : "q",
                    (long long)bad->shape[0], (long long)bad->shape[1], (long long)bad->shape[2],
                    (long long)bad->shape[3], b.num_seqs, bad == q ? "num_q_heads" : "num_kv_heads",
-                   bad == q ? pp->num_q_heads : pp->num_kv_heads, (long long)n, pp->head_dim);
+                   bad == q ? pp->num_q_heads : pp->num_kv_heads, (long long)n,
+                   bad != k && bad == v ? "head_dim_v" : "head_dim",
+                   bad != k && bad == v ? pp->head_dim_v : pp->head_dim);
   if (n > INT32_MAX) return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "k.shape[2] = %lld, at most 2^31 - 1", (long long)n);
   if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 1, n, 0));
   if (pp->check_finite) {
@@ -402,12 +408,13 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
   const lpattn_kv_pool_params *pp = &pool->p;
   const int64_t Sq = q->shape[2];
   const lpattn_tensor *bad = !shape_is(q, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) ? q
-                             : !shape_is(out, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim) ? out : NULL;
+                             : !shape_is(out, b.num_seqs, pp->num_q_heads, Sq, pp->head_dim_v) ? out : NULL;
   if (bad)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %d, "
-                   "num_q_heads = %d, Sq = %lld, head_dim = %d}", bad == q ? "q" : "out",
+                   "num_q_heads = %d, Sq = %lld, %s = %d}", bad == q ? "q" : "out",
                    (long long)bad->shape[0], (long long)bad->shape[1], (long long)bad->shape[2],
-                   (long long)bad->shape[3], b.num_seqs, pp->num_q_heads, (long long)Sq, pp->head_dim);
+                   (long long)bad->shape[3], b.num_seqs, pp->num_q_heads, (long long)Sq,
+                   bad == q ? "head_dim" : "head_dim_v", bad == q ? pp->head_dim : pp->head_dim_v);
   if (Sq > pp->page_size)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most page_size = %d", (long long)Sq,
                    pp->page_size);

@@ -6,12 +6,21 @@
 
 static size_t up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+int lp_kv_store_dim(const lpattn_kv_pool_params *p) {
+  const int dv = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim;
+  const int d = p->head_dim > dv ? p->head_dim : dv;
+  const int g = p->precision != LPATTN_PREC_HIGH &&
+                lp_low_format(p->precision, p->thrift_low) == LPATTN_FMT_MXFP4 ? 32 : 16;
+  return d > 0 ? (d + g - 1) / g * g : 0;
+}
+
 lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p) {
   *L = (lp_kv_layout){0};
-  const size_t T = (size_t)p->page_size, D = (size_t)p->head_dim;
+  const size_t T = (size_t)p->page_size, D = (size_t)lp_kv_store_dim(p);
   const size_t Hkv = (size_t)p->num_kv_heads, Hq = (size_t)p->num_q_heads;
-  if (T == 0 || D == 0 || Hkv == 0 || Hq == 0 || T % 32 || D % 16) return LPATTN_ERR_INVALID_ARGUMENT;
-  L->T = p->page_size, L->D = p->head_dim, L->Hkv = p->num_kv_heads, L->Hq = p->num_q_heads;
+  if (T == 0 || D == 0 || Hkv == 0 || Hq == 0 || T % 32 || D > LP_KV_DIM_MAX) return LPATTN_ERR_INVALID_ARGUMENT;
+  L->T = p->page_size, L->D = (int)D, L->Hkv = p->num_kv_heads, L->Hq = p->num_q_heads;
+  L->Dk = p->head_dim, L->Dv = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim;
   L->prec = p->precision;
   L->fmt = lp_low_format(p->precision, p->thrift_low);
   L->G = lp_group_size(L->fmt);

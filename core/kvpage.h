@@ -17,6 +17,10 @@
  *   kmean f32 [Hkv][D]   key means of the tile (PASA or THRIFT)
  *   qmean f32 [Hq][D]    query tile means (THRIFT)
  *   hk, hv high_dtype [Hkv][T][D] each (HIGH and THRIFT)
+ * D is the storage width (lp_kv_store_dim): the pool's head_dim (K, Q) and
+ * head_dim_v (V) rounded up to whole groups, the channels past each true
+ * width zero (SEMANTICS "Head dimensions": bitwise the quantization of the
+ * true rows, as if zero-padded).
  * Slot (one sequence):
  *   header: int64 length, int32 flags (LP_SLOT_*), padding to 64 bytes
  *   rk, rv high_dtype [2][Hkv][T][D]: the two newest tiles, ring index
@@ -36,10 +40,13 @@ extern "C" {
 #endif
 
 #define LP_KV_ALIGN 256
+/* Widest head dim of a host pool (MLA's 576 for Q/K; lpattn.h head_dim_v). */
+#define LP_KV_DIM_MAX 576
 enum { LP_SLOT_NONFINITE = 1 };
 
 typedef struct {
-  int T, D, Hkv, Hq;
+  int T, D, Hkv, Hq;  /* D: storage width (lp_kv_store_dim) */
+  int Dk, Dv;         /* true widths: head_dim (Q, K) and head_dim_v (V, out) */
   lpattn_precision prec;
   lpattn_format fmt;  /* low format (meaningless under HIGH) */
   int G;              /* group size of fmt; 0 for FP8 */
@@ -53,6 +60,10 @@ typedef struct {
   size_t rk, rv, qrows;
   size_t slot_bytes;
 } lp_kv_layout;
+
+/* Storage width of a pool's K, V and Q rows: max(head_dim, head_dim_v)
+ * rounded up to 16 channels (32 where the pages hold MXFP4). */
+int lp_kv_store_dim(const lpattn_kv_pool_params *p);
 
 /* Fills the layout; INVALID_ARGUMENT for a shape it cannot describe. */
 lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p);

@@ -79,8 +79,8 @@ int lp_kv_seq_read_low(const lp_kv_seq *s, int h, int64_t j, float *k, float *v)
   const uint8_t *p = lp_kv_page_ptr(s, j) + (size_t)h * L->head_bytes;
   const float *ko = (const float *)(p + L->ko), *vo = (const float *)(p + L->vo);
   const int outer = L->fmt != LPATTN_FMT_MXFP4;
-  /* Stack scratch (T, D <= 256): readers may run on several threads. */
-  uint8_t codes[256];
+  /* Stack scratch (T <= 256, D <= LP_KV_DIM_MAX): readers may run on several threads. */
+  uint8_t codes[LP_KV_DIM_MAX];
   float col[256];
   for (int64_t r = 0; r < T; r++) {
     load_codes(L->fmt, p + L->kc + code_bytes(L->fmt, r * D), D, codes);
@@ -159,11 +159,11 @@ static void complete_tile(const writer *w, const lp_kv_seq *s, int64_t j) {
   const lpattn_dtype dt = w->p->high_dtype;
   uint8_t *page = lp_kv_page_ptr(s, j);
   const lp_quant_cfg cfg = {L->fmt, 0, 0, w->p->mx_scale_round_up != 0};
-  uint8_t codes[256], scales[256];
+  uint8_t codes[LP_KV_DIM_MAX], scales[LP_KV_DIM_MAX];
   for (int h = 0; h < L->Hkv; h++) {
     int64_t n;
     const uint8_t *hk = lp_kv_high_ptr(s, 0, h, j, &n), *hv = lp_kv_high_ptr(s, 1, h, j, &n);
-    float kbar_buf[256], *kbar = L->has_kmean ? (float *)(page + L->kmean) + h * D : kbar_buf;
+    float kbar_buf[LP_KV_DIM_MAX], *kbar = L->has_kmean ? (float *)(page + L->kmean) + h * D : kbar_buf;
     if (L->has_kmean || w->p->pasa) lp_mean_rows_f32(hk, dt, 0, D, 1, T, D, (float)T, kbar);
     if (!L->has_low) continue;
     uint8_t *q = page + (size_t)h * L->head_bytes;
@@ -204,14 +204,15 @@ static int64_t off4(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int
   return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
 }
 
-/* Row s of q (batch b) becomes the query row of position p; 1 if non-finite. */
+/* Row s of q (batch b) becomes the query row of position p, zero past its
+ * q->shape[3] channels (a padded pool); 1 if non-finite. */
 static int put_q(const lp_kv_layout *L, uint8_t *slot, int64_t p, const lpattn_tensor *q,
                  int64_t b, int64_t s) {
   int bad = 0;
   for (int64_t hq = 0; hq < L->Hq; hq++) {
     float *dst = qrow(L, slot, hq, p);
     for (int64_t d = 0; d < L->D; d++) {
-      dst[d] = lp_load_f32(q->data, q->dtype, off4(q, b, hq, s, d));
+      dst[d] = d < q->shape[3] ? lp_load_f32(q->data, q->dtype, off4(q, b, hq, s, d)) : 0.0f;
       bad |= !isfinite(dst[d]);
     }
   }
@@ -237,7 +238,7 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   w.tmp = malloc(sizeof(float) * (size_t)(L->T * L->D));
   if (!w.tmp) return LPATTN_ERR_OUT_OF_MEMORY;
   const lpattn_dtype dt = pool->p.high_dtype;
-  const int64_t T = L->T, D = L->D;
+  const int64_t T = L->T, D = L->D, Dk = L->Dk, Dv = L->Dv;
   for (int64_t i = 0; i < b->num_seqs; i++) {
     lp_kv_seq_of(pool, b, i, &s);
     if (s.len == 0) reset_slot(L, s.slot);
@@ -250,9 +251,12 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
         int64_t n;
         uint8_t *hk = (uint8_t *)lp_kv_high_ptr(&s, 0, h, j, &n);
         uint8_t *hv = (uint8_t *)lp_kv_high_ptr(&s, 1, h, j, &n);
+        /* channels past the true widths stay zero (SEMANTICS "Head dimensions") */
         for (int64_t d = 0; d < D; d++) {
-          lp_store_f32(hk, dt, r * D + d, lp_load_f32(k->data, k->dtype, off4(k, i, h, t, d)));
-          lp_store_f32(hv, dt, r * D + d, lp_load_f32(v->data, v->dtype, off4(v, i, h, t, d)));
+          const float kx = d < Dk ? lp_load_f32(k->data, k->dtype, off4(k, i, h, t, d)) : 0.0f;
+          const float vx = d < Dv ? lp_load_f32(v->data, v->dtype, off4(v, i, h, t, d)) : 0.0f;
+          lp_store_f32(hk, dt, r * D + d, kx);
+          lp_store_f32(hv, dt, r * D + d, vx);
           bad |= !isfinite(lp_load_f32(hk, dt, r * D + d)) | !isfinite(lp_load_f32(hv, dt, r * D + d));
         }
       }
@@ -261,7 +265,7 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
           bad |= put_q(L, s.slot, p, q, i, t);
         } else {
           for (int64_t hq = 0; hq < L->Hq; hq++)
-            for (int64_t d = 0; d < D; d++)
+            for (int64_t d = 0; d < Dk; d++)
               bad |= !isfinite(lp_load_f32(q->data, q->dtype, off4(q, i, hq, t, d)));
         }
       }

@@ -534,6 +534,12 @@ typedef struct {
   int check_finite;           /* append rejects non-finite K/V/Q (host backends) */
   int32_t num_pages;          /* pages in the pool */
   int32_t num_slots;          /* sequence slots */
+  /* V's head dim where it differs from K's (MLA decode: head_dim 576 for Q
+   * and K, head_dim_v 512 for V and out; append's v may be a view of k's
+   * first head_dim_v channels); 0 = head_dim. Host backends take head dims
+   * in [8, 576] (rows stored zero-padded to whole groups: SEMANTICS "Head
+   * dimensions"); GPU pools one head dim of a built decode variant. */
+  int head_dim_v;
 } lpattn_kv_pool_params;
 
 typedef struct lpattn_kv_pool lpattn_kv_pool;

@@ -49,7 +49,9 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;
   job.pr = pr;
-  job.D = pp.head_dim, job.T = pp.page_size, job.Sq = pr->Sq;
+  // D: the pool's storage width (q zero past head_dim; out its first
+  // head_dim_v channels; SEMANTICS "Head dimensions")
+  job.D = lp_kv_store_dim(&pp), job.T = pp.page_size, job.Sq = pr->Sq;
   job.G = pp.num_q_heads / pp.num_kv_heads, job.R = job.G * job.Sq;
   job.low = pp.precision != LPATTN_PREC_HIGH;
   job.thrift = pp.precision == LPATTN_PREC_THRIFT;
@@ -114,7 +116,8 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
         lse = l, ent = e;
       }
       const int64_t hq = h * job.G + r / job.Sq, qr = r % job.Sq;
-      for (int64_t d = 0; d < D; d++) lp_store_f32(out->data, out->dtype, lp_off4(out, b, hq, qr, d), o[d]);
+      for (int64_t d = 0; d < out->shape[3]; d++)
+        lp_store_f32(out->data, out->dtype, lp_off4(out, b, hq, qr, d), o[d]);
       if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, b, hq, qr, 0), lse);
       if (pr->entropy) lp_store_f32(pr->entropy->data, LPATTN_F32, lp_off4(pr->entropy, b, hq, qr, 0), ent);
     }

@@ -117,7 +117,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
   }
 #if LP_DEC_INT
-  const bool use_int = job.low && job.fp4 && D % 64 == 0 && T % 64 == 0;
+  const bool use_int = job.low && job.fp4 && D % 64 == 0 && D <= 256 && T % 64 == 0;  // IntRow: D <= 256
   const bool use_int8 = use_int && T == 64 && D <= 128;  // eight keys / channels at a time
   IntRow *qi = reinterpret_cast<IntRow *>(w->ib.data()), *pi = qi + R;
   alignas(32) float sl[64 * 8];  // ScaleLanes of the current tile (64 keys or <= 64 channel pairs)
@@ -125,7 +125,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   for (int64_t r = 0; r < R; r++) {
     const int64_t g = r / Sq, qr = r % Sq, hq = h * G + g;
     pos[r] = sq.row0 + qr;
-    LoadRow(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
+    LoadRowPad(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], pr.q->shape[3], D, q + r * D);
 #if LP_DEC_INT
     if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);
 #endif

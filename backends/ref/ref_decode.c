@@ -123,7 +123,7 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
   }
   for (int64_t r = ra; r < rb; r++) {
     const float *m = bf->mo + r * (D + 2);
-    for (int64_t d = 0; d < D; d++)
+    for (int64_t d = 0; d < pr->out->shape[3]; d++)
       lp_store_f32(pr->out->data, pr->out->dtype, lp_off4(pr->out, s, hq, r, d), m[d]);
     if (pr->lse) lp_store_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, s, hq, r, 0), m[D]);
     if (pr->entropy)
@@ -137,7 +137,9 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   (void)ctx;
   const lpattn_kv_pool_params *pp = &pool->p;
   const lpattn_tensor *q = pr->q;
-  const int64_t T = pp->page_size, D = pp->head_dim, Sq = pr->Sq;
+  /* D: the pool's storage width; q's channels past head_dim are zero, out
+   * takes the first head_dim_v (SEMANTICS "Head dimensions") */
+  const int64_t T = pp->page_size, D = lp_kv_store_dim(pp), Sq = pr->Sq;
   lp_kv_seq sq;
   int64_t longest = 0; /* scratch for the batch's tiles, not max_length's */
   for (int64_t s = 0; s < batch->num_seqs; s++) {
@@ -158,7 +160,7 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
     for (int64_t hq = 0; hq < pp->num_q_heads && st == LPATTN_OK; hq++) {
       for (int64_t r = 0; r < Sq; r++)
         for (int64_t d = 0; d < D; d++)
-          bf.Q[r * D + d] = lp_load_f32(q->data, q->dtype, lp_off4(q, s, hq, r, d));
+          bf.Q[r * D + d] = d < q->shape[3] ? lp_load_f32(q->data, q->dtype, lp_off4(q, s, hq, r, d)) : 0.0f;
       /* Sq <= T: the rows span at most two query tiles. */
       for (int64_t ra = 0; ra < Sq && st == LPATTN_OK;) {
         const int64_t i = (row0 + ra) / T;

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kvpage.h"
 #include "ref_internal.h"
 
 lpattn_status ref_scratch_alloc(ref_scratch *w, int64_t Bk) {
@@ -131,7 +132,7 @@ void ref_row_finish(const ref_row *st, int64_t D, float *o, float *lse, float *h
 
 void ref_quant_rows(const ref_cfg *cfg, const float *x, int64_t n, float *y) {
   const lp_quant_cfg qc = {cfg->low, 0, 0, cfg->mx_round_up};
-  uint8_t codes[256], scales[256];
+  uint8_t codes[LP_KV_DIM_MAX], scales[LP_KV_DIM_MAX]; /* D: up to a pool's widest (kvpage.h) */
   for (int64_t r = 0; r < n; r++) {
     float outer;
     lp_quantize_domain(&qc, x + r * cfg->D, 1, (int)cfg->D, NULL, codes, scales, &outer);

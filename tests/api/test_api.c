@@ -248,7 +248,7 @@ static void test_cache_and_decode(lpattn_ctx *ctx) {
   bad.num_q_heads = 3;
   CHECK_STATUS(lpattn_kv_cache_create(ctx, &bad, &cache), LPATTN_ERR_BAD_GQA);
   bad = cp;
-  bad.head_dim = 100;
+  bad.head_dim = 300;
   CHECK_STATUS(lpattn_kv_cache_create(ctx, &bad, &cache), LPATTN_ERR_BAD_HEAD_DIM);
   bad = cp;
   bad.tile = 50;

@@ -38,7 +38,11 @@ static void sizes(void) {
   }
   CHECK_STATUS(lpattn_kv_pool_size(NULL, NULL, NULL, NULL), LPATTN_ERR_NULL_POINTER);
   lpattn_kv_pool_params bad = pp;
-  bad.head_dim = 72;
+  bad.head_dim = 72; /* padded rows (SEMANTICS "Head dimensions") */
+  CHECK_STATUS(lpattn_kv_pool_size(&bad, NULL, NULL, NULL), LPATTN_OK);
+  bad.head_dim = 577;
+  CHECK_STATUS(lpattn_kv_pool_size(&bad, NULL, NULL, NULL), LPATTN_ERR_BAD_HEAD_DIM);
+  bad.head_dim = 64, bad.head_dim_v = 4;
   CHECK_STATUS(lpattn_kv_pool_size(&bad, NULL, NULL, NULL), LPATTN_ERR_BAD_HEAD_DIM);
   bad = pp, bad.num_q_heads = 16, bad.num_kv_heads = 8;
   CHECK_STATUS(lpattn_kv_pool_size(&bad, NULL, NULL, NULL), LPATTN_OK);
