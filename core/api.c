@@ -13,6 +13,7 @@
 #include "formats.h"
 #include "fp8s.h"
 #include "internal.h"
+#include "window.h"
 
 /* Byte ranges [a, a + na) and [b, b + nb) share a byte (empty ones never). */
 static int overlap(const void *a, size_t na, const void *b, size_t nb) {
@@ -127,7 +128,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
                                         : (float)lpattn_pasa_beta(LPATTN_F16, pr->Bk, 0.0);
   pr->score_f16 = p->score_f16 != 0;
   pr->mx_round_up = p->mx_scale_round_up != 0;
-  return LPATTN_OK;
+  return lp_resolve_window(p, pr); /* window and softcap: core/window.c */
 }
 
 static lpattn_status resolve_aux(const lpattn_attn_aux *aux_in, lpattn_attn_aux *aux,
@@ -222,6 +223,7 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
   LP_TRY(lp_resolve_fp8s(host(ctx), params, &p, &pr));
   LP_TRY(resolve_positions(&p, &pr));
   LP_TRY(resolve_aux(aux_in, auxp, &pr));
+  LP_TRY(lp_window_backend(ctx, &pr));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
   /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
   if (p.check_finite && !host(ctx))

@@ -11,6 +11,7 @@
 #include "argcheck.h"
 #include "error.h"
 #include "internal.h"
+#include "window.h"
 
 /* lpattn_free() of the cache's context (lpattn.h): release the cache's memory
  * while the backend is alive and leave the caller's handle, ctx = NULL. The
@@ -161,6 +162,7 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   int check_finite;
   LP_TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
                         &check_finite));
+  LP_TRY(lp_window_backend(ctx, &pr));
   pr.q = q, pr.out = out;
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");

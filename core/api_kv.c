@@ -11,6 +11,7 @@
 #include "kvpage.h"
 #include "kvpool.h"
 #include "tiles.h"
+#include "window.h"
 
 static int shape_is(const lpattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
   return t->shape[0] == a && t->shape[1] == b && t->shape[2] == c && t->shape[3] == d;
@@ -425,6 +426,7 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
   int check_finite;
   LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, auxp, pr,
                            &check_finite));
+  LP_TRY(lp_window_backend(ctx, pr));
   pr->q = q, pr->out = out;
   if (host(ctx) && values) LP_TRY(check_host_batch(pool, &b, 0, 0, Sq));
   if (values || !host(ctx)) LP_TRY(check_positions(ctx, pool, &b, Sq));

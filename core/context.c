@@ -160,6 +160,7 @@ void lpattn_attn_params_init(lpattn_attn_params *p) {
   p->thrift_low = LPATTN_FMT_NVFP4;
   p->thrift_budget = 0.05f;
   p->selection = LPATTN_SELECT_CAUSAL;
+  p->window_left = p->window_right = -1; /* no sliding window */
 }
 
 void lpattn_attn_aux_init(lpattn_attn_aux *a) {

@@ -32,6 +32,10 @@ typedef struct {
   /* FP8_STATIC (SPEC 11): f32 [B, Hkv] descales as {1, 1, B, Hkv} views,
    * NULL = 1 */
   const lpattn_tensor *q_descale, *k_descale, *v_descale;
+  /* Sliding window and softcap (core/window.h): keys r + off - window_left
+   * .. r + off + window_right, -1 = unbounded; softcap 0 = off */
+  int64_t window_left, window_right;
+  float softcap;
 } lpattn_attn_problem;
 
 /* Derived parameters, each rule written once (core/thrift.c); core resolves
@@ -41,9 +45,12 @@ lpattn_format lp_low_format(lpattn_precision p, lpattn_format thrift_low);
 /* THRIFT's k for a query that sees n_tiles KV tiles: k_fixed (> 0, clamped
  * to n_tiles), else from the budget (lpattn_thrift_k). */
 int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles);
+/* THRIFT's k with pr's sliding window (core/window.c): lp_thrift_k_for over
+ * the KV tiles a query tile's window spans (SEMANTICS "Sliding window"). */
+int lp_thrift_k_window(const lpattn_attn_problem *pr, int k_fixed, int causal, int64_t n_tiles);
 /* The k of a decode sequence that holds n_tiles tiles. */
 static inline int lp_thrift_k_seq(const lpattn_attn_problem *pr, int64_t n_tiles) {
-  return lp_thrift_k_for(pr->thrift_k, pr->thrift_budget, 1, n_tiles);
+  return lp_thrift_k_window(pr, pr->thrift_k, 1, n_tiles); /* core/window.c */
 }
 
 /* A backward call after validation: f holds the forward's problem (f.out

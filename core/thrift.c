@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "thrift_k.h"
 #include "tiles.h"
+#include "window.h"
 
 /* The k rule lives in thrift_k.h (shared with the GPU backends). */
 int lpattn_thrift_k(int n_tiles, float budget, int causal) {
@@ -26,16 +27,16 @@ int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles) {
   return lp_thrift_k_rule(k_fixed, budget, causal, n_tiles);
 }
 
+/* The causal mask alone (no window): core/window.c's rules. */
 int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  if (!causal || c1 <= r0 + off) return LP_TILE_FULL;
-  if (c0 > r1 + off) return LP_TILE_MASKED;
-  return LP_TILE_DIAG;
+  const lp_mask m = {causal, off, -1, -1};
+  return lp_mask_kind(&m, r0, r1, c0, c1);
 }
 
 int64_t lp_tile_visible(int causal, int64_t off, int64_t r, int64_t c0, int64_t nk) {
-  if (!causal) return nk;
-  int64_t n = r + off - c0 + 1;
-  return n < 0 ? 0 : n > nk ? nk : n;
+  const lp_mask m = {causal, off, -1, -1};
+  int64_t first;
+  return lp_mask_range(&m, r, c0, nk, &first); /* first = 0: a prefix */
 }
 
 /* NaN scores (non-finite inputs) rank last so the order stays total. */
@@ -110,12 +111,13 @@ void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, f
 
 int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
                       int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode) {
-  const int64_t Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
+  const int64_t Bq = pr->Bq, Bk = pr->Bk;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
+  const lp_mask msk = lp_mask_of(pr); /* causal and sliding window (core/window.c) */
   int64_t last_full = -1;
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t c0 = j * Bk;
-    kind[j] = (uint8_t)lp_tile_kind(pr->causal, off, r0, r0 + nr - 1, c0, c0 + Bk - 1);
+    kind[j] = (uint8_t)lp_mask_kind(&msk, r0, r0 + nr - 1, c0, c0 + Bk - 1);
     if (kind[j] == LP_TILE_FULL) last_full = j;
   }
   if (pr->precision == LPATTN_PREC_THRIFT) thrift_scores(pr, kbar, qbar, score, b, hq, i, nkt);

@@ -332,6 +332,24 @@ typedef struct {
    * UNSUPPORTED; KV caches and paged pools have no FP8_STATIC format yet
    * (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
   lpattn_tensor q_descale, k_descale, v_descale;
+  /* Sliding window (FlashAttention's window_size; docs/SEMANTICS.md "Sliding
+   * window and softcap"): query row r sees key c iff
+   * r + off - window_left <= c <= r + off + window_right, with off the causal
+   * mask's (Skv - Sq, or q_start - kv_start with positions = 1), and also
+   * c <= r + off under causal. -1 (default) = unbounded on that side; other
+   * negative values: INVALID_ARGUMENT. A KV tile outside every row's window
+   * is skipped (a paged decode reads none of its pages); one partly inside
+   * is computed high, as a diagonal tile, so that no key outside a row's
+   * window reaches the row through a scale. THRIFT's k counts the tiles a
+   * query tile's window spans. Host backends; cuda/hip: UNSUPPORTED. PASA
+   * with a window: UNSUPPORTED. */
+  int window_left, window_right;
+  /* Logit softcap (Gemma 2): s = softcap * tanh(s / softcap) on the scaled
+   * score, before the softmax (low tiles: on the dequantized product); the
+   * backward multiplies dS by 1 - tanh^2. 0 (default) = off; otherwise
+   * finite and > 0 (INVALID_ARGUMENT). Host backends; cuda/hip and PASA:
+   * UNSUPPORTED. */
+  float softcap;
 } lpattn_attn_params;
 
 LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);

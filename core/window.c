@@ -1,0 +1,78 @@
+/* Sliding window and logit softcap (window.h, SEMANTICS "Sliding window and
+ * softcap"): the mask's tile classes and row ranges, the parameters' rules,
+ * THRIFT's k over a window. */
+#include "window.h"
+
+#include "error.h"
+#include "thrift_k.h"
+#include "tiles.h"
+
+/* hi(r) bounded? lo(r) bounded? */
+static int hi_bounded(const lp_mask *m) { return m->causal || m->right >= 0; }
+static int64_t hi_of(const lp_mask *m, int64_t r) {
+  return m->causal ? r + m->off : r + m->off + m->right;
+}
+static int64_t lo_of(const lp_mask *m, int64_t r) { return r + m->off - m->left; }
+
+int lp_mask_kind(const lp_mask *m, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int hb = hi_bounded(m), lb = m->left >= 0;
+  if ((hb && c0 > hi_of(m, r1)) || (lb && c1 < lo_of(m, r0))) return LP_TILE_MASKED;
+  if ((!hb || c1 <= hi_of(m, r0)) && (!lb || c0 >= lo_of(m, r1))) return LP_TILE_FULL;
+  return LP_TILE_DIAG;
+}
+
+int64_t lp_mask_range(const lp_mask *m, int64_t r, int64_t c0, int64_t nk, int64_t *first) {
+  int64_t a = 0, b = nk; /* keys c0 + a .. c0 + b - 1 */
+  if (m->left >= 0 && lo_of(m, r) - c0 > a) a = lo_of(m, r) - c0;
+  if (hi_bounded(m) && hi_of(m, r) - c0 + 1 < b) b = hi_of(m, r) - c0 + 1;
+  if (b <= a) a = b = 0;
+  *first = a;
+  return b - a;
+}
+
+int lp_thrift_k_window(const lpattn_attn_problem *pr, int k_fixed, int causal, int64_t n_tiles) {
+  const int64_t right = pr->causal ? 0 : pr->window_right;
+  if (pr->window_left < 0 || right < 0) /* unbounded on a side: the whole call's tiles */
+    return lp_thrift_k_rule(k_fixed, pr->thrift_budget, causal, n_tiles);
+  /* A query tile's rows see a run of left + right + Bq keys at most, which
+   * spans at most ceil((span - 1) / Bk) + 1 KV tiles, each about as many for
+   * every query tile: the non-causal k/n rule over them. */
+  const int64_t span = pr->window_left + right + pr->Bq;
+  int64_t nw = lp_tile_count(span - 1, pr->Bk) + 1;
+  if (nw > n_tiles) nw = n_tiles;
+  return lp_thrift_k_rule(k_fixed, pr->thrift_budget, 0, nw);
+}
+
+lpattn_status lp_resolve_window(const lpattn_attn_params *p, lpattn_attn_problem *pr) {
+  const lpattn_status bad = LPATTN_ERR_INVALID_ARGUMENT;
+  if (p->window_left < -1)
+    return lp_fail(bad, "params.window_left = %d, expected -1 (unbounded) or >= 0", p->window_left);
+  if (p->window_right < -1)
+    return lp_fail(bad, "params.window_right = %d, expected -1 (unbounded) or >= 0", p->window_right);
+  if (!(p->softcap == 0.0f || (p->softcap > 0.0f && isfinite(p->softcap))))
+    return lp_fail(bad, "params.softcap = %g, expected 0 (off) or finite and > 0", (double)p->softcap);
+  pr->window_left = p->window_left;
+  pr->window_right = p->window_right;
+  pr->softcap = p->softcap;
+  if (pr->pasa && (p->window_left >= 0 || p->window_right >= 0))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left = %d, window_right = %d: PASA has no "
+                   "sliding window yet", p->window_left, p->window_right);
+  if (pr->pasa && p->softcap != 0.0f)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.softcap = %g: PASA's shifted scores have no "
+                   "softcap yet", (double)p->softcap);
+  if (pr->precision == LPATTN_PREC_THRIFT && pr->window_left >= 0)
+    pr->thrift_k = lp_thrift_k_window(pr, p->thrift_k, pr->causal, lp_tile_count(pr->Skv, pr->Bk));
+  return LPATTN_OK;
+}
+
+lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+  if (ctx->kind != LPATTN_BACKEND_CUDA && ctx->kind != LPATTN_BACKEND_HIP) return LPATTN_OK;
+  const char *be = lpattn_backend_name(ctx->kind);
+  if (pr->window_left >= 0)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left: the %s backend has no sliding window yet", be);
+  if (pr->window_right >= 0)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_right: the %s backend has no sliding window yet", be);
+  if (pr->softcap != 0.0f)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.softcap: the %s backend has no softcap yet", be);
+  return LPATTN_OK;
+}
