@@ -109,6 +109,9 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
       (!(p->thrift_budget > 0.0f && p->thrift_budget <= 1.0f) || p->thrift_k < 0))
     return lp_fail(bad, "params.thrift_budget = %g, thrift_k = %d: expected a budget in (0, 1] and k >= 0",
                    (double)p->thrift_budget, p->thrift_k);
+  if (p->thrift_rule & ~(LPATTN_THRIFT_RULE_SINK | LPATTN_THRIFT_RULE_KMAX | LPATTN_THRIFT_RULE_GQA))
+    return lp_fail(bad, "params.thrift_rule = %d, expected an OR of SINK (1), KMAX (2) and GQA (4)",
+                   p->thrift_rule);
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
     return lp_fail(bad, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)", (double)p->pasa_beta);
   pr->precision = p->precision;
@@ -119,6 +122,7 @@ static lpattn_status resolve_params(const lpattn_attn_params *p, int64_t D, int6
   pr->Bq = p->block_q;
   pr->Bk = p->block_k;
   pr->selection_mode = p->selection;
+  pr->thrift_rule = p->precision == LPATTN_PREC_THRIFT ? p->thrift_rule : 0;
   pr->thrift_budget = p->thrift_budget;
   pr->thrift_k = 0;
   if (p->precision == LPATTN_PREC_THRIFT)
@@ -277,6 +281,9 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
   pr->off = pr->Skv - pr->Sq;
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   LP_TRY(resolve_aux(aux_in, aux, pr));
+  if (pr->thrift_rule) /* the pools' selection is SPEC 5's (SEMANTICS "THRIFT selection rules") */
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.thrift_rule = %d: decode selects by SPEC 5's rule "
+                   "only (thrift_rule = 0)", pr->thrift_rule);
   if (pr->selection) /* decode has no selection output */
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "aux.selection: decode has no selection output");
   *check_finite = p.check_finite != 0;

@@ -22,6 +22,7 @@ typedef struct {
   int thrift_k;               /* THRIFT prefill: the resolved k; decode: the caller's k
                                  (clamped) or 0, a sequence's k is lp_thrift_k_seq() */
   lpattn_selection selection_mode;
+  int thrift_rule;            /* THRIFT: lpattn_thrift_rule flags (0 = SPEC 5 as written) */
   int pasa;
   float pasa_beta;            /* resolved */
   int score_f16;
@@ -175,11 +176,21 @@ size_t lp_dtype_bytes(lpattn_dtype t);
 /* Host backends' tile plan (core/thrift.c, SEMANTICS "Tiles and their
  * precision"). lp_tile_means: kbar[j * D ..] = mean of KV tile j of K
  * ([Skv x D] f32). lp_tile_plan: kind and mode of every KV tile for query
- * tile i of q head hq (qbar: D, score: nkt scratch); returns the last full
- * tile (-1 if none). */
+ * tile i of q head hq (K: the kv head's keys in rows of ldk, read by the
+ * KMAX rule; qbar: D, score: nkt scratch); returns the last full tile (-1 if
+ * none). */
 void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar);
-int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
-                     int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode);
+int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *K, int64_t ldk, const float *kbar,
+                     float *qbar, float *score, int64_t b, int64_t hq, int64_t i, int64_t nkt,
+                     uint8_t *kind, uint8_t *mode);
+/* THRIFT importance of the full KV tiles of query tile i of q head hq under
+ * pr->thrift_rule (SEMANTICS "THRIFT selection rules"); other tiles score 0.
+ * K: the kv head's keys, f32 rows of ldk floats (the KMAX rule reads the
+ * first D of each), kbar: tile means in rows of ldb, qbar: D scratch. Shared
+ * by every host backend's prefill and backward. */
+void lp_thrift_scores(const lpattn_attn_problem *pr, const float *K, int64_t ldk, const float *kbar,
+                      int64_t ldb, float *qbar, float *score, int64_t b, int64_t hq, int64_t i,
+                      int64_t nkt, const uint8_t *kind);
 lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lpattn_tensor *k,
                                    const lpattn_tensor *v, const lpattn_tensor *out,
                                    const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,

@@ -85,20 +85,64 @@ float lp_dot_f32(const float *a, const float *b, int64_t D) {
 
 /* ---- a query tile's plan (shared by the host backends' prefill and backward) ---- */
 
-/* THRIFT importance of every KV tile for query tile i (SEMANTICS). */
-static void thrift_scores(const lpattn_attn_problem *pr, const float *kbar, float *qbar,
-                          float *score, int64_t b, int64_t hq, int64_t i, int64_t nkt) {
-  const int64_t D = pr->D;
-  const int64_t qt = (pr->causal && pr->selection_mode == LPATTN_SELECT_CAUSAL) ? i - 1 : i;
-  if (qt < 0) { /* no past query tile: all ties, the lowest j wins */
-    for (int64_t j = 0; j < nkt; j++) score[j] = 0.0f;
+/* f32 dot of qbar with one key row, d ascending; a non-finite key element
+ * counts as zero, as in the tile means (SEMANTICS "Non-finite inputs"). */
+static float dot_finite(const float *a, const float *k, int64_t D) {
+  float s = 0.0f;
+  for (int64_t d = 0; d < D; d++) s += isfinite(k[d]) ? a[d] * k[d] : 0.0f;
+  return s;
+}
+
+/* Qbar of the selection: query tile qt's Sq-clipped rows of head hq, or with
+ * the GQA rule of every q head of hq's KV group (f32 sum over heads, then
+ * rows, in order; one division by rows x heads). */
+static void thrift_qbar(const lpattn_attn_problem *pr, int64_t b, int64_t hq, int64_t qt,
+                        float *qbar) {
+  const int64_t D = pr->D, r0 = qt * pr->Bq, n = pr->Sq - r0 < pr->Bq ? pr->Sq - r0 : pr->Bq;
+  const lpattn_tensor *q = pr->q;
+  if (!(pr->thrift_rule & LPATTN_THRIFT_RULE_GQA) || pr->Hq == pr->Hkv) {
+    lp_mean_rows_f32(q->data, q->dtype, lp_off4(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
+                     (float)n, qbar);
     return;
   }
-  const int64_t r0 = qt * pr->Bq, n = pr->Sq - r0 < pr->Bq ? pr->Sq - r0 : pr->Bq;
-  const lpattn_tensor *q = pr->q;
-  lp_mean_rows_f32(q->data, q->dtype, lp_off4(q, b, hq, r0, 0), q->stride[2], q->stride[3], n, D,
-                   (float)n, qbar);
-  for (int64_t j = 0; j < nkt; j++) score[j] = lp_dot_f32(qbar, kbar + j * D, D);
+  const int64_t G = pr->Hq / pr->Hkv, h0 = hq / G * G;
+  for (int64_t d = 0; d < D; d++) {
+    float s = 0.0f;
+    for (int64_t h = h0; h < h0 + G; h++)
+      for (int64_t r = 0; r < n; r++) {
+        const float x = lp_load_f32(q->data, q->dtype, lp_off4(q, b, h, r0 + r, d));
+        s += isfinite(x) ? x : 0.0f;
+      }
+    qbar[d] = s / (float)(n * G);
+  }
+}
+
+void lp_thrift_scores(const lpattn_attn_problem *pr, const float *K, int64_t ldk, const float *kbar,
+                      int64_t ldb, float *qbar, float *score, int64_t b, int64_t hq, int64_t i,
+                      int64_t nkt, const uint8_t *kind) {
+  const int64_t D = pr->D, Bk = pr->Bk;
+  const int64_t qt = (pr->causal && pr->selection_mode == LPATTN_SELECT_CAUSAL) ? i - 1 : i;
+  for (int64_t j = 0; j < nkt; j++) score[j] = 0.0f;
+  if (qt >= 0) { /* else no past query tile: all ties, the lowest j wins */
+    thrift_qbar(pr, b, hq, qt, qbar);
+    for (int64_t j = 0; j < nkt; j++) {
+      if (kind[j] != LP_TILE_FULL) continue;
+      if (!(pr->thrift_rule & LPATTN_THRIFT_RULE_KMAX)) {
+        score[j] = lp_dot_f32(qbar, kbar + j * ldb, D);
+        continue;
+      }
+      const int64_t nk = pr->Skv - j * Bk < Bk ? pr->Skv - j * Bk : Bk;
+      float m = -INFINITY; /* the largest Qbar . k over the tile's keys */
+      for (int64_t c = 0; c < nk; c++) {
+        const float s = dot_finite(qbar, K + (j * Bk + c) * ldk, D);
+        if (s > m) m = s;
+      }
+      score[j] = m;
+    }
+  }
+  /* The sink: a full tile 0 ranks first (it still counts among the k). */
+  if ((pr->thrift_rule & LPATTN_THRIFT_RULE_SINK) && nkt > 0 && kind[0] == LP_TILE_FULL)
+    score[0] = INFINITY;
 }
 
 void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, float *kbar) {
@@ -109,8 +153,9 @@ void lp_tile_means(const lpattn_attn_problem *pr, const float *K, int64_t nkt, f
   }
 }
 
-int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qbar, float *score,
-                      int64_t b, int64_t hq, int64_t i, int64_t nkt, uint8_t *kind, uint8_t *mode) {
+int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *K, int64_t ldk, const float *kbar,
+                     float *qbar, float *score, int64_t b, int64_t hq, int64_t i, int64_t nkt,
+                     uint8_t *kind, uint8_t *mode) {
   const int64_t Bq = pr->Bq, Bk = pr->Bk;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
   const lp_mask msk = lp_mask_of(pr); /* causal and sliding window (core/window.c) */
@@ -120,7 +165,8 @@ int64_t lp_tile_plan(const lpattn_attn_problem *pr, const float *kbar, float *qb
     kind[j] = (uint8_t)lp_mask_kind(&msk, r0, r0 + nr - 1, c0, c0 + Bk - 1);
     if (kind[j] == LP_TILE_FULL) last_full = j;
   }
-  if (pr->precision == LPATTN_PREC_THRIFT) thrift_scores(pr, kbar, qbar, score, b, hq, i, nkt);
+  if (pr->precision == LPATTN_PREC_THRIFT && !pr->leaky)
+    lp_thrift_scores(pr, K, ldk, kbar, pr->D, qbar, score, b, hq, i, nkt, kind);
   lp_tile_modes(pr->precision, pr->leaky, pr->thrift_k, nkt, kind, score, mode);
   return last_full;
 }

@@ -265,6 +265,16 @@ typedef enum {
   LPATTN_SELECT_PAPER = 1   /* as published: current query tile's mean (leaks in causal) */
 } lpattn_selection;
 
+/* THRIFT selection rules, flags OR-ed into lpattn_attn_params.thrift_rule
+ * (0 = SPEC 5 as written; docs/SEMANTICS.md "THRIFT selection rules"). Each
+ * refines the importance only: the k, the diagonal tiles and causal safety
+ * are SPEC 5's. */
+typedef enum {
+  LPATTN_THRIFT_RULE_SINK = 1, /* KV tile 0 (the attention sink) first among the full tiles */
+  LPATTN_THRIFT_RULE_KMAX = 2, /* importance = max over the tile's keys of Qbar . k */
+  LPATTN_THRIFT_RULE_GQA = 4   /* Qbar over every q head of the KV head: one selection per KV head */
+} lpattn_thrift_rule;
+
 typedef struct {
   size_t struct_size;
   lpattn_precision precision;  /* default HIGH */
@@ -350,6 +360,10 @@ typedef struct {
    * finite and > 0 (INVALID_ARGUMENT). Host backends; cuda/hip and PASA:
    * UNSUPPORTED. */
   float softcap;
+  /* THRIFT: OR of lpattn_thrift_rule flags, 0 (default) = SPEC 5's rule.
+   * Host backends' prefill and backward; GPU backends and decode answer
+   * UNSUPPORTED for a nonzero rule; other bits: INVALID_ARGUMENT. */
+  int thrift_rule;
 } lpattn_attn_params;
 
 LPATTN_API void lpattn_attn_params_init(lpattn_attn_params *p);

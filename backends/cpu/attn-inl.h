@@ -313,21 +313,11 @@ static inline bool Geometry(const AttnJob &job, int64_t item, Geom *g) {
   return true;
 }
 
-// Query-tile importance of every full KV tile (SEMANTICS "Importance").
+// Query-tile importance of every full KV tile (core: SEMANTICS "Importance",
+// "THRIFT selection rules"); K and its tile means in rows of D (padded).
 static inline void ThriftScores(const AttnJob &job, const KvPrep &kv, const Geom &g, Scratch *sc) {
-  const lpattn_attn_problem &pr = *job.pr;
-  const int64_t D = job.D;
-  const bool prev = pr.causal && pr.selection_mode == LPATTN_SELECT_CAUSAL;
-  for (int64_t j = 0; j < g.nkt; j++) sc->score[j] = 0.0f;
-  if (prev && g.qt == 0) return;  // nothing in the past: ties pick the sink
-  const int64_t t = prev ? g.qt - 1 : g.qt;
-  const int64_t r0 = t * pr.Bq, n = pr.Sq - r0 < pr.Bq ? pr.Sq - r0 : pr.Bq;
-  const lpattn_tensor *Q = pr.q;
-  lp_mean_rows_f32(Q->data, Q->dtype, lp_off4(Q, g.b, g.hq, r0, 0), Q->stride[2], Q->stride[3], n,
-                   job.Dt, (float)n, sc->qbar.data());
-  for (int64_t d = job.Dt; d < D; d++) sc->qbar[d] = 0.0f;
-  for (int64_t j = 0; j < g.nkt; j++)
-    if (sc->kind[j] == LP_TILE_FULL) sc->score[j] = lp_dot_f32(sc->qbar.data(), kv.kbar + j * D, D);
+  lp_thrift_scores(job.pr, kv.k, job.D, kv.kbar, job.D, sc->qbar.data(), sc->score.data(), g.b,
+                   g.hq, g.qt, g.nkt, sc->kind.data());
 }
 
 static inline void WriteSelection(const AttnJob &job, int64_t b, int64_t hq, int64_t qt,

@@ -267,8 +267,8 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     w.delta[r] = Dot(w.dO.data() + r * D, w.O.data() + r * D, D);
     w.lse[r] = lp_load_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, r0 + r, 0));
   }
-  lp_tile_plan(&pr, w.kbar.data(), w.qbar.data(), w.score.data(), b, hq, i, job.nkt, w.kind.data(),
-               w.mode.data());
+  lp_tile_plan(&pr, w.K.data(), D, w.kbar.data(), w.qbar.data(), w.score.data(), b, hq, i, job.nkt,
+               w.kind.data(), w.mode.data());
   bool any_low = false;
   for (int64_t j = 0; j < job.nkt; j++) any_low |= w.mode[j] == LP_MODE_LOW;
   if (any_low) {

@@ -110,6 +110,9 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
     CK(cudaSetDevice(im->device));
     return gpu_attention_fp8s(im, pr);
   }
+  if (pr->thrift_rule) /* the selection kernel has SPEC 5's rule only (SEMANTICS) */
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.thrift_rule = %d: " GPU_NAME " selects by SPEC 5's "
+                   "rule only (thrift_rule = 0; the host backends take the rules)", pr->thrift_rule);
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
   if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;

@@ -91,7 +91,7 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
                bf->Qd);
   else
     ref_load_rows(pr->q, b, hq, r0, nr, D, bf->Q);
-  const int64_t last_full = lp_tile_plan(pr, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,
+  const int64_t last_full = lp_tile_plan(pr, bf->K, D, bf->kbar, bf->qbar, bf->score, b, hq, i, nkt,
                                          bf->kind, bf->mode);
   if (pr->selection) write_selection(pr, bf->mode, nkt, b, hq, i);
   int any_low = 0;

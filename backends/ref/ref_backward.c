@@ -196,7 +196,7 @@ static void query_tile(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
     w->delta[r] = dotf(w->dO + r * D, w->O + r * D, D);
     w->lse[r] = lp_load_f32(pr->lse->data, LPATTN_F32, lp_off4(pr->lse, b, hq, r0 + r, 0));
   }
-  lp_tile_plan(pr, w->kbar, w->qbar, w->score, b, hq, i, w->nkt, w->kind, w->mode);
+  lp_tile_plan(pr, w->K, D, w->kbar, w->qbar, w->score, b, hq, i, w->nkt, w->kind, w->mode);
   int any_low = 0;
   for (int64_t j = 0; j < w->nkt; j++) any_low |= w->mode[j] == LP_MODE_LOW;
   if (any_low) ref_quant_rows(&w->cfg, w->Q, nr, w->Qd);

@@ -114,7 +114,7 @@ def _views(*named, kind="any", write=()):
 def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=None,
                 thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None, block_q=None,
                 block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False,
-                q_start=None, kv_start=None):
+                q_start=None, kv_start=None, selection=None, thrift_rule=None):
     p = _lib.init(_lib.AttnParams, "lpattn_attn_params_init")
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.causal = int(bool(causal))
@@ -125,6 +125,11 @@ def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=Non
     if thrift_k is not None:
         p.thrift_k = _int("thrift_k", thrift_k)
     p.thrift_low = _choice("thrift_low", thrift_low, _lib.FORMATS)
+    if selection is not None:
+        p.selection = _choice("selection", selection, _lib.SELECTIONS)
+    if thrift_rule:  # "sink+kmax" or ("sink", "kmax"): lpattn_thrift_rule flags
+        names = thrift_rule.split("+") if isinstance(thrift_rule, str) else list(thrift_rule)
+        p.thrift_rule = sum(_choice("thrift_rule", n, _lib.THRIFT_RULES) for n in set(names))
     p.pasa = int(bool(pasa))
     if pasa_beta is not None:
         p.pasa_beta = _float_ok("pasa_beta", pasa_beta)
@@ -202,7 +207,7 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
               block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
               mx_scale_round_up=False, q_start=None, kv_start=None, q_descale=None,
-              k_descale=None, v_descale=None):
+              k_descale=None, v_descale=None, selection=None, thrift_rule=None):
     """softmax(sm_scale q k^T [causal mask]) v, exact ("high") by default.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
@@ -228,6 +233,11 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     here for numbers and host arrays). E4M3 inputs or a descale imply
     "fp8_static" when precision is None (else "high"); their out is
     bfloat16 unless out is given.
+    selection (THRIFT): "causal" (default, SPEC 4) or "paper" (the published
+    rule: leaks under causal). thrift_rule (THRIFT, host backends): rules
+    joined by "+" or a sequence of them, "sink" (KV tile 0 ranked first),
+    "kmax" (a tile's importance is its largest Qbar . k), "gqa" (one
+    selection per KV head) (docs/SEMANTICS.md "THRIFT selection rules").
     Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
@@ -240,7 +250,7 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
         precision = "fp8_static" if fp8s else "high"
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
-                    q_start, kv_start)
+                    q_start, kv_start, selection, thrift_rule)
     keep = _descales(p, q, qv, tk.shape[0], tk.shape[1], descales)  # noqa: F841 (alive for the call)
     stream = _dlpack.current_stream(q, qv)
     ctx = context(backend, qv, stream)

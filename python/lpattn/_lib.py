@@ -14,6 +14,8 @@ F32, F16, BF16, E4M3, E5M2, E2M1, E8M0, I32 = range(8)
 BACKENDS = {"auto": 0, "ref": 1, "cpu": 2, "cuda": 3, "hip": 4}
 PRECISIONS = {"high": 0, "fp8": 1, "nvfp4": 2, "mxfp4": 3, "thrift": 4, "fp8_static": 5}
 FORMATS = {"nvfp4": 0, "mxfp4": 1, "fp8": 2}
+SELECTIONS = {"causal": 0, "paper": 1}
+THRIFT_RULES = {"sink": 1, "kmax": 2, "gqa": 4}  # lpattn_thrift_rule flags
 STATUS_NAMES = [
     "OK", "INVALID_ARGUMENT", "NULL_POINTER", "BAD_SHAPE", "BAD_STRIDE", "BAD_DTYPE",
     "BAD_HEAD_DIM", "BAD_GQA", "SIZE_OVERFLOW", "UNSUPPORTED", "UNSUPPORTED_HARDWARE",
@@ -56,7 +58,11 @@ class AttnParams(ctypes.Structure):
                 ("q_start", ctypes.c_int64), ("kv_start", ctypes.c_int64),
                 ("positions", ctypes.c_int),
                 # static-scale FP8 (SPEC 11): f32 [B, Hkv] descales, data NULL = 1
-                ("q_descale", Tensor), ("k_descale", Tensor), ("v_descale", Tensor)]
+                ("q_descale", Tensor), ("k_descale", Tensor), ("v_descale", Tensor),
+                # sliding window (-1 = unbounded) and softcap (0 = off)
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int),
+                ("softcap", ctypes.c_float),
+                ("thrift_rule", ctypes.c_int)]  # lpattn_thrift_rule flags
 
 
 class AttnAux(ctypes.Structure):
