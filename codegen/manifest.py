@@ -54,10 +54,12 @@ def _gpu(backend, which):
     # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
     out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
     # Backward (templates/gpu/lp_gpu_bwd.cuh: mma.sync; lp_gpu_bwd_wg.cuh: the
-    # sm_90a wgmma kernels for HIGH, chosen at run time): CUDA only, at D = 64
-    # and 128 for now; HIP answers UNSUPPORTED.
+    # sm_90a wgmma kernels for HIGH at D <= 128, chosen at run time): CUDA only,
+    # at the attention dims, so every D <= 256 runs forward and backward (issue
+    # 27; D = 256 on mma.sync alone: the wgmma tiles' shared memory and dK/dV
+    # accumulators do not fit); HIP answers UNSUPPORTED.
     if backend == "cuda":
-        out += [Variant(backend, "bwd", d, t) for d in (64, 128) for t in ("f16", "bf16")]
+        out += [Variant(backend, "bwd", d, t) for d in dims for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 

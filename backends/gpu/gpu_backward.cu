@@ -1,6 +1,6 @@
 /* lpattn_attention_backward on the GPU backends (SPEC 10, SEMANTICS
  * "Backward"): precision HIGH and the low formats, causal or not, GQA, the
- * head dims and 16-bit input types of the bwd variants (CUDA: D = 64, 128;
+ * head dims and 16-bit input types of the bwd variants (CUDA: D = 64, 128, 256;
  * HIP has none yet). One call = three asynchronous launches
  * (gen/lp_gpu_bwd.cuh) after two workspace rows per query row (Delta, LSE).
  *

@@ -233,10 +233,12 @@ static void unsupported(lpattn_ctx *cu) {
   ap.precision = LPATTN_PREC_NVFP4, ap.block_q = 32, ap.block_k = 32; /* low tiles are 64 x 64 */
   CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_ERR_UNSUPPORTED);
   prob_free(&p);
-  const shape_t s2 = {1, 2, 1, 64, 64, 256, LPATTN_F16, LPATTN_F32, LPATTN_F32}; /* no D = 256 backward */
+  const shape_t s2 = {1, 2, 1, 64, 64, 256, LPATTN_F16, LPATTN_F32, LPATTN_F32}; /* D = 256: built (issue 27) */
   p = prob_make(&s2);
+  fill(&p, 1.0);
   lpattn_attn_params_init(&ap);
-  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_ERR_UNSUPPORTED);
+  CHECK_STATUS(gpu_fwd(cu, &p, &ap), LPATTN_OK);
+  CHECK_STATUS(gpu_bwd(cu, &p, &ap), LPATTN_OK); /* parity: test_cuda_dims */
   prob_free(&p);
 }
 
