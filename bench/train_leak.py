@@ -61,6 +61,8 @@ def corpus(limit_bytes):
 
 
 class Block(nn.Module):
+    attend = None  # f(block, q, k, v) -> out [B, H, S, dh] instead of lpattn (bench/thrift_nll.py)
+
     def __init__(self, d, h, mode):
         super().__init__()
         self.h, self.mode = h, MODES[mode]
@@ -72,7 +74,10 @@ class Block(nn.Module):
         B, S, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
         dt = torch.bfloat16 if x.is_cuda else torch.float32  # GPU backends take 16-bit inputs
-        a = lt.attention(q.to(dt), k.to(dt), v.to(dt), causal=True, **self.mode).to(x.dtype)
+        if self.attend is not None:
+            a = self.attend(self, q, k, v).to(x.dtype)
+        else:
+            a = lt.attention(q.to(dt), k.to(dt), v.to(dt), causal=True, **self.mode).to(x.dtype)
         x = x + self.proj(a.transpose(1, 2).reshape(B, S, d))
         return x + self.mlp(self.ln2(x))
 
