@@ -24,11 +24,13 @@ def pool_bytes(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *, pre
 
 def _pool_params(num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *, precision,
                  page_size=64, high_dtype="float16", thrift_low="nvfp4", pasa=False,
-                 pasa_beta=None, check_finite=False):
+                 pasa_beta=None, check_finite=False, head_dim_v=None):
     p = _lib.init(_lib.PoolParams, "lpattn_kv_pool_params_init")
     p.num_pages, p.num_slots = _int("num_pages", num_pages), _int("num_slots", num_slots)
     p.num_kv_heads, p.num_q_heads = _int("num_kv_heads", num_kv_heads), _int("num_q_heads", num_q_heads)
     p.head_dim = _int("head_dim", head_dim)
+    # MLA: V and out at head_dim_v (lpattn.h lpattn_kv_pool_params)
+    p.head_dim_v = 0 if head_dim_v is None else _int("head_dim_v", head_dim_v)
     p.page_size = _int("page_size", page_size)
     if p.page_size < 32:
         raise ValueError(
@@ -56,7 +58,9 @@ class KVPool:
     precision is required (there is no lossy default): "high" keeps pages
     in high_dtype, "fp8" / "nvfp4" / "mxfp4" / "thrift" store completed
     pages quantized. page_size: a multiple of 32 in [32, 256] (a page is a
-    tile; see lpattn.serving for engines with 16-token blocks).
+    tile; see lpattn.serving for engines with 16-token blocks). head_dim_v:
+    V's (and out's) head dim where it differs (MLA: head_dim 576, head_dim_v
+    512; append's v may be a view k[..., :512]); CPU and ref backends.
 
     A sequence is (slot, page-table row, length); one call appends to or
     decodes a whole batch: `slots`, `lengths` [num_seqs], `page_table`
@@ -193,9 +197,10 @@ class KVPool:
                         check_finite=check_finite)
         self._sync_stream(q)
         if out is None:
-            out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype])
+            dv = self.params.head_dim_v or self.params.head_dim  # MLA: out at head_dim_v
+            out = _alloc(q, tuple(qv.shape[:3]) + (dv,), _dlpack.NAMES[qv.dtype])
         to = _dlpack.View(out, "out", kind="float", write=True).tensor(
-            layout="[num_seqs, Hq, Sq, head_dim]")
+            layout="[num_seqs, Hq, Sq, head_dim_v]")
         aux, rows = _row_outputs(q, tq.shape[0], tq.shape[1], tq.shape[2], return_lse,
                                  return_entropy)
         call("paged_decode", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(tq),

@@ -82,7 +82,7 @@ class PoolParams(ctypes.Structure):
                 ("precision", ctypes.c_int), ("thrift_low", ctypes.c_int), ("pasa", ctypes.c_int),
                 ("pasa_beta", ctypes.c_float), ("mx_scale_round_up", ctypes.c_int),
                 ("check_finite", ctypes.c_int), ("num_pages", ctypes.c_int32),
-                ("num_slots", ctypes.c_int32)]
+                ("num_slots", ctypes.c_int32), ("head_dim_v", ctypes.c_int)]
 
 
 class Batch(ctypes.Structure):

@@ -204,6 +204,30 @@ class Paged(unittest.TestCase):
             np.testing.assert_allclose(out[:, :, 0], full[:, :, n], atol=2e-5, err_msg=prec)
             np.testing.assert_allclose(lse[:, :, 0], full_lse[:, :, n], atol=2e-5)
 
+    def test_mla_and_odd_head_dims(self):
+        # MLA (head_dim 576 for q/k, head_dim_v 512; v a view of k's first
+        # 512 channels) against a float64 NumPy model; D = 59 pages (rows
+        # padded to 64, SEMANTICS "Head dimensions") against prefill.
+        n = 150
+        kl, ql = rand(1, 1, n, 576, seed=60), 3 * rand(1, 4, 1, 576, seed=61)
+        pool = lpattn.KVPool(4, 1, 1, 4, 576, head_dim_v=512, high_dtype="float32",
+                             precision="high", backend="cpu")
+        slots, table = np.array([0], np.int32), np.array([[0, 1, 2, 3]], np.int32)
+        pool.append(kl, kl[..., :512], slots, np.array([0], np.int32), table)
+        out = pool.decode(ql, slots, np.array([n], np.int32), table)
+        self.assertEqual(out.shape, (1, 4, 1, 512))
+        s = np.einsum("hd,nd->hn", ql[0, :, 0].astype(np.float64), kl[0, 0].astype(np.float64))
+        p = np.exp(s / np.sqrt(576) - (s / np.sqrt(576)).max(-1, keepdims=True))
+        want = (p / p.sum(-1, keepdims=True)) @ kl[0, 0, :, :512].astype(np.float64)
+        np.testing.assert_allclose(out[0, :, 0], want, atol=2e-6)
+        k, v, q = (rand(1, 2, 81, 59, seed=s) for s in (62, 63, 64))
+        for prec in ("high", "nvfp4", "mxfp4"):
+            pool = lpattn.KVPool(4, 1, 2, 2, 59, high_dtype="float32", precision=prec, backend="cpu")
+            pool.append(k, v, slots, np.array([0], np.int32), table)
+            got = pool.decode(q[:, :, 80:], slots, np.array([81], np.int32), table)
+            full = lpattn.attention(q, k, v, causal=True, precision=prec, backend="cpu")
+            np.testing.assert_allclose(got[:, :, 0], full[:, :, 80], atol=2e-5, err_msg=prec)
+
     def test_batch_fork_and_errors(self):
         pool = self.pool()
         k, v = rand(2, self.H, 70, self.D, seed=50), rand(2, self.H, 70, self.D, seed=51)

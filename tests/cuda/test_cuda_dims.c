@@ -5,8 +5,9 @@
  * its own variant bitwise equal to the first D channels of the call on its
  * padded variant with zero channels (forward, every precision; the HIGH
  * backward; D = 200 on the D = 256 variant, whose backward runs mma.sync
- * only); the error of a head dim with no variant to pad to. Exit 77
- * without a GPU. */
+ * only); the error of a head dim with no variant to pad to, and of a paged
+ * pool at a padded or MLA head dim (host backends only). Exit 77 without a
+ * GPU. */
 #include <stdlib.h>
 
 #include "cudatest.h"
@@ -146,10 +147,29 @@ static void padded_bitwise(lpattn_ctx *cu, int64_t D, int64_t Dp, lpattn_precisi
   prob_free(&a), prob_free(&b);
 }
 
+/* Paged pools are not padded on the GPU yet: a padded or MLA pool answers
+ * UNSUPPORTED naming its head dims (they run on ref and cpu). */
+static void pools(lpattn_ctx *cu) {
+  static const int dims[][2] = {{59, 59}, {80, 80}, {576, 512}};
+  for (int i = 0; i < 3; i++) {
+    lpattn_kv_pool_params pp;
+    lpattn_kv_pool_params_init(&pp);
+    pp.num_kv_heads = 1, pp.num_q_heads = 8, pp.head_dim = dims[i][0], pp.head_dim_v = dims[i][1];
+    pp.precision = i == 1 ? LPATTN_PREC_MXFP4 : LPATTN_PREC_NVFP4, pp.num_pages = 4, pp.num_slots = 1;
+    lpattn_kv_pool *pool = NULL;
+    char want[64];
+    snprintf(want, sizeof want, "head_dim = %d, head_dim_v = %d", dims[i][0], dims[i][1]);
+    CHECK_STATUS(lpattn_kv_pool_create(cu, &pp, NULL, 0, &pool), LPATTN_ERR_UNSUPPORTED);
+    CHECK(strstr(lpattn_last_error(), want) != NULL, "pool detail '%s' lacks '%s'", lpattn_last_error(), want);
+    lpattn_kv_pool_free(pool);
+  }
+}
+
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable " CT_NAME " device");
   const int only = getenv("LPATTN_DIMS_QUICK") != NULL; /* a sample only */
+  pools(cu);
   for (size_t i = 0; i < sizeof DIMS / sizeof DIMS[0]; i++) {
     const int64_t D = DIMS[i];
     if (only && D != 40 && D != 96 && D != 256) continue;
