@@ -29,12 +29,12 @@ int lp_thrift_k_for(int k_fixed, float budget, int causal, int64_t n_tiles) {
 
 /* The causal mask alone (no window): core/window.c's rules. */
 int lp_tile_kind(int causal, int64_t off, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  const lp_mask m = {causal, off, -1, -1};
+  const lp_mask m = {causal, off, -1, -1, 1};
   return lp_mask_kind(&m, r0, r1, c0, c1);
 }
 
 int64_t lp_tile_visible(int causal, int64_t off, int64_t r, int64_t c0, int64_t nk) {
-  const lp_mask m = {causal, off, -1, -1};
+  const lp_mask m = {causal, off, -1, -1, 1};
   int64_t first;
   return lp_mask_range(&m, r, c0, nk, &first); /* first = 0: a prefix */
 }

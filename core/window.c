@@ -17,7 +17,7 @@ static int64_t lo_of(const lp_mask *m, int64_t r) { return r + m->off - m->left;
 int lp_mask_kind(const lp_mask *m, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int hb = hi_bounded(m), lb = m->left >= 0;
   if ((hb && c0 > hi_of(m, r1)) || (lb && c1 < lo_of(m, r0))) return LP_TILE_MASKED;
-  if ((!hb || c1 <= hi_of(m, r0)) && (!lb || c0 >= lo_of(m, r1))) return LP_TILE_FULL;
+  if ((!hb || c1 <= hi_of(m, r0)) && (!lb || c0 >= lo_of(m, r0 + m->bq - 1))) return LP_TILE_FULL;
   return LP_TILE_DIAG;
 }
 

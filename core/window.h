@@ -20,16 +20,21 @@ extern "C" {
 typedef struct {
   int causal;
   int64_t off, left, right;
+  int64_t bq; /* query tile rows: the window's full test takes the tile's
+                 unclipped last row r0 + bq - 1 */
 } lp_mask;
 
 static inline lp_mask lp_mask_of(const lpattn_attn_problem *pr) {
-  lp_mask m = {pr->causal, pr->off, pr->window_left, pr->window_right};
+  lp_mask m = {pr->causal, pr->off, pr->window_left, pr->window_right, pr->Bq};
   return m;
 }
 
 /* Class of KV tile c0..c1 (c1 not clipped to Skv - 1) for query rows r0..r1
- * (tiles.h LP_TILE_*): MASKED when no row sees a key, FULL when every row
- * sees every key, DIAG otherwise (high, SEMANTICS). */
+ * (r1 clipped to the call's last row; tiles.h LP_TILE_*): MASKED when no row
+ * sees a key, FULL when every row sees every key, DIAG otherwise (high,
+ * SEMANTICS). The window's left edge tests fullness on the query tile's
+ * unclipped last row r0 + bq - 1, so that a row's tile classes do not
+ * depend on how many rows follow it in the call (decode = prefill). */
 int lp_mask_kind(const lp_mask *m, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
 /* Keys of tile c0..c0+nk-1 that row r sees: keys c0 + *first .. c0 + *first

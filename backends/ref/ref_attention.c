@@ -6,6 +6,7 @@
 #include "fp8s.h"
 #include "ref_internal.h"
 #include "tiles.h"
+#include "window.h"
 
 typedef struct {
   float *K, *V, *kbar, *Q, *Qd, *qbar, *score, *kt, *vt, *kx, *kshift, *o;
@@ -84,8 +85,9 @@ static void write_row(const lpattn_attn_problem *pr, const ref_row *st, float *o
 /* One query tile of one q head against K/V of its kv head (in bf). */
 static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefill_buf *bf,
                        int64_t b, int64_t hq, int64_t i, int64_t nkt) {
-  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
+  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
+  const lp_mask msk = lp_mask_of(pr); /* causal and sliding window */
   if (cfg->fp8s) /* Q^ goes where low tiles read the row; every tile is low */
     load_codes(pr->q, b, hq, r0, nr, D, lp_fp8s_descale(pr->q_descale, b, hq / (pr->Hq / pr->Hkv)),
                bf->Qd);
@@ -133,8 +135,8 @@ static void query_tile(const lpattn_attn_problem *pr, const ref_cfg *cfg, prefil
       t.k = bf->kt;
     }
     for (int64_t r = 0; r < nr; r++) {
-      int64_t nvis = lp_tile_visible(pr->causal, off, r0 + r, c0, nk);
-      ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
+      int64_t first, nvis = lp_mask_range(&msk, r0 + r, c0, nk, &first);
+      ref_row_tile_at(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, first, nvis, &bf->w);
     }
   }
   for (int64_t r = 0; r < nr; r++) {
@@ -150,7 +152,7 @@ lpattn_status ref_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const int64_t nkt = lp_tile_count(pr->Skv, pr->Bk), group = pr->Hq / pr->Hkv;
   const int fp8s = pr->precision == LPATTN_PREC_FP8_STATIC;
   ref_cfg cfg = {D, pr->Bk, pr->sm_scale, pr->pasa, pr->score_f16, pr->mx_round_up, pr->low,
-                 fp8s, 0.0, 0.0};
+                 fp8s, 0.0, 0.0, pr->softcap};
   prefill_buf bf;
   lpattn_status st = buf_alloc(&bf, pr, nkt);
   if (st != LPATTN_OK) return st;

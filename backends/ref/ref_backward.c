@@ -14,6 +14,7 @@
 
 #include "ref_internal.h"
 #include "tiles.h"
+#include "window.h"
 
 /* The eight quantized backward operands, in the order their Philox streams
  * are numbered (SEMANTICS "Backward"). */
@@ -27,6 +28,7 @@ typedef struct {
   int64_t nkt, W; /* W: the widest matrix side, max(Bq, Bk, D) */
   float *K, *V, *kbar, *qbar, *score, *O;
   double *dK, *dV, *dQ, *P, *delta, *lse;
+  double *J; /* [Bq x Bk] softcap's ds/du = 1 - tanh^2 (1 without a softcap) */
   uint8_t *kind, *mode;
   /* [W x W] float scratch: operands zero-padded to whole tiles, and their
    * quantized forms */
@@ -38,7 +40,7 @@ typedef struct {
 static void bwd_free(bwd *w) {
   void *p[] = {w->K, w->V, w->kbar, w->qbar, w->score, w->O, w->dK, w->dV, w->dQ, w->P,
                w->delta, w->lse, w->kind, w->mode, w->Q, w->Qd, w->dO, w->Kt, w->Vt, w->lowk,
-               w->m1, w->m2, w->x, w->y, w->idx, w->codes, w->scales};
+               w->m1, w->m2, w->x, w->y, w->idx, w->codes, w->scales, w->J};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
 }
 
@@ -49,6 +51,7 @@ static lpattn_status bwd_alloc(bwd *w) {
   w->K = malloc(f * S), w->V = malloc(f * S), w->kbar = malloc(f * n * (size_t)pr->D);
   w->qbar = malloc(f * (size_t)pr->D), w->score = malloc(f * n), w->O = malloc(f * WW);
   w->dK = malloc(d * S), w->dV = malloc(d * S), w->dQ = malloc(d * WW), w->P = malloc(d * WW);
+  w->J = malloc(d * WW);
   w->delta = malloc(d * (size_t)w->W), w->lse = malloc(d * (size_t)w->W);
   w->kind = malloc(n), w->mode = malloc(n);
   float **fl[] = {&w->Q, &w->Qd, &w->dO, &w->Kt, &w->Vt, &w->lowk, &w->m1, &w->m2};
@@ -58,7 +61,7 @@ static lpattn_status bwd_alloc(bwd *w) {
   w->idx = malloc(sizeof(int64_t) * (size_t)w->W);
   w->codes = malloc((size_t)w->W), w->scales = malloc((size_t)w->W);
   void *p[] = {w->K, w->V, w->kbar, w->qbar, w->score, w->O, w->dK, w->dV, w->dQ, w->P,
-               w->delta, w->lse, w->kind, w->mode, w->x, w->y, w->idx, w->codes, w->scales};
+               w->delta, w->lse, w->kind, w->mode, w->x, w->y, w->idx, w->codes, w->scales, w->J};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) ok &= p[i] != NULL;
   if (ok) return LPATTN_OK;
   bwd_free(w);
@@ -142,7 +145,8 @@ static void low_pair(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t r0, int6
   for (int64_t r = 0; r < nr; r++)
     for (int64_t c = 0; c < nk; c++) {
       const double p = w->P[r * Bk + c];
-      Pf[r * Bk + c] = p != 0.0 ? (float)(p * (dotf(A + r * D, B + c * D, D) - w->delta[r])) : 0.0f;
+      Pf[r * Bk + c] =
+          p != 0.0 ? (float)(p * (dotf(A + r * D, B + c * D, D) - w->delta[r]) * w->J[r * Bk + c]) : 0.0f;
     }
   /* dQ = dS K: along the keys */
   qdq(w, OP_DS_C, Pf, Bq, Bk, 0, iP, A);
@@ -167,7 +171,7 @@ static void high_pair(bwd *w, int64_t nr, int64_t c0, int64_t nk) {
       const double p = w->P[r * Bk + c];
       if (p == 0.0) continue;
       const float *dO = w->dO + r * D, *v = w->Vt + c * D, *k = w->Kt + c * D, *q = w->Q + r * D;
-      const double ds = p * (dotf(dO, v, D) - w->delta[r]);
+      const double ds = p * (dotf(dO, v, D) - w->delta[r]) * w->J[r * Bk + c];
       for (int64_t d = 0; d < D; d++) {
         w->dV[(c0 + c) * D + d] += p * dO[d];
         w->dQ[r * D + d] += sm * ds * k[d];
@@ -186,8 +190,9 @@ static void store(const lpattn_tensor *t, int64_t b, int64_t h, int64_t s0, int6
 /* Query tile i of q head hq: dQ rows, and its share of dK/dV. */
 static void query_tile(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
   const lpattn_attn_problem *pr = w->pr;
-  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk, off = pr->off;
+  const int64_t D = pr->D, Bq = pr->Bq, Bk = pr->Bk;
   const int64_t r0 = i * Bq, nr = pr->Sq - r0 < Bq ? pr->Sq - r0 : Bq;
+  const lp_mask msk = lp_mask_of(pr); /* causal and sliding window */
   memset(w->Q, 0, sizeof(float) * (size_t)(Bq * D)), memset(w->dO, 0, sizeof(float) * (size_t)(Bq * D));
   ref_load_rows(pr->q, b, hq, r0, nr, D, w->Q);
   ref_load_rows(w->bp->dout, b, hq, r0, nr, D, w->dO);
@@ -208,14 +213,18 @@ static void query_tile(bwd *w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
     pad_rows(w->K + c0 * D, nk, Bk, D, w->Kt);
     pad_rows(w->V + c0 * D, nk, Bk, D, w->Vt);
     if (low) ref_quant_rows(&w->cfg, w->Kt, nk, w->lowk); /* the forward's K (along d) */
-    /* P = exp(S - LSE) with the forward's scores, 0 where masked */
+    /* P = exp(S - LSE) with the forward's (softcapped) scores, 0 where
+     * masked; J = d softcap(u) / du = 1 - tanh^2(u / softcap) */
     memset(w->P, 0, sizeof(double) * (size_t)(Bq * Bk));
     for (int64_t r = 0; r < nr; r++) {
-      const int64_t nvis = lp_tile_visible(pr->causal, off, r0 + r, c0, nk);
+      int64_t first;
+      const int64_t nvis = lp_mask_range(&msk, r0 + r, c0, nk, &first);
       if (w->lse[r] == -INFINITY) continue;
-      for (int64_t c = 0; c < nvis; c++) {
+      for (int64_t c = first; c < first + nvis; c++) {
         const double s = low ? dotf(w->Qd + r * D, w->lowk + c * D, D) : dotf(w->Q + r * D, w->Kt + c * D, D);
-        w->P[r * Bk + c] = exp(s * pr->sm_scale - w->lse[r]);
+        const double u = s * pr->sm_scale, th = pr->softcap > 0.0f ? tanh(u / pr->softcap) : 0.0;
+        w->P[r * Bk + c] = exp(lp_softcap_f64(u, pr->softcap) - w->lse[r]);
+        w->J[r * Bk + c] = 1.0 - th * th;
       }
     }
     if (low)
@@ -237,7 +246,8 @@ lpattn_status ref_backward_opts(const lpattn_bwd_problem *bp, int quantize) {
   w.nkt = lp_tile_count(pr->Skv, pr->Bk);
   w.W = pr->Bq > pr->Bk ? pr->Bq : pr->Bk;
   if (D > w.W) w.W = D;
-  const ref_cfg cfg = {D, pr->Bk, pr->sm_scale, 0, 0, pr->mx_round_up, pr->low, 0, 0.0, 0.0};
+  const ref_cfg cfg = {D, pr->Bk, pr->sm_scale, 0, 0, pr->mx_round_up, pr->low, 0, 0.0, 0.0,
+                       pr->softcap};
   w.cfg = cfg;
   lpattn_status st = bwd_alloc(&w);
   if (st != LPATTN_OK) return st;

@@ -13,6 +13,7 @@
 #include "kvpool.h"
 #include "ref_internal.h"
 #include "tiles.h"
+#include "window.h"
 
 typedef struct {
   float *Q, *Qd, *kt, *vt, *kx, *kshift, *qbar, *score, *o, *mo;
@@ -75,14 +76,25 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
   const int64_t jl = (sq->len - 1) / T < i ? (sq->len - 1) / T : i;
   const int hk = (int)(hq / (pp->num_q_heads / pp->num_kv_heads));
   const int thrift = pp->precision == LPATTN_PREC_THRIFT;
-  for (int64_t j = 0; j <= jl; j++) bf->kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
+  /* Absolute positions, causal and the sliding window: without a window,
+   * tiles j < i are full and tile i diagonal; a tile outside the window of
+   * rows ra..rb-1 is skipped and none of its pages is read. */
+  const lp_mask msk = {1, 0, pr->window_left, -1, T};
+  for (int64_t j = 0; j <= jl; j++)
+    bf->kind[j] = (uint8_t)lp_mask_kind(&msk, i * T, row0 + rb - 1, j * T, j * T + T - 1);
   if (thrift) {
     const int64_t qt = pr->selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
     if (qt >= 0) lp_kv_seq_qmean(sq, (int)hq, qt, bf->qbar);
-    for (int64_t j = 0; j <= i; j++)
-      bf->score[j] = (qt >= 0 && j < i) ? lp_dot_f32(bf->qbar, lp_kv_seq_kmean(sq, hk, j), D) : 0.0f;
+    for (int64_t j = 0; j <= jl; j++)
+      bf->score[j] = (qt >= 0 && bf->kind[j] == LP_TILE_FULL)
+                         ? lp_dot_f32(bf->qbar, lp_kv_seq_kmean(sq, hk, j), D) : 0.0f;
   }
   lp_tile_modes(pp->precision, 0, k, jl + 1, bf->kind, bf->score, bf->mode);
+  /* The window's left edge: a completed tile of an FP8/NVFP4/MXFP4 pool
+   * has no high copy, so it is read low, masked per element (SEMANTICS
+   * "Sliding window and softcap"); THRIFT pools keep every tile high. */
+  for (int64_t j = 0; !thrift && pp->precision != LPATTN_PREC_HIGH && j < i && j <= jl; j++)
+    if (bf->kind[j] == LP_TILE_DIAG) bf->mode[j] = LP_MODE_LOW;
   int any_low = 0;
   for (int64_t j = 0; j <= jl; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
   if (any_low) ref_quant_rows(cfg, bf->Q + ra * D, rb - ra, bf->Qd + ra * D);
@@ -92,6 +104,7 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
     if (c1 > jl) c1 = jl;
     for (int64_t r = ra; r < rb; r++) ref_row_init(&bf->rows[r], bf->acc + r * D, D);
     for (int64_t j = c0; j <= c1; j++) {
+      if (bf->mode[j] == LP_MODE_SKIP) continue; /* outside the window */
       ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
       if (t.low) {
         if (!lp_kv_seq_read_low(sq, hk, j, bf->kt, bf->vt)) return LPATTN_ERR_BACKEND;
@@ -111,8 +124,8 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
         }
       }
       for (int64_t r = ra; r < rb; r++) {
-        int64_t nvis = lp_tile_visible(1, 0, row0 + r, j * T, t.nk);
-        ref_row_tile(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, nvis, &bf->w);
+        int64_t first, nvis = lp_mask_range(&msk, row0 + r, j * T, t.nk, &first);
+        ref_row_tile_at(cfg, &bf->rows[r], bf->Q + r * D, bf->Qd + r * D, &t, first, nvis, &bf->w);
       }
     }
     for (int64_t r = ra; r < rb; r++) {
@@ -147,7 +160,7 @@ lpattn_status ref_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
     if (sq.len > longest) longest = sq.len;
   }
   const ref_cfg cfg = {D, T, pr->sm_scale, pp->pasa, pr->score_f16, pp->mx_scale_round_up,
-                       sq.L.fmt, 0, 0.0, 0.0};
+                       sq.L.fmt, 0, 0.0, 0.0, pr->softcap};
   decode_buf bf;
   lpattn_status st = buf_alloc(&bf, Sq, T, D, lp_tile_count(longest, T));
   if (st != LPATTN_OK) return st; /* before anything is written */

@@ -18,6 +18,7 @@ typedef struct {
    * 448) / l. */
   int fp8s;
   double s_mul, o_mul;
+  double softcap; /* logit softcap of every score (0 = off; core/window.h) */
 } ref_cfg;
 
 /* One KV tile as the engine consumes it; arrays are [nk x D] (low: [Bk x D],
@@ -53,6 +54,10 @@ void ref_row_init(ref_row *st, double *acc, int64_t D);
  * dequantized copy (needed for low tiles). */
 void ref_row_tile(const ref_cfg *cfg, ref_row *st, const float *q, const float *qd,
                   const ref_tile *t, int64_t nvis, ref_scratch *w);
+/* The same for keys [first, first + nvis) of the tile (a sliding window's
+ * run, lp_mask_range); the others count as masked. */
+void ref_row_tile_at(const ref_cfg *cfg, ref_row *st, const float *q, const float *qd,
+                     const ref_tile *t, int64_t first, int64_t nvis, ref_scratch *w);
 /* O (D values), LSE, H; a row that saw nothing gives 0, -inf, 0. */
 void ref_row_finish(const ref_row *st, int64_t D, float *o, float *lse, float *h);
 

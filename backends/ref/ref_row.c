@@ -5,6 +5,7 @@
 
 #include "kvpage.h"
 #include "ref_internal.h"
+#include "window.h"
 
 lpattn_status ref_scratch_alloc(ref_scratch *w, int64_t Bk) {
   w->s = malloc(sizeof(double) * (size_t)Bk);
@@ -42,6 +43,12 @@ static double score(const ref_cfg *cfg, const float *q, const float *qd, const r
   return dot(q, k, cfg->D) * cfg->sm_scale;
 }
 
+/* The score with the softcap applied (PASA and a softcap never meet). */
+static double capped(const ref_cfg *cfg, const float *q, const float *qd, const ref_tile *t,
+                     int64_t c) {
+  return lp_softcap_f64(score(cfg, q, qd, t, c), cfg->softcap);
+}
+
 void ref_row_init(ref_row *st, double *acc, int64_t D) {
   st->m = -INFINITY;
   st->l = st->r = st->G = 0.0;
@@ -51,14 +58,14 @@ void ref_row_init(ref_row *st, double *acc, int64_t D) {
 }
 
 /* acc += s1 * (P^ . Vq): P (in w->s) quantized along the tile's keys. */
-static void low_pv(const ref_cfg *cfg, ref_row *st, const ref_tile *t, int64_t nvis,
+static void low_pv(const ref_cfg *cfg, ref_row *st, const ref_tile *t, int64_t k0, int64_t k1,
                    ref_scratch *w) {
   const int64_t D = cfg->D, Bk = cfg->Bk;
-  for (int64_t c = 0; c < Bk; c++) w->p[c] = c < nvis ? (float)w->s[c] : 0.0f;
+  for (int64_t c = 0; c < Bk; c++) w->p[c] = c >= k0 && c < k1 ? (float)w->s[c] : 0.0f;
   if (cfg->low == LPATTN_FMT_FP8) {
     /* Fixed scale: P is in [0, 1], s1 = 1/448 (FP8_STATIC: applied with
      * v_descale at the end, so that the products of codes are exact). */
-    for (int64_t c = 0; c < nvis; c++) {
+    for (int64_t c = k0; c < k1; c++) {
       double pd = lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(w->p[c] * 448.0f));
       if (!cfg->fp8s) pd /= 448.0;
       for (int64_t d = 0; d < D; d++) st->acc[d] += pd * t->v[c * D + d];
@@ -69,7 +76,7 @@ static void low_pv(const ref_cfg *cfg, ref_row *st, const ref_tile *t, int64_t n
   const int G = lp_group_size(cfg->low);
   float outer;
   lp_quantize_domain(&qc, w->p, 1, (int)Bk, NULL, w->codes, w->scales, &outer);
-  for (int64_t c = 0; c < nvis; c++) {
+  for (int64_t c = k0; c < k1; c++) {
     double pd = lp_dequant_elem(cfg->low, w->codes[c], w->scales[c / G], outer);
     for (int64_t d = 0; d < D; d++) st->acc[d] += pd * t->v[c * D + d];
   }
@@ -77,7 +84,13 @@ static void low_pv(const ref_cfg *cfg, ref_row *st, const ref_tile *t, int64_t n
 
 void ref_row_tile(const ref_cfg *cfg, ref_row *st, const float *q, const float *qd,
                   const ref_tile *t, int64_t nvis, ref_scratch *w) {
+  ref_row_tile_at(cfg, st, q, qd, t, 0, nvis, w);
+}
+
+void ref_row_tile_at(const ref_cfg *cfg, ref_row *st, const float *q, const float *qd,
+                     const ref_tile *t, int64_t first, int64_t nvis, ref_scratch *w) {
   if (nvis <= 0) return; /* the row sees none of this tile's keys */
+  const int64_t k0 = first, k1 = first + nvis;
   const int64_t D = cfg->D;
   /* PASA frame: c undoes the shift; G is the running mean of the c's. */
   double c = 0.0;
@@ -86,8 +99,8 @@ void ref_row_tile(const ref_cfg *cfg, ref_row *st, const float *q, const float *
   const double G = ((double)(st->n - 1) * st->G + c) / (double)st->n;
   const double dm_prev = st->G - G, dm_cur = c - G;
   double mx = -INFINITY;
-  for (int64_t j = 0; j < nvis; j++) {
-    double x = score(cfg, q, qd, t, j) + dm_cur;
+  for (int64_t j = k0; j < k1; j++) {
+    double x = capped(cfg, q, qd, t, j) + dm_cur;
     w->s[j] = x;
     if (x > mx || isnan(x)) mx = x;
   }
@@ -95,7 +108,7 @@ void ref_row_tile(const ref_cfg *cfg, ref_row *st, const float *q, const float *
   const double m = st->n == 1 ? mx : (mprev > mx || isnan(mprev) ? mprev : mx);
   const double a = st->n == 1 ? 0.0 : exp(mprev - m);
   double sum_p = 0.0, sum_ps = 0.0;
-  for (int64_t j = 0; j < nvis; j++) {
+  for (int64_t j = k0; j < k1; j++) {
     double p = exp(w->s[j] - m);
     sum_p += p;
     if (p != 0.0) sum_ps += p * w->s[j]; /* 0 * -inf counts as 0 */
@@ -106,9 +119,9 @@ void ref_row_tile(const ref_cfg *cfg, ref_row *st, const float *q, const float *
   st->r = a * (st->r + l_old * dm_prev) + sum_ps;
   for (int64_t d = 0; d < D; d++) st->acc[d] *= a;
   if (t->low) {
-    low_pv(cfg, st, t, nvis, w);
+    low_pv(cfg, st, t, k0, k1, w);
   } else {
-    for (int64_t j = 0; j < nvis; j++)
+    for (int64_t j = k0; j < k1; j++)
       for (int64_t d = 0; d < D; d++) st->acc[d] += w->s[j] * t->v[j * D + d];
   }
   st->m = m;
