@@ -12,7 +12,8 @@
  *   512 channels), and within bounds of an f64 model of
  *   softmax(q k^T / sqrt(576)) v (HIGH: 2e-6; low precisions: relative L2
  *   as measured, with margin) and of the other host backend;
- * - bad shapes (v or out at head_dim instead of head_dim_v) are BAD_SHAPE. */
+ * - bad shapes (v or out at head_dim instead of head_dim_v) are BAD_SHAPE;
+ * - lpattn_kv_cache at D = 40 is bitwise the cache at 48 on padded rows. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -258,6 +259,41 @@ static void test_mla(lpattn_ctx *ctx, lpattn_ctx *other) {
   lpattn_kv_pool_free(pool);
 }
 
+/* lpattn_kv_cache at D = 40 (NVFP4, THRIFT): bitwise the cache at 48 fed the
+ * rows zero-padded (one sequence, 150 tokens appended 50 at a time). */
+static void test_cache(lpattn_ctx *ctx) {
+  enum { HKV = 2, HQ = 4, D0 = 40, DP = 48, L = 150 };
+  for (int pi = 0; pi < 2; pi++) {
+    fill(DP, D0, D0, HKV, HQ, 1.0f);
+    for (int w = 0; w < 2; w++) {
+      const int d = w ? DP : D0;
+      lpattn_kv_cache_params cp;
+      lpattn_kv_cache_params_init(&cp);
+      cp.num_seqs = 1, cp.num_kv_heads = HKV, cp.num_q_heads = HQ, cp.head_dim = d, cp.max_tokens = L;
+      cp.precision = pi ? LPATTN_PREC_THRIFT : LPATTN_PREC_NVFP4;
+      lpattn_kv_cache *c = NULL;
+      CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
+      for (int64_t p = 0; c && p < L - 1; p += 50) {
+        const int64_t m = L - 1 - p < 50 ? L - 1 - p : 50;
+        lpattn_tensor k = view(K, HKV, p, m, d, DP), v = view(V, HKV, p, m, d, DP), q = view(Q, HQ, p, m, d, DP);
+        CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &k, &v, &q), LPATTN_OK);
+      }
+      lpattn_tensor k = view(K, HKV, L - 1, 1, d, DP), v = view(V, HKV, L - 1, 1, d, DP);
+      if (c) CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &k, &v, NULL), LPATTN_OK);
+      lpattn_tensor q = view(Q, HQ, L - 1, 1, d, DP);
+      lpattn_tensor o = lpattn_tensor_4d(w ? ob : oa, LPATTN_F32, 1, HQ, 1, d);
+      lpattn_attn_params ap;
+      lpattn_attn_params_init(&ap);
+      ap.sm_scale = 1.0f / sqrtf((float)D0), ap.thrift_budget = 0.5f;
+      if (c) CHECK_STATUS(lpattn_decode(ctx, c, &q, &o, &ap, NULL), LPATTN_OK);
+      lpattn_kv_cache_free(c);
+    }
+    int eq = 1;
+    for (int r = 0; r < HQ; r++) eq &= !memcmp(oa + r * D0, ob + r * DP, sizeof(float) * D0);
+    CHECK(eq, "kv_cache D = %d %s: not bitwise the cache at %d", D0, pi ? "THRIFT" : "NVFP4", DP);
+  }
+}
+
 int main(int argc, char **argv) {
   const int cpu = argc > 1 && strcmp(argv[1], "cpu") == 0;
   lpattn_ctx *ctx = NULL, *other = NULL;
@@ -266,6 +302,7 @@ int main(int argc, char **argv) {
   if (lpattn_create(cpu ? LPATTN_BACKEND_REF : LPATTN_BACKEND_CPU, NULL, &other) != LPATTN_OK) other = NULL;
   test_padded(ctx);
   test_mla(ctx, other);
+  test_cache(ctx);
   lpattn_free(other);
   lpattn_free(ctx);
   return test_finish();
