@@ -19,6 +19,7 @@
 #include "formats.h"
 #include "fp8s.h"
 #include "tiles.h"
+#include "window.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {
@@ -228,13 +229,22 @@ HWY_INLINE void AccumPV4(const float *P, int64_t Bk, const float *V, int64_t D_r
   }
 }
 
-// Rows r < nr: acc_r = alpha_r acc_r + sum_{c < nv_r} P[r][c] V[c]. A row
-// never reads V past its own nv_r (future keys of a diagonal tile).
+// Rows r < nr: acc_r = alpha_r acc_r + sum_{f_r <= c < nv_r} P[r][c] V[c]. A
+// row never reads V outside [f_r, nv_r) (future keys of a diagonal tile,
+// keys before its sliding window). f = NULL: every f_r is 0.
 template <int kD>
 HWY_INLINE void AccumPVRows(const float *P, int64_t Bk, const float *V, int64_t D_rt, int64_t nr,
-                            const int64_t *nv, const float *alpha, float *acc) {
+                            const int64_t *nv, const float *alpha, float *acc,
+                            const int64_t *f = nullptr) {
   const int64_t D = kD ? kD : D_rt;
   int64_t r = 0;
+  if (f) {  // a window's runs: one row at a time
+    for (; r < nr; r++) {
+      const int64_t a = f[r] < nv[r] ? f[r] : nv[r];
+      AccumPV<kD>(P + r * Bk + a, V + a * D, D, nv[r] - a, alpha[r], acc + r * D);
+    }
+    return;
+  }
   for (; r + 4 <= nr; r += 4) {
     int64_t n = nv[r];
     for (int i = 1; i < 4; i++) n = nv[r + i] < n ? nv[r + i] : n;
@@ -255,6 +265,22 @@ HWY_INLINE void ScaleMask(float *s, int64_t Bk, int64_t nvis, float scale) {
     const auto live = hn::Lt(hn::Iota(df, (float)c), lim);  // small integers: exact in f32
     hn::StoreU(hn::IfThenElse(live, hn::Mul(hn::LoadU(df, s + c), vs), ninf), df, s + c);
   }
+}
+
+// s[c] *= scale for c in [lo, hi), -inf (masked) for the rest of the Bk
+// columns (a sliding window's run of keys), then the softcap on the run.
+HWY_INLINE void ScaleMaskRange(float *s, int64_t Bk, int64_t lo, int64_t hi, float scale,
+                               float softcap) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, scale), ninf = hn::Set(df, -INFINITY);
+  const auto vlo = hn::Set(df, (float)lo), vhi = hn::Set(df, (float)hi);
+  for (int64_t c = 0; c < Bk; c += N) {
+    const auto i = hn::Iota(df, (float)c);  // small integers: exact in f32
+    const auto live = hn::And(hn::Ge(i, vlo), hn::Lt(i, vhi));
+    hn::StoreU(hn::IfThenElse(live, hn::Mul(hn::LoadU(df, s + c), vs), ninf), df, s + c);
+  }
+  for (int64_t c = lo; softcap > 0.0f && c < hi; c++) s[c] = lp_softcap_f32(s[c], softcap);
 }
 
 // Row maximum; NaN if any score is NaN (a non-finite input poisons the rows
@@ -354,7 +380,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
   if (!Geometry(job, item, &g)) return;
   const int64_t D = kD ? kD : job.D, Bk = pr.Bk, nkt = g.nkt, b = g.b, hq = g.hq, qt = g.qt;
   const KvPrep &kv = job.kv[b * pr.Hkv + hq / job.kv_group];
-  const int64_t r0 = g.r0, nr = g.nr, off = g.off;
+  const int64_t r0 = g.r0, nr = g.nr;
   // FP8_STATIC (SPEC 11): Q^ in ql, scores of codes scaled by qd * kd * sm_scale, O by vd.
   const bool fp8s = pr.precision == LPATTN_PREC_FP8_STATIC;
   const int64_t hk = hq / job.kv_group;
@@ -373,9 +399,11 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
 
   int64_t last_full = -1;
   bool any_low = false;
+  const lp_mask msk = lp_mask_of(&pr);  // causal and sliding window (core/window.c)
+  const bool win = pr.window_left >= 0 || (!pr.causal && pr.window_right >= 0);
   for (int64_t j = 0; j < nkt; j++) {
     const int64_t c0 = j * Bk, c1 = c0 + Bk - 1;  // unclipped: a partial last tile is never full
-    sc->kind[j] = (uint8_t)lp_tile_kind(pr.causal, off, r0, r0 + nr - 1, c0, c1);
+    sc->kind[j] = (uint8_t)lp_mask_kind(&msk, r0, r0 + nr - 1, c0, c1);
     if (sc->kind[j] == LP_TILE_FULL) last_full = j;
   }
   if (pr.precision == LPATTN_PREC_THRIFT) ThriftScores(job, kv, g, sc);
@@ -387,7 +415,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     for (int64_t r = 0; r < nr; r++) QuantRow(pr, q + r * D, D, sc, sc->ql.data() + r * D);
 
   float *acc = sc->acc.data(), *S = sc->s.data(), *P = sc->p.data(), *alpha = sc->alpha.data();
-  int64_t *nv = sc->nv.data();
+  int64_t *nv = sc->nv.data(), *nf = sc->nf.data();
   cpu_row *rows = sc->rows.data();
   for (int64_t i = 0; i < nr * D; i++) acc[i] = 0.0f;
   for (int64_t r = 0; r < nr; r++) cpu_row_init(&rows[r]);
@@ -414,14 +442,18 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
     }
     Scores<kD>(low ? sc->ql.data() : q, Kt, D, Bk, nr, S);
     for (int64_t r = 0; r < nr; r++) {
-      const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
-      nv[r] = 0, alpha[r] = 1.0f;
+      int64_t first;
+      const int64_t nvis = lp_mask_range(&msk, r0 + r, c0, nk, &first), end = first + nvis;
+      nv[r] = 0, nf[r] = 0, alpha[r] = 1.0f;
       if (nvis <= 0) continue;  // the row sees none of this tile's keys
       float *s = S + r * Bk, *p = P + r * Bk;
-      if (pr.pasa || (pr.score_f16 && !low)) {  // f16 score rounding (scalar)
-        for (int64_t c = 0; c < nvis; c++)
-          s[c] = pr.pasa ? cpu_round_f16(low ? s[c] * ss : s[c]) : cpu_round_f16(s[c]) * ss;
-        for (int64_t c = nvis; c < Bk; c++) s[c] = -INFINITY;
+      if (pr.pasa || (pr.score_f16 && !low)) {  // f16 score rounding (scalar; PASA: no window)
+        for (int64_t c = 0; c < Bk; c++)
+          s[c] = c < first || c >= end ? -INFINITY
+                 : pr.pasa ? cpu_round_f16(low ? s[c] * ss : s[c])
+                           : lp_softcap_f32(cpu_round_f16(s[c]) * ss, pr.softcap);
+      } else if (win || pr.softcap > 0.0f) {
+        ScaleMaskRange(s, Bk, first, end, ss, pr.softcap);
       } else {
         ScaleMask(s, Bk, nvis, ss);
       }
@@ -431,13 +463,14 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
       cpu_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
-      nv[r] = low && !fp8s ? nk : nvis;  // FP8_STATIC diagonal tiles: no V past the horizon
+      nv[r] = low && !fp8s ? nk : end;  // FP8_STATIC diagonal tiles: no V past the horizon
+      nf[r] = low && !fp8s ? 0 : first;
       if (low) {
         const int f = QpFormat(pr.low);
         QuantizePRow(f == QP_FP8 ? QP_FP8_P : f, pr.mx_round_up, p, Bk, sc, p);
       }
     }
-    AccumPVRows<kD>(P, Bk, (low ? kv.vq : kv.v) + c0 * D, D, nr, nv, alpha, acc);
+    AccumPVRows<kD>(P, Bk, (low ? kv.vq : kv.v) + c0 * D, D, nr, nv, alpha, acc, win ? nf : nullptr);
   }
 
   for (int64_t r = 0; r < nr; r++) {

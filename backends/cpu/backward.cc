@@ -21,6 +21,7 @@
 #include "formats.h"
 #include "sr-inl.h"
 #include "tiles.h"
+#include "window.h"
 
 #ifndef LPATTN_CPU_BACKWARD_ONCE
 #define LPATTN_CPU_BACKWARD_ONCE
@@ -33,6 +34,7 @@ struct BwdScratch {
   // item) V along D and K along the keys ([nkt * Bk][D], made on first use),
   // and K's forward quantization along D (lowk, made on first use).
   std::vector<float> dOr, dOd, Qr, Vd, Kc, lowk, U;
+  std::vector<float> J;  // [Bq x Bk] softcap's ds/du = 1 - tanh^2 (1 without one)
   std::vector<uint8_t> have_kv, have_lowk;
   std::vector<int64_t> idx;
   std::vector<uint8_t> kind, mode;
@@ -209,7 +211,7 @@ HWY_INLINE void LowPair(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq,
     DotRows(w.dOd.data() + r * D, Vd, D, nk, dots);
     for (int64_t c = 0; c < nk; c++) {
       const float p = w.P[r * Bk + c];
-      Pf[r * Bk + c] = p != 0.0f ? p * (dots[c] - w.delta[r]) : 0.0f;
+      Pf[r * Bk + c] = p != 0.0f ? p * (dots[c] - w.delta[r]) * w.J[r * Bk + c] : 0.0f;
     }
   }
   // dQ = dS K, along the keys
@@ -230,7 +232,7 @@ HWY_INLINE void HighPair(const BwdJob &job, BwdScratch &w, int64_t nr, int64_t c
       const float p = w.P[r * Bk + c];
       if (p == 0.0f) continue;
       const float *dO = w.dO.data() + r * D;
-      const float ds = p * (dots[c] - w.delta[r]);
+      const float ds = p * (dots[c] - w.delta[r]) * w.J[r * Bk + c];
       Axpy(p, dO, w.dV.data() + (c0 + c) * D, D);
       Axpy(pr.sm_scale * ds, w.Kt.data() + c * D, w.dQ.data() + r * D, D);
       Axpy(pr.sm_scale * ds, w.Q.data() + r * D, w.dK.data() + (c0 + c) * D, D);
@@ -256,8 +258,9 @@ HWY_INLINE void StoreRows(const BwdJob &job, const lpattn_tensor *t, int64_t b, 
 HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t hq, int64_t hk, int64_t i) {
   const lpattn_bwd_problem &bp = *job.bp;
   const lpattn_attn_problem &pr = bp.f;
-  const int64_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, off = pr.off;
+  const int64_t D = job.D, Bq = pr.Bq, Bk = pr.Bk;
   const int64_t r0 = i * Bq, nr = pr.Sq - r0 < Bq ? pr.Sq - r0 : Bq;
+  const lp_mask msk = lp_mask_of(&pr);  // causal and sliding window (core/window.c)
   memset(w.Q.data(), 0, sizeof(float) * (size_t)(Bq * D));
   memset(w.dO.data(), 0, sizeof(float) * (size_t)(Bq * D));
   LoadRows(job, pr.q, b, hq, r0, nr, w.Q.data());
@@ -295,11 +298,16 @@ HWY_INLINE void QueryTile(const BwdJob &job, BwdScratch &w, int64_t b, int64_t h
     const float *qs = low ? w.Qd.data() : w.Q.data(), *ks = low ? lowk : w.Kt.data();
     memset(w.P.data(), 0, sizeof(float) * (size_t)(Bq * Bk));
     for (int64_t r = 0; r < nr; r++) {
-      const int64_t nvis = lp_tile_visible(pr.causal, off, r0 + r, c0, nk);
+      int64_t f;
+      const int64_t nvis = lp_mask_range(&msk, r0 + r, c0, nk, &f);
       if (w.lse[r] == -INFINITY) continue;
       float *dots = w.dots.data();
-      DotRows(qs + r * D, ks, D, nvis, dots);
-      for (int64_t c = 0; c < nvis; c++) w.P[r * Bk + c] = expf(dots[c] * pr.sm_scale - w.lse[r]);
+      DotRows(qs + r * D, ks + f * D, D, nvis, dots);
+      for (int64_t c = 0; c < nvis; c++) {  // the forward's (softcapped) score; J its slope
+        const float u = dots[c] * pr.sm_scale, t = pr.softcap > 0.0f ? tanhf(u / pr.softcap) : 0.0f;
+        w.P[r * Bk + f + c] = expf(lp_softcap_f32(u, pr.softcap) - w.lse[r]);
+        w.J[r * Bk + f + c] = 1.0f - t * t;
+      }
     }
     if (low)
       LowPair(job, w, b, hq, hk, r0, nr, c0, nk);
@@ -363,7 +371,7 @@ lpattn_status Backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
       for (auto *v : {&w.Q, &w.Qd, &w.dO, &w.O, &w.Kt, &w.Vt, &w.A, &w.Pf, &w.P, &w.dQ})
         v->resize(WW);
       for (auto *v : {&w.delta, &w.lse, &w.x, &w.y, &w.u, &w.dots}) v->resize(W);
-      for (auto *v : {&w.dOr, &w.dOd, &w.Qr, &w.U}) v->resize(WW);
+      for (auto *v : {&w.dOr, &w.dOd, &w.Qr, &w.U, &w.J}) v->resize(WW);
       for (auto *v : {&w.Vd, &w.Kc, &w.lowk}) v->resize(n * (size_t)pr.Bk * D);
       w.have_kv.resize(n), w.have_lowk.resize(n);
       w.kbar.resize(n * D), w.qbar.resize(D), w.score.resize(n);

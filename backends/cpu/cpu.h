@@ -38,7 +38,7 @@ struct AttnJob {
 // Per-thread scratch, sized for one (query tile, KV tile) pair.
 struct Scratch {
   std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, shift0, alpha;
-  std::vector<int64_t> nv;
+  std::vector<int64_t> nv, nf;  // per row: end and start of its keys in a tile
   std::vector<uint8_t> kind, mode, codes, scales;
   std::vector<cpu_row> rows;
   void Size(const AttnJob &job);

@@ -141,7 +141,7 @@ void Scratch::Size(const AttnJob &job) {
   const lpattn_attn_problem &pr = *job.pr;
   const size_t D = job.D, Bq = pr.Bq, Bk = pr.Bk, nkt = job.nkt, w = D > Bk ? D : Bk;
   q.resize(Bq * D), ql.resize(Bq * D), acc.resize(Bq * D), s.resize(Bq * Bk), p.resize(Bq * Bk);
-  alpha.resize(Bq), nv.resize(Bq);
+  alpha.resize(Bq), nv.resize(Bq), nf.resize(Bq);
   ktmp.resize(D * Bk), qbar.resize(D), score.resize(nkt), tmp.resize(w), tmp2.resize(w);
   shift0.resize(D);
   kind.resize(nkt), mode.resize(nkt), codes.resize(w), scales.resize(w), rows.resize(Bq);

@@ -43,8 +43,10 @@ void RunDecItem(void *arg, int64_t i, int tid) {
 
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr) {
-  // The research-only f16 raw-score mode (score_f16) is the reference's.
-  if (pr->score_f16) return ref_paged_decode(ctx, pool, batch, pr);
+  // The research-only f16 raw-score mode (score_f16) is the reference's, and
+  // so (until the row kernels take them) are a sliding window and a softcap.
+  if (pr->score_f16 || pr->window_left >= 0 || pr->softcap != 0.0f)
+    return ref_paged_decode(ctx, pool, batch, pr);
   const lpattn_kv_pool_params &pp = pool->p;
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;

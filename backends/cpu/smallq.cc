@@ -43,7 +43,8 @@ void DecScratch::Size(const SmallJob &job) {
 // vector divides it).
 bool SmallQTakes(const lpattn_attn_problem &pr) {
   return g_small_q.load(std::memory_order_relaxed) && pr.precision == LPATTN_PREC_HIGH &&
-         !pr.pasa && !pr.score_f16 && pr.Sq <= pr.Bq && pr.D % 16 == 0 && InPlace(pr.k) &&
+         !pr.pasa && !pr.score_f16 && pr.window_left < 0 && pr.window_right < 0 &&
+         pr.softcap == 0.0f && pr.Sq <= pr.Bq && pr.D % 16 == 0 && InPlace(pr.k) &&
          InPlace(pr.v);
 }
 
