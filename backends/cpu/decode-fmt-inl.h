@@ -126,21 +126,47 @@ HWY_INLINE void DecodeFp4(const uint8_t *codes, const float *sc, int gshift, int
   if (nw != n) Fp4TailDecode(codes, sc, gshift, nw, n, out);
 }
 
+// N E4M3 codes as f32 lanes of value / 256 (exact): the code sign-extended
+// to 16 bits and shifted left by 7 is the f16 of value / 256 but for bit
+// 14, a copy of the sign, which is cleared.
+HWY_INLINE hn::Vec<DF> Fp8Lanes(const uint8_t *codes) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<int16_t, DF> d16;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const auto c = hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const int8_t *>(codes)));
+  return hn::PromoteTo(df, hn::BitCast(dh, hn::And(hn::ShiftLeft<7>(c), hn::Set(d16, int16_t(-16385)))));
+}
+
 // n E4M3 elements times `scale`, in natural order (E4M3 -> f16 bits -> f32,
 // then * 2^8 folded into the scale; exact).
 HWY_INLINE void DecodeFp8(const uint8_t *codes, float scale, int64_t n, float *out) {
   const DF df;
-  const hn::Rebind<uint8_t, DF> d8;
-  const hn::Rebind<uint16_t, DF> d16;
-  const hn::Rebind<hwy::float16_t, DF> dh;
   const int64_t N = hn::Lanes(df);
   const auto s = hn::Set(df, scale * 256.0f);
-  for (int64_t i = 0; i < n; i += N) {
-    const auto c = hn::PromoteTo(d16, hn::LoadU(d8, codes + i));
-    const auto h = hn::Or(hn::ShiftLeft<8>(hn::And(c, hn::Set(d16, 0x80))),
-                          hn::ShiftLeft<7>(hn::And(c, hn::Set(d16, 0x7F))));
-    hn::StoreU(hn::Mul(hn::PromoteTo(df, hn::BitCast(dh, h)), s), df, out + i);
+  for (int64_t i = 0; i < n; i += N) hn::StoreU(hn::Mul(Fp8Lanes(codes + i), s), df, out + i);
+}
+
+// s0 + s1 of Dot(x, DecodeFp8(codes, scale, n)), decoded in registers: the
+// same lanes, products and sums.
+HWY_INLINE hn::Vec<DF> Fp8Acc(const uint8_t *codes, float scale, int64_t n, const float *x) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const auto s = hn::Set(df, scale * 256.0f);
+  auto s0 = hn::Zero(df), s1 = s0;
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(df, x + i), hn::Mul(Fp8Lanes(codes + i), s), s0);
+    s1 = hn::MulAdd(hn::LoadU(df, x + i + N), hn::Mul(Fp8Lanes(codes + i + N), s), s1);
   }
+  for (; i < n; i += N) s0 = hn::MulAdd(hn::LoadU(df, x + i), hn::Mul(Fp8Lanes(codes + i), s), s0);
+  return hn::Add(s0, s1);
+}
+
+// x . (n E4M3 elements times `scale`): the bits of DecodeFp8 then Dot.
+HWY_INLINE float DotFp8(const uint8_t *codes, float scale, int64_t n, const float *x) {
+  const DF df;
+  return hn::GetLane(hn::SumOfLanes(df, Fp8Acc(codes, scale, n, x)));
 }
 
 // f16 lanes as f32, exactly. Highway emulates the conversion where there is
@@ -396,8 +422,8 @@ HWY_INLINE float DotLow(const DecJob &job, const LowTile &t, int v, int64_t i, c
   LowLine ln;
   LowLineOf(job, t, v, i, &ln);
   if (job.fp4) return DotFp4(ln.codes, ln.sc, job.gshift, ln.n, x);
-  DecodeFp8(ln.codes, ln.outer, ln.n, buf);
-  return Dot(x, buf, ln.n);
+  (void)buf;
+  return DotFp8(ln.codes, ln.outer, ln.n, x);
 }
 
 }  // namespace HWY_NAMESPACE

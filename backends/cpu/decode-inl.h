@@ -14,6 +14,7 @@
 
 #include "decode-fmt-inl.h"
 #include "decode-int-x86-inl.h"  // (and decode-int-inl.h)
+#include "decode-fp8-x86-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {
@@ -196,7 +197,16 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #endif
       if (low && n == 1) {  // one row: decode and dot in registers
         const int64_t r = list[0];
-        for (int64_t c = 0; c < maxvis; c++) S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
+        nx.Plan((maxvis + 7) / 8 + (D + 7) / 8);  // a step every 8 keys, then every 8 channels
+        int64_t c = 0;
+        for (; LP_FP8_LINES && !job.fp4 && c + LP_FP8_LINES <= maxvis; c += LP_FP8_LINES) {
+          for (int64_t k = 0; k < LP_FP8_LINES; k += 8) nx.Step();
+          Fp8LinesLow(job, lt, 0, c, ql + r * D, S + r * T + c, false);
+        }
+        for (; c < maxvis; c++) {
+          if (c % 8 == 0) nx.Step();
+          S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
+        }
       } else if (n == 1) {
         nx.Plan((maxvis + 3) / 4);
         for (int64_t c = 0; c < maxvis; c += 4) {
@@ -205,6 +215,8 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
                      S + list[0] * T + c);
         }
       } else for (int64_t c = 0; c < maxvis; c++) {
+        if (c == 0) nx.Plan((maxvis + 7) / 8);  // a step every 8 keys
+        if (c % 8 == 0) nx.Step();
         if (low) DecodeLow(job, lt, 0, c, kd);
         else ConvertHigh(hk + c * row_bytes, hdt, D, kd);
         for (int64_t l = 0; l < n; l++) {
@@ -255,7 +267,15 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #endif
         if (n == 1) {
           const int64_t r = list[0];
-          for (int64_t d = 0; d < D; d++) acc[r * D + d] += DotLow(job, lt, 1, d, Pp + r * T, vd);
+          int64_t d = 0;
+          for (; LP_FP8_LINES && !job.fp4 && d + LP_FP8_LINES <= D; d += LP_FP8_LINES) {
+            for (int64_t k = 0; k < LP_FP8_LINES; k += 8) nx.Step();
+            Fp8LinesLow(job, lt, 1, d, Pp + r * T, acc + r * D + d, true);
+          }
+          for (; d < D; d++) {
+            if (d % 8 == 0) nx.Step();
+            acc[r * D + d] += DotLow(job, lt, 1, d, Pp + r * T, vd);
+          }
         } else for (int64_t d = 0; d < D; d++) {
           DecodeLow(job, lt, 1, d, vd);
           for (int64_t l = 0; l < n; l++) {

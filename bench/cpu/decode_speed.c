@@ -12,7 +12,8 @@
  *                     [--only f16|nvfp4|mxfp4|fp8|attn]
  *                     [--ctx N]   (--quick: 8k context only; --ctx: that context only)
  *                     [--target NAME]  (a Highway target of this machine, e.g. AVX2:
- *                                       dispatch restricted to it; default the best) */
+ *                                       dispatch restricted to it; default the best)
+ *                     [--gqa G]  (paged decode with Hq = 8 G query heads, G <= 8) */
 #define _POSIX_C_SOURCE 199309L
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ const char *lpattn_cpu_target_name(int64_t target);
 void lpattn_cpu_force_target(int64_t target);
 
 enum { H = 8, D = 128, PAGE = 64, CHUNK = 1024 };
+static int gqa = 1;  /* q heads per kv head of the paged decode */
 
 static double clock_s(clockid_t id) {
   struct timespec t;
@@ -79,7 +81,7 @@ typedef struct {
 static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps, result *res) {
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
-  pp.num_kv_heads = H, pp.num_q_heads = H, pp.head_dim = D, pp.page_size = PAGE;
+  pp.num_kv_heads = H, pp.num_q_heads = H * gqa, pp.head_dim = D, pp.page_size = PAGE;
   pp.precision = prec, pp.num_slots = 1, pp.num_pages = (int32_t)(ctxlen / PAGE + 1);
   size_t page_bytes, slot_bytes;
   lpattn_kv_pool *pool = NULL;
@@ -96,8 +98,8 @@ static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps,
   b.page_table = lpattn_tensor_4d(table, LPATTN_I32, 1, 1, 1, pp.num_pages);
   b.max_length = ctxlen;
   uint16_t *k = malloc(2 * (size_t)(H * CHUNK * D)), *v = malloc(2 * (size_t)(H * CHUNK * D));
-  uint16_t q[H * D];
-  float o[H * D];
+  uint16_t q[8 * H * D];
+  float o[8 * H * D];
   for (int64_t t0 = 0; t0 < ctxlen; t0 += CHUNK) {
     const int64_t n = ctxlen - t0 < CHUNK ? ctxlen - t0 : CHUNK;
     for (int64_t i = 0; i < H * n * D; i++)
@@ -107,9 +109,9 @@ static int run(lpattn_ctx *ctx, lpattn_precision prec, int64_t ctxlen, int reps,
     if (lpattn_kv_append(ctx, pool, &b, &tk, &tv, NULL) != LPATTN_OK) return 1;
     len += (int32_t)n;
   }
-  for (int i = 0; i < H * D; i++) q[i] = lpattn_f32_to_f16(2 * u01() - 1);
-  lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, 1, H, 1, D);
-  lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, 1, H, 1, D);
+  for (int i = 0; i < H * gqa * D; i++) q[i] = lpattn_f32_to_f16(2 * u01() - 1);
+  lpattn_tensor tq = lpattn_tensor_4d(q, LPATTN_F16, 1, H * gqa, 1, D);
+  lpattn_tensor to = lpattn_tensor_4d(o, LPATTN_F32, 1, H * gqa, 1, D);
   double t[64], tc[64];
   for (int r = -2; r < reps; r++) {
     const double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -169,10 +171,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctxs[0] = atoll(argv[++i]), quick = 1;
     else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+    else if (!strcmp(argv[i], "--gqa") && i + 1 < argc) gqa = atoi(argv[++i]);
     else return fprintf(stderr, "usage: decode_speed [--quick] [--threads N] [--reps N] [--only P] [--ctx N] "
-                                "[--target NAME]\n"), 2;
+                                "[--target NAME] [--gqa G]\n"), 2;
   }
   if (reps < 1 || reps > 64) reps = 11;
+  if (gqa < 1 || gqa > 8) gqa = 1;
   (void)threads;
   lpattn_context_params cp;
   lpattn_context_params_init(&cp);
@@ -197,8 +201,8 @@ int main(int argc, char **argv) {
     tname = lpattn_cpu_target_name(targets[t]);
   }
   const double mc = memcpy_gbs((size_t)256 << 20, quick ? 3 : 7);
-  printf("decode_speed: Hq = Hkv = %d, D = %d, Sq = 1, page %d, f16 queries, threads %d (0 = all), "
-         "Highway target %s\n", H, D, PAGE, threads, tname);
+  printf("decode_speed: Hq = %d (paged; attention %d), Hkv = %d, D = %d, Sq = 1, page %d, f16 queries, threads %d "
+         "(0 = all), Highway target %s\n", H * gqa, H, H, D, PAGE, threads, tname);
   printf("memcpy 256 MiB: %.1f GB/s (read + write)\n\n", mc);
   printf("| context | cache | ms/token (wall) | CPU ms/token | bytes streamed | GB/s | vs memcpy |\n");
   printf("|---|---|---|---|---|---|---|\n");
