@@ -98,6 +98,19 @@ def _choice(name, value, table):
     return table[value]
 
 
+def _window(window):
+    """(left, right) of a sliding window as the C ints (-1 = unbounded; None
+    on a side, or window None, too). Bad values are the library's to name."""
+    if window is None:
+        return -1, -1
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise TypeError(f"window = {window!r}: expected (left, right), each an int >= 0 or "
+                        "-1 / None (unbounded)") from None
+    return tuple(-1 if x is None else _int(f"window[{i}]", x) for i, x in enumerate((left, right)))
+
+
 def _views(*named, kind="any", write=()):
     vs = [_dlpack.View(obj, name, kind=kind, write=name in write) for name, obj in named]
     dev = {(v.device_type, v.device_id) for v in vs}
@@ -114,8 +127,12 @@ def _views(*named, kind="any", write=()):
 def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=None,
                 thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None, block_q=None,
                 block_k=None, check_finite=False, leaky=False, mx_scale_round_up=False,
-                q_start=None, kv_start=None, selection=None, thrift_rule=None):
+                q_start=None, kv_start=None, selection=None, thrift_rule=None, window=None,
+                softcap=None):
     p = _lib.init(_lib.AttnParams, "lpattn_attn_params_init")
+    p.window_left, p.window_right = _window(window)
+    if softcap is not None:
+        p.softcap = _float_ok("softcap", softcap)
     p.precision = _choice("precision", precision, _lib.PRECISIONS)
     p.causal = int(bool(causal))
     if sm_scale is not None:
@@ -207,7 +224,8 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
               block_q=None, block_k=None, check_finite=False, out=None, leaky=False,
               mx_scale_round_up=False, q_start=None, kv_start=None, q_descale=None,
-              k_descale=None, v_descale=None, selection=None, thrift_rule=None):
+              k_descale=None, v_descale=None, selection=None, thrift_rule=None, window=None,
+              softcap=None):
     """softmax(sm_scale q k^T [causal mask]) v, exact ("high") by default.
 
     q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D] (layout "bhsd"; "bshd" takes
@@ -238,7 +256,12 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     joined by "+" or a sequence of them, "sink" (KV tile 0 ranked first),
     "kmax" (a tile's importance is its largest Qbar . k), "gqa" (one
     selection per KV head) (docs/SEMANTICS.md "THRIFT selection rules").
-    Returns out (q's kind, dtype and layout), or
+    window=(left, right) (FlashAttention's window_size; -1 or None =
+    unbounded): query i sees key j iff i + off - left <= j <= i + off + right
+    (off = Sk - Sq, or the positions' offset), within the causal mask when
+    causal. softcap (Gemma 2): s = softcap * tanh(s / softcap) before the
+    softmax; None/0 = off. Both: host backends (docs/SEMANTICS.md "Sliding
+    window and softcap"). Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="qkv")
@@ -250,7 +273,7 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
         precision = "fp8_static" if fp8s else "high"
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
-                    q_start, kv_start, selection, thrift_rule)
+                    q_start, kv_start, selection, thrift_rule, window, softcap)
     keep = _descales(p, q, qv, tk.shape[0], tk.shape[1], descales)  # noqa: F841 (alive for the call)
     stream = _dlpack.current_stream(q, qv)
     ctx = context(backend, qv, stream)
@@ -273,7 +296,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="high
                        layout="bhsd", sm_scale=None, thrift_budget=None, thrift_k=None,
                        thrift_low="nvfp4", pasa=False, pasa_beta=None, backend="auto",
                        block_q=None, block_k=None, seed=0, leaky=False,
-                       mx_scale_round_up=False, q_start=None, kv_start=None):
+                       mx_scale_round_up=False, q_start=None, kv_start=None, window=None,
+                       softcap=None):
     """Gradients (dq, dk, dv) of attention(q, k, v, ...) (SPEC 10) from the
     forward's out and lse ([B, Hq, Sq] float32, return_lse=True) and dout.
     Pass the forward's keywords. Tiles the forward computed high are
@@ -281,7 +305,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="high
     operands with stochastic rounding drawn from `seed`. dk/dv are summed
     over the q heads of a GQA group. q_start / kv_start as attention: a
     shard's partial gradients (dq over its keys, dk/dv from its queries)
-    given the whole row's out and lse."""
+    given the whole row's out and lse. window, softcap: the forward's (the
+    softcap's slope 1 - tanh^2 scales dS)."""
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv, ov, lv, gv = _views(("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse),
                                      ("dout", dout), kind="float")
@@ -296,7 +321,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, precision="high
                      _lib.c_i64_4(lv.strides[0], lv.strides[1], lv.strides[2], 1))
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, leaky=leaky, mx_scale_round_up=mx_scale_round_up,
-                    q_start=q_start, kv_start=kv_start)
+                    q_start=q_start, kv_start=kv_start, window=window, softcap=softcap)
     g = _lib.init(_lib.AttnGrads, "lpattn_attn_grads_init")
     g.seed = _int("seed", seed, UINT64)
     stream = _dlpack.current_stream(q, qv)

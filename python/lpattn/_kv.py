@@ -167,7 +167,8 @@ class KVPool:
 
     def decode(self, q, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
-               return_entropy=False, out=None, kv_start=None, q_start=None):
+               return_entropy=False, out=None, kv_start=None, q_start=None, window=None,
+               softcap=None):
         """Batched decode: q [num_seqs, Hq, Sq, D] (Sq <= page_size) are the
         queries of each sequence's last Sq positions, attending causally to
         lengths[i] tokens. Returns out like q (and lse / entropy [num_seqs,
@@ -179,7 +180,12 @@ class KVPool:
         of page_size) and of q's first row. A shard is the sequence's last
         (kv_start + length == q_start + Sq) or holds whole pages ending at or
         before the first query's tile. lpattn.distributed.paged_decode merges
-        the ranks' states."""
+        the ranks' states.
+
+        window=(left, right) (right is moot: decode is causal): each row sees
+        the keys at positions p - left .. p; pages wholly before the window
+        are not read. softcap: s = softcap * tanh(s / softcap). Host
+        backends (docs/SEMANTICS.md "Sliding window and softcap")."""
         self._live()
         b, keep = self._batch(slots, lengths, page_table, max_length)
         if (kv_start is None) != (q_start is None):
@@ -194,7 +200,7 @@ class KVPool:
         (qv,) = _views(("q", q), kind="float")
         tq = qv.tensor(layout="[num_seqs, Hq, Sq, head_dim]")
         p = attn_params(self._precision_name(), True, sm_scale, thrift_budget, thrift_k,
-                        check_finite=check_finite)
+                        check_finite=check_finite, window=window, softcap=softcap)
         self._sync_stream(q)
         if out is None:
             dv = self.params.head_dim_v or self.params.head_dim  # MLA: out at head_dim_v
@@ -216,7 +222,8 @@ class KVPool:
         page_table: int32 arrays bound to the plan (write new values into
         them in place between runs); max_length: the largest length any run
         will see. Keywords as decode (sm_scale, thrift_budget, thrift_k,
-        check_finite, return_lse, return_entropy, kv_start, q_start).
+        check_finite, return_lse, return_entropy, kv_start, q_start, window,
+        softcap).
 
             plan = pool.plan_decode(q, slots, lengths, table, max_length=4096, out=out)
             plan.run(q, out)     # on a GPU: capturable in torch.cuda.graph"""

@@ -125,7 +125,8 @@ class DecodePlan:
 
     def __init__(self, pool, q, slots, lengths, page_table, *, max_length, out=None,
                  sm_scale=None, thrift_budget=None, thrift_k=None, check_finite=False,
-                 return_lse=False, return_entropy=False, kv_start=None, q_start=None):
+                 return_lse=False, return_entropy=False, kv_start=None, q_start=None,
+                 window=None, softcap=None):
         _flush_deferred()
         pool._live()
         if max_length is None:
@@ -148,7 +149,7 @@ class DecodePlan:
         (qv,) = _views(("q", q), kind="float")
         tq = qv.tensor(layout="[num_seqs, Hq, Sq, head_dim]")
         p = attn_params(pool._precision_name(), True, sm_scale, thrift_budget, thrift_k,
-                        check_finite=check_finite)
+                        check_finite=check_finite, window=window, softcap=softcap)
         pool._sync_stream(q)
         if out is None:
             out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype])
@@ -209,7 +210,7 @@ def attention_plan(q, k, v, *, out=None, causal=False, precision=None, layout="b
     for this layout of q, k, v and out (shapes, dtypes, strides; out made
     like q when None). Keywords as lpattn.attention (params: sm_scale,
     thrift_budget, thrift_k, thrift_low, pasa, pasa_beta, block_q, block_k,
-    check_finite, leaky, mx_scale_round_up, q_start, kv_start). torch, NumPy
+    check_finite, leaky, mx_scale_round_up, q_start, kv_start, window, softcap). torch, NumPy
     and CuPy arrays.
 
         plan = lpattn.attention_plan(q, k, v, causal=True, out=out)
