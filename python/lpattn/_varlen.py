@@ -61,7 +61,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
                      thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None,
                      return_lse=False, return_entropy=False, backend="auto", block_q=None,
                      block_k=None, check_finite=False, out=None, leaky=False,
-                     mx_scale_round_up=False, q_descale=None, k_descale=None, v_descale=None):
+                     mx_scale_round_up=False, q_descale=None, k_descale=None, v_descale=None,
+                     window=None, softcap=None):
     """Ragged batch attention, FlashAttention's flash_attn_varlen_func
     convention: q [total_q, Hq, D], k and v [total_k, Hkv, D] hold n
     sequences packed one after another; cu_seqlens_q / cu_seqlens_k are
@@ -76,7 +77,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     are accepted for FlashAttention's signature (checked when given, not
     needed). The other keywords are lpattn.attention's; static FP8
     descales are [n, Hkv]. A sequence with queries but no keys is an
-    error. Returns out [total_q, Hq, D] (q's kind and dtype), or
+    error. window=(left, right) and softcap (FlashAttention's window_size
+    and softcap) apply per sequence as in lpattn.attention. Returns out [total_q, Hq, D] (q's kind and dtype), or
     (out, lse[, entropy]) with lse/entropy [Hq, total_q] float32
     (FlashAttention's varlen softmax_lse layout)."""
     qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="qkv")
@@ -91,7 +93,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
         fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
         precision = "fp8_static" if fp8s else "high"
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-                    pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up)
+                    pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
+                    window=window, softcap=softcap)
     n = max(len(vq) - 1, 1)
     keep = _descales(p, q, qv, n, tk.shape[1], descales)  # noqa: F841 (alive for the call)
     ctx = context(backend, qv, _dlpack.current_stream(q, qv))

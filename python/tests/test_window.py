@@ -108,6 +108,22 @@ class Window(unittest.TestCase):
             self.assertLess(rel_err(out[:, :, 0], mo[:, :, -1]), 1e-5 if prec == "high" else 0.2,
                             prec)
 
+    def test_varlen_and_plan(self):
+        """attention_varlen applies the window per sequence; a plan keeps it."""
+        lens = [70, 130]
+        q, k, v = rand(200, 4, 64, seed=11), rand(200, 2, 64, seed=12), rand(200, 2, 64, seed=13)
+        cu = np.array([0, 70, 200], np.int32)
+        out = lpattn.attention_varlen(q, k, v, cu, cu, causal=True, window=(40, 0), softcap=2.5)
+        for s0, n in zip(cu[:-1], lens):
+            one = lambda x: np.ascontiguousarray(x[s0:s0 + n].transpose(1, 0, 2)[None])  # noqa: E731
+            mo, _ = model(one(q), one(k), one(v), True, (40, 0), 2.5)
+            self.assertLess(rel_err(out[s0:s0 + n].transpose(1, 0, 2)[None], mo), 2e-6)
+        qq, kk, vv = rand(1, 2, 100, 64, seed=14), rand(1, 2, 100, 64, seed=15), rand(1, 2, 100, 64, seed=16)
+        plan = lpattn.attention_plan(qq, kk, vv, causal=True, window=(30, 0), softcap=4.0)
+        np.testing.assert_array_equal(plan.run(qq, kk, vv),
+                                      lpattn.attention(qq, kk, vv, causal=True, window=(30, 0),
+                                                       softcap=4.0))
+
     def test_errors(self):
         q = rand(1, 2, 40, 64)
         with self.assertRaisesRegex(lpattn.LpattnError, "window_left"):
