@@ -36,13 +36,15 @@ def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, precision: str, la
                sm_scale: float, thrift_budget: float, thrift_k: int, thrift_low: str,
                pasa: bool, return_lse: bool, return_entropy: bool,
                backend: str, leaky: bool = False,
-               mx_scale_round_up: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+               mx_scale_round_up: bool = False, window_left: int = -1, window_right: int = -1,
+               softcap: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
     res = _api.attention(q.detach(), k.detach(), v.detach(), causal=causal, precision=precision,
                          layout=layout, sm_scale=_opt(sm_scale),
                          thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
                          thrift_low=thrift_low, pasa=pasa, return_lse=return_lse,
                          return_entropy=return_entropy, backend=backend, leaky=leaky,
-                         mx_scale_round_up=mx_scale_round_up)
+                         mx_scale_round_up=mx_scale_round_up,
+                         window=(window_left, window_right), softcap=softcap)
     res = list(res) if isinstance(res, tuple) else [res]
     empty = q.new_empty((0,), dtype=torch.float32)
     lse = res[1] if return_lse else empty
@@ -60,7 +62,8 @@ def _rows(q, layout, want):
 
 @_attention.register_fake
 def _(q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
-      return_lse, return_entropy, backend, leaky=False, mx_scale_round_up=False):
+      return_lse, return_entropy, backend, leaky=False, mx_scale_round_up=False, window_left=-1,
+      window_right=-1, softcap=0.0):
     return torch.empty_like(q), _rows(q, layout, return_lse), _rows(q, layout, return_entropy)
 
 
@@ -69,18 +72,21 @@ def _attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tenso
                         causal: bool, precision: str, layout: str, sm_scale: float,
                         thrift_budget: float, thrift_k: int, thrift_low: str, pasa: bool,
                         backend: str, leaky: bool, mx_scale_round_up: bool,
-                        seed: int) -> tuple[Tensor, Tensor, Tensor]:
+                        seed: int, window_left: int = -1, window_right: int = -1,
+                        softcap: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
     return _api.attention_backward(q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
                                    dout.detach().contiguous(), causal=causal, precision=precision,
                                    layout=layout, sm_scale=_opt(sm_scale),
                                    thrift_budget=_opt(thrift_budget), thrift_k=_opt(thrift_k),
                                    thrift_low=thrift_low, pasa=pasa, backend=backend, seed=seed,
-                                   leaky=leaky, mx_scale_round_up=mx_scale_round_up)
+                                   leaky=leaky, mx_scale_round_up=mx_scale_round_up,
+                                   window=(window_left, window_right), softcap=softcap)
 
 
 @_attention_backward.register_fake
 def _(q, k, v, out, lse, dout, causal, precision, layout, sm_scale, thrift_budget, thrift_k,
-      thrift_low, pasa, backend, leaky, mx_scale_round_up, seed):
+      thrift_low, pasa, backend, leaky, mx_scale_round_up, seed, window_left=-1, window_right=-1,
+      softcap=0.0):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -96,14 +102,17 @@ def _backward(ctx, dout, dlse, dent):
     # backward operands, drawn from torch's generator (torch.manual_seed
     # makes training runs reproducible).
     seed = int(torch.randint(0, 2 ** 62, (1,)).item())
-    dq, dk, dv = torch.ops.lpattn.attention_backward(q, k, v, out, lse, dout, *ctx.args, seed)
+    dq, dk, dv = torch.ops.lpattn.attention_backward(q, k, v, out, lse, dout, *ctx.args, seed,
+                                                     *ctx.window)
     return (dq, dk, dv) + (None,) * ctx.n_rest
 
 
 def _setup(ctx, inputs, output):
     q, k, v, causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa, \
         return_lse, return_entropy, backend = inputs[:14]
-    leaky, mx_up = (tuple(inputs[14:]) + (False, False))[:2]
+    rest = tuple(inputs[14:])  # leaky, mx_scale_round_up, window_left, window_right, softcap
+    leaky, mx_up, wl, wr, cap = rest + (False, False, -1, -1, 0.0)[len(rest):]
+    ctx.window = (wl, wr, cap)
     ctx.save_for_backward(q, k, v, output[0], output[1])
     ctx.args = (causal, precision, layout, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                 backend, leaky, mx_up)
@@ -116,13 +125,14 @@ torch.library.register_autograd("lpattn::attention", _backward, setup_context=_s
 def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               return_lse=False, return_entropy=False, backend="auto", leaky=False,
-              mx_scale_round_up=False):
+              mx_scale_round_up=False, window=None, softcap=None):
     """lpattn.attention as the op torch.ops.lpattn.attention (see there).
     Differentiable: with grad enabled and an input that requires grad, the
     forward keeps its LSE and backward runs lpattn_attention_backward
     (SPEC 10: low tiles' backward products in their format with stochastic
     rounding; PASA has no backward yet). precision defaults to "high";
-    sm_scale None means 1/sqrt(D) (0 is rejected, as lpattn.attention)."""
+    sm_scale None means 1/sqrt(D) (0 is rejected, as lpattn.attention).
+    window=(left, right) and softcap as lpattn.attention (host backends)."""
     _api.check_sm_scale(sm_scale)  # before 0.0 below stands for None
     if thrift_k is not None:
         _api._int("thrift_k", thrift_k)
@@ -131,7 +141,7 @@ def attention(q, k, v, *, causal=False, precision="high", layout="bhsd", sm_scal
     out, lse, ent = torch.ops.lpattn.attention(
         q, k, v, causal, precision, layout, float(sm_scale or 0.0), float(thrift_budget or 0.0),
         int(thrift_k or 0), thrift_low, pasa, need_lse, return_entropy, backend, bool(leaky),
-        bool(mx_scale_round_up))
+        bool(mx_scale_round_up), *_api._window(window), float(softcap or 0.0))
     rest = ([lse] if return_lse else []) + ([ent] if return_entropy else [])
     return (out, *rest) if rest else out
 

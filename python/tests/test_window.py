@@ -124,6 +124,22 @@ class Window(unittest.TestCase):
                                       lpattn.attention(qq, kk, vv, causal=True, window=(30, 0),
                                                        softcap=4.0))
 
+    def test_torch_autograd(self):
+        try:
+            import torch
+            import lpattn.torch as lt
+        except ImportError:
+            self.skipTest("torch is not installed")
+        q, k, v = rand(1, 4, 96, 64, seed=17), rand(1, 2, 96, 64, seed=18), rand(1, 2, 96, 64, seed=19)
+        dout = rand(1, 4, 96, 64, seed=20)
+        tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+        out = lt.attention(tq, tk, tv, causal=True, window=(40, 0), softcap=3.0)
+        out.backward(torch.tensor(dout))
+        mo, _, mq, mk, mv = model(q, k, v, True, (40, 0), 3.0, dout)
+        self.assertLess(rel_err(out.detach().numpy(), mo), 2e-6)
+        for t, want in ((tq, mq), (tk, mk), (tv, mv)):
+            self.assertLess(rel_err(t.grad.numpy(), want), 2e-5)
+
     def test_errors(self):
         q = rand(1, 2, 40, 64)
         with self.assertRaisesRegex(lpattn.LpattnError, "window_left"):
