@@ -110,7 +110,7 @@ struct DecJob {
 struct SmallJob;
 struct DecScratch {
   std::vector<float> q, ql, s, p, pp, acc, kd, vd, qbar, score, alpha, sh;
-  std::vector<int64_t> nvis, pos;
+  std::vector<int64_t> nvis, pos, nfirst;  // per row: a tile's keys [nfirst, nvis)
   std::vector<int32_t> list;
   std::vector<uint8_t> kind, mode;  // [G][2][tiles]
   std::vector<uint32_t> ib;         // AVX2 int rows of Q and P (decode-inl.h IntRow)

@@ -20,7 +20,7 @@ void DecScratch::Size(const DecJob &job, int64_t ntile) {
   const size_t R = job.R, D = job.D, T = job.T, w = D > T ? D : T;
   q.resize(R * D), ql.resize(R * D), s.resize(R * T), p.resize(R * T), pp.resize(R * T);
   acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
-  alpha.resize(R), sh.resize(R * D), nvis.resize(R), pos.resize(R), list.resize(R), rows.resize(R);
+  alpha.resize(R), sh.resize(R * D), nvis.resize(R), pos.resize(R), nfirst.resize(R), list.resize(R), rows.resize(R);
   kind.resize(ntile), mode.resize(job.G * 2 * ntile);
   ib.resize(R * 2 * 288);  // 2R rows of IntRow (1060 bytes)
   sc.codes.resize(w), sc.scales.resize(w), sc.tmp.resize(w), sc.tmp2.resize(w);
@@ -43,10 +43,8 @@ void RunDecItem(void *arg, int64_t i, int tid) {
 
 lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                           const lpattn_attn_problem *pr) {
-  // The research-only f16 raw-score mode (score_f16) is the reference's, and
-  // so (until the row kernels take them) are a sliding window and a softcap.
-  if (pr->score_f16 || pr->window_left >= 0 || pr->softcap != 0.0f)
-    return ref_paged_decode(ctx, pool, batch, pr);
+  // The research-only f16 raw-score mode (score_f16) is the reference's.
+  if (pr->score_f16) return ref_paged_decode(ctx, pool, batch, pr);
   const lpattn_kv_pool_params &pp = pool->p;
   Ctx *c = static_cast<Ctx *>(ctx->impl);
   DecJob job;

@@ -28,19 +28,29 @@ HWY_INLINE void RowModes(const DecJob &job, const DecSeq &sq, int64_t hkv, int64
   const lpattn_attn_problem &pr = *job.pr;
   uint8_t *kind = w->kind.data();
   float *score = w->score.data();
+  // Without a window: tiles j < i full, tile i diagonal. A sliding window
+  // (core/window.c, as ref_decode.c) masks tiles before it and makes its
+  // left edge diagonal; an FP8/NVFP4/MXFP4 pool reads that edge low.
+  const lp_mask msk = {1, 0, pr.window_left, -1, job.T};
+  const int64_t T = job.T;
   if (!job.thrift) {
     const int64_t hi = i < jhi ? i : jhi;
-    for (int64_t j = jlo; j <= hi; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG;
+    for (int64_t j = jlo; j <= hi; j++)
+      kind[j] = (uint8_t)lp_mask_kind(&msk, i * T, i * T, j * T, j * T + T - 1);
     if (hi >= jlo) lp_tile_modes(pr.precision, 0, sq.k, hi - jlo + 1, kind + jlo, nullptr, mode + jlo);
+    for (int64_t j = jlo; job.low && j <= hi && j < i; j++)
+      if (kind[j] == LP_TILE_DIAG) mode[j] = LP_MODE_LOW;
     return;
   }
-  for (int64_t j = 0; j <= i; j++) kind[j] = j < i ? LP_TILE_FULL : LP_TILE_DIAG, score[j] = 0.0f;
+  for (int64_t j = 0; j <= i; j++)
+    kind[j] = (uint8_t)lp_mask_kind(&msk, i * T, i * T, j * T, j * T + T - 1), score[j] = 0.0f;
   if (job.thrift) {
     const int64_t qt = pr.selection_mode == LPATTN_SELECT_CAUSAL ? i - 1 : i;
     if (qt >= 0) {
       lp_kv_seq_qmean(&sq.s, (int)(hkv * job.G + g), qt, w->qbar.data());
       for (int64_t j = 0; j < i; j++)
-        score[j] = lp_dot_f32(w->qbar.data(), lp_kv_seq_kmean(&sq.s, (int)hkv, j), job.D);
+        if (kind[j] == LP_TILE_FULL)
+          score[j] = lp_dot_f32(w->qbar.data(), lp_kv_seq_kmean(&sq.s, (int)hkv, j), job.D);
     }
   }
   lp_tile_modes(pr.precision, 0, sq.k, i + 1, kind, score, mode);
@@ -100,7 +110,8 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   const lpattn_dtype hdt = sq.s.pool->p.high_dtype;
   float *q = w->q.data(), *ql = w->ql.data(), *S = w->s.data(), *P = w->p.data();
   float *Pp = w->pp.data(), *acc = w->acc.data(), *kd = w->kd.data(), *vd = w->vd.data();
-  int64_t *pos = w->pos.data(), *nvis = w->nvis.data();
+  int64_t *pos = w->pos.data(), *nvis = w->nvis.data(), *nf = w->nfirst.data();
+  const bool win = pr.window_left >= 0, capped = pr.softcap > 0.0f;
   int32_t *list = w->list.data();
   cpu_row *rows = w->rows.data();
   uint8_t *mode = w->mode.data();  // [G][2][nt]
@@ -146,8 +157,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       for (int64_t r = 0; r < R; r++) {
         const int64_t i = pos[r] / T, g = r / Sq;
         if (j > i || mode[(g * 2 + (i == i1)) * nt + j] != md) continue;
+        nvis[r] = pos[r] - j * T + 1 < T ? pos[r] - j * T + 1 : T;  // keys [nf, nvis) of the tile
+        nf[r] = win && pos[r] - pr.window_left - j * T > 0 ? pos[r] - pr.window_left - j * T : 0;
+        if (nf[r] >= nvis[r]) continue;  // an edge tile wholly before this row's window
         list[n++] = (int32_t)r;
-        nvis[r] = pos[r] - j * T + 1 < T ? pos[r] - j * T + 1 : T;
         maxvis = nvis[r] > maxvis ? nvis[r] : maxvis;
       }
       if (!n) continue;
@@ -232,6 +245,8 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           for (int64_t c = 0; c < T; c++)
             s[c] = c >= nvis[r] ? -INFINITY : low ? cpu_round_f16(s[c] * ss) : s[c];
           corr = ss * lp_dot_f32(q + r * D, w->sh.data() + r * D, D);
+        } else if (win || capped) {
+          ScaleMaskRange(s, T, nf[r], nvis[r], ss, pr.softcap);
         } else {
           ScaleMask(s, T, nvis[r], ss);
         }
@@ -284,13 +299,14 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           }
         }
       } else if (n == 1) {
-        AccumHigh(hdt, P + list[0] * T, hv, D, maxvis, acc + list[0] * D);
+        const int64_t f = nf[list[0]];  // V before the row's window is never read
+        AccumHigh(hdt, P + list[0] * T + f, hv + f * row_bytes, D, maxvis - f, acc + list[0] * D);
       } else {  // acc += sum_c P[c] V[c], a key at a time
         for (int64_t c = 0; c < maxvis; c++) {
           ConvertHigh(hv + c * row_bytes, hdt, D, vd);
           for (int64_t l = 0; l < n; l++) {
             const int64_t r = list[l];
-            if (c < nvis[r] && P[r * T + c] != 0.0f) Axpy(acc + r * D, P[r * T + c], vd, D);
+            if (c >= nf[r] && c < nvis[r] && P[r * T + c] != 0.0f) Axpy(acc + r * D, P[r * T + c], vd, D);
           }
         }
       }

@@ -233,15 +233,61 @@ static void against_ref(lpattn_ctx *ctx, lpattn_ctx *rctx) {
     }
 }
 
+/* Token by token through a KV cache on ctx: every row's O and LSE. */
+static void decode_rows(lpattn_ctx *ctx, const lpattn_attn_params *p, lpattn_precision prec,
+                        const float *q, const float *k, const float *v, int64_t N, float *od,
+                        float *ld) {
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_kv_heads = HKV, cp.num_q_heads = H, cp.head_dim = D, cp.max_tokens = N, cp.tile = B32;
+  cp.precision = prec, cp.high_dtype = LPATTN_F32;
+  lpattn_kv_cache *c = NULL;
+  CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
+  if (!c) return;
+  for (int64_t t = 0; t < N; t++) {
+    float o1[H * D], l1[H];
+    lpattn_tensor tk = lpattn_tensor_4d((float *)k + t * D, LPATTN_F32, 1, HKV, 1, D);
+    lpattn_tensor tv = lpattn_tensor_4d((float *)v + t * D, LPATTN_F32, 1, HKV, 1, D);
+    lpattn_tensor tq = lpattn_tensor_4d((float *)q + t * D, LPATTN_F32, 1, H, 1, D);
+    tk.stride[1] = tv.stride[1] = tq.stride[1] = N * D;
+    CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &tk, &tv, &tq), LPATTN_OK);
+    lpattn_tensor to = lpattn_tensor_4d(o1, LPATTN_F32, 1, H, 1, D);
+    lpattn_attn_aux aux;
+    lpattn_attn_aux_init(&aux);
+    aux.lse = lpattn_tensor_4d(l1, LPATTN_F32, 1, H, 1, 1);
+    CHECK_STATUS(lpattn_decode(ctx, c, &tq, &to, p, &aux), LPATTN_OK);
+    for (int h = 0; h < H; h++) {
+      memcpy(od + (h * N + t) * D, o1 + h * D, sizeof(float) * D);
+      ld[h * N + t] = l1[h];
+    }
+  }
+  lpattn_kv_cache_free(c);
+}
+
+/* Largest row rel L2 between a and b ([H, N, D]) and largest |dLSE|. */
+static void row_diffs(const float *a, const float *b, const float *la, const float *lb, int64_t N,
+                      double *worst, double *wl) {
+  *worst = *wl = 0;
+  for (int64_t r = 0; r < H * N; r++) {
+    double e = 0, n2 = 0;
+    for (int d = 0; d < D; d++)
+      e += (a[r * D + d] - (double)b[r * D + d]) * (a[r * D + d] - (double)b[r * D + d]),
+          n2 += (double)b[r * D + d] * b[r * D + d];
+    *worst = fmax(*worst, sqrt(e / fmax(n2, 1e-300)));
+    *wl = fmax(*wl, fabs((double)la[r] - lb[r]));
+  }
+}
+
 /* Decode through a KV cache, token by token: HIGH and THRIFT rows equal the
  * prefill's (ref: bitwise up to the f64 fold, one chunk); an NVFP4 pool
  * reads the window's left-edge tile low (it keeps no high copy): its error
- * to the f64 model stays that of the prefill's precision. */
+ * to the f64 model stays that of the prefill's precision; cpu decode equals
+ * ref decode within the cpu/ref bounds. */
 static void decode(lpattn_ctx *ctx, lpattn_ctx *rctx) {
   enum { N = 6 * B32 + 9, L = 100 };
   shape_t sh = {1, H, HKV, N, N, D};
   static float q[H * N * D], k[HKV * N * D], v[HKV * N * D], o[H * N * D], l[H * N],
-      od[H * N * D];
+      od[H * N * D], ld[H * N], rd[H * N * D], rl[H * N];
   static double mo[H * N * D], ml[H * N], me[H * N];
   const lpattn_precision dp[] = {LPATTN_PREC_HIGH, LPATTN_PREC_NVFP4, LPATTN_PREC_THRIFT};
   const char *const names[] = {"high", "nvfp4", "thrift"};
@@ -253,37 +299,9 @@ static void decode(lpattn_ctx *ctx, lpattn_ctx *rctx) {
   for (int pi = 0; pi < 3; pi++) {
     lpattn_attn_params p = params_of(&m, dp[pi]);
     CHECK_STATUS(run_attention(rctx, sh, q, k, v, &p, o, l, NULL, NULL, 0), LPATTN_OK);
-    lpattn_kv_cache_params cp;
-    lpattn_kv_cache_params_init(&cp);
-    cp.num_kv_heads = HKV, cp.num_q_heads = H, cp.head_dim = D, cp.max_tokens = N, cp.tile = B32;
-    cp.precision = dp[pi], cp.high_dtype = LPATTN_F32;
-    lpattn_kv_cache *c = NULL;
-    CHECK_STATUS(lpattn_kv_cache_create(ctx, &cp, &c), LPATTN_OK);
-    if (!c) return;
-    double worst = 0, wl = 0;
-    for (int64_t t = 0; t < N; t++) {
-      float o1[H * D], l1[H];
-      lpattn_tensor tk = lpattn_tensor_4d(k + t * D, LPATTN_F32, 1, HKV, 1, D);
-      lpattn_tensor tv = lpattn_tensor_4d(v + t * D, LPATTN_F32, 1, HKV, 1, D);
-      lpattn_tensor tq = lpattn_tensor_4d(q + t * D, LPATTN_F32, 1, H, 1, D);
-      tk.stride[1] = tv.stride[1] = tq.stride[1] = N * D;
-      CHECK_STATUS(lpattn_kv_cache_append(ctx, c, 0, &tk, &tv, &tq), LPATTN_OK);
-      lpattn_tensor to = lpattn_tensor_4d(o1, LPATTN_F32, 1, H, 1, D);
-      lpattn_attn_aux aux;
-      lpattn_attn_aux_init(&aux);
-      aux.lse = lpattn_tensor_4d(l1, LPATTN_F32, 1, H, 1, 1);
-      CHECK_STATUS(lpattn_decode(ctx, c, &tq, &to, &p, &aux), LPATTN_OK);
-      for (int h = 0; h < H; h++) {
-        double e = 0, n2 = 0;
-        for (int d = 0; d < D; d++) {
-          const double a = o1[h * D + d], b = o[(h * N + t) * D + d];
-          e += (a - b) * (a - b), n2 += b * b;
-          od[(h * N + t) * D + d] = o1[h * D + d];
-        }
-        worst = fmax(worst, sqrt(e / fmax(n2, 1e-300)));
-        wl = fmax(wl, fabs((double)l1[h] - l[h * N + t]));
-      }
-    }
+    decode_rows(ctx, &p, dp[pi], q, k, v, N, od, ld);
+    double worst, wl;
+    row_diffs(od, o, ld, l, N, &worst, &wl);
     const double ep = rel_l2(o, mo, nq(sh)), ed = rel_l2(od, mo, nq(sh));
     if (dp[pi] == LPATTN_PREC_NVFP4) {
       CHECK(ed <= 1.25 * ep + 1e-4, "decode nvfp4: error to the model %g, prefill's %g", ed, ep);
@@ -294,7 +312,15 @@ static void decode(lpattn_ctx *ctx, lpattn_ctx *rctx) {
     }
     printf("decode %-6s window %d: rows vs prefill: worst rel L2 %.2e, |dLSE| %.2e; to the f64 model: "
            "decode %.2e, prefill %.2e\n", names[pi], L, worst, wl, ed, ep);
-    lpattn_kv_cache_free(c);
+    if (ctx == rctx) continue;
+    decode_rows(rctx, &p, dp[pi], q, k, v, N, rd, rl);
+    double e = 0, n2 = 0, el = 0;
+    for (int64_t i = 0; i < nq(sh); i++) e += (od[i] - (double)rd[i]) * (od[i] - (double)rd[i]), n2 += (double)rd[i] * rd[i];
+    for (int64_t i = 0; i < H * N; i++) el = fmax(el, fabs((double)ld[i] - rl[i]));
+    const double ec = sqrt(e / n2), tol = 0.01 * rel_l2(rd, mo, nq(sh)) + 1e-5;
+    CHECK(ec < tol && el < 2e-3, "decode %s: cpu vs ref decode O %.3g (tol %.3g) LSE %.3g", names[pi],
+          ec, tol, el);
+    printf("  cpu vs ref decode: O %.2e (tol %.2e) LSE %.2e\n", ec, tol, el);
   }
 }
 
