@@ -140,6 +140,18 @@ class Window(unittest.TestCase):
         for t, want in ((tq, mq), (tk, mk), (tv, mv)):
             self.assertLess(rel_err(t.grad.numpy(), want), 2e-5)
 
+    def test_key_shards_merge_to_the_call(self):
+        """Absolute positions: two key shards, merged, equal the single call."""
+        q, k, v = rand(1, 2, 128, 64, seed=21), rand(1, 2, 256, 64, seed=22), rand(1, 2, 256, 64, seed=23)
+        kw = dict(causal=True, window=(90, 0), softcap=3.0, return_lse=True)
+        for backend in ("ref", "cpu"):
+            full, fl = lpattn.attention(q, k, v, backend=backend, **kw)
+            a, b = (lpattn.attention(q, k[:, :, s:s + 128], v[:, :, s:s + 128], backend=backend,
+                                     q_start=128, kv_start=s, **kw) for s in (0, 128))
+            o, lse = lpattn.merge_states(a[0], a[1], b[0], b[1])
+            self.assertLess(np.abs(o - full).max(), 2e-6, backend)
+            self.assertLess(np.abs(lse - fl).max(), 2e-6, backend)
+
     def test_errors(self):
         q = rand(1, 2, 40, 64)
         with self.assertRaisesRegex(lpattn.LpattnError, "window_left"):
