@@ -19,7 +19,9 @@ namespace lpattn_cpu {
 void DecScratch::Size(const DecJob &job, int64_t ntile) {
   const size_t R = job.R, D = job.D, T = job.T, w = D > T ? D : T;
   q.resize(R * D), ql.resize(R * D), s.resize(R * T), p.resize(R * T), pp.resize(R * T);
-  acc.resize(R * D), kd.resize(w), vd.resize(w), qbar.resize(D), score.resize(ntile);
+  // kd, vd: 16 keys or channels for GQA groups (decode-inl.h's lines), else one
+  acc.resize(R * D), kd.resize(R > 1 ? 16 * w : w), vd.resize(R > 1 ? 16 * w : w);
+  qbar.resize(D), score.resize(ntile);
   alpha.resize(R), sh.resize(R * D), nvis.resize(R), pos.resize(R), nfirst.resize(R), list.resize(R), rows.resize(R);
   kind.resize(ntile), mode.resize(job.G * 2 * ntile);
   ib.resize(R * 2 * 288);  // 2R rows of IntRow (1060 bytes)

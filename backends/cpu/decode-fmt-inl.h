@@ -206,7 +206,8 @@ HWY_INLINE void ConvertHigh(const uint8_t *src, lpattn_dtype dt, int64_t n, floa
   }
 }
 
-HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
+// Dot's accumulators s0 + s1, before the sum of their lanes.
+HWY_INLINE hn::Vec<DF> DotAcc(const float *a, const float *b, int64_t n) {
   const DF df;
   const int64_t N = hn::Lanes(df);
   auto s0 = hn::Zero(df), s1 = s0;
@@ -216,7 +217,12 @@ HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
     s1 = hn::MulAdd(hn::LoadU(df, a + i + N), hn::LoadU(df, b + i + N), s1);
   }
   for (; i < n; i += N) s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-  return hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
+  return hn::Add(s0, s1);
+}
+
+HWY_INLINE float Dot(const float *a, const float *b, int64_t n) {
+  const DF df;
+  return hn::GetLane(hn::SumOfLanes(df, DotAcc(a, b, n)));
 }
 
 // N high elements (f32 = 0, f16 = 1, bf16 = 2) at element i, as f32.

@@ -1,12 +1,14 @@
-// Paged decode, x86 AVX2 and AVX-512 (decode-inl.h): FP8 tiles against one
-// row, 8 (AVX2) or 16 (AVX-512) keys or channels at once. Each line's dot
-// product is DotFp8's (decode-fmt-inl.h): the same lanes, decoded values,
-// FMAs and accumulators (Fp8Acc); only the last step, the sum of the lanes
-// of s0 + s1, is done for all lines together, by shuffles and vector adds in
-// the tree of the one-line reduction (Highway's SumOfLanes, which is GCC's
-// _mm512_reduce_add_ps on AVX-512 and two shuffles on AVX2; both halve: lane
-// i + lane i + N/2, then i + N/4, ...). So every line gets the bits of a
-// DotFp8 call (checked on every x86 target: bench/RESULTS_cpu.md).
+// Paged decode, x86 AVX2 and AVX-512 (decode-inl.h): FP8 tiles against a
+// row (or, for GQA groups, the tile decoded once to f32 against each row), 8
+// (AVX2) or 16 (AVX-512) keys or channels at once. Each line's dot product
+// is DotFp8's or Dot's (decode-fmt-inl.h): the same lanes, decoded values,
+// FMAs and accumulators (Fp8Acc, DotAcc); only the last step, the sum of the
+// lanes of s0 + s1, is done for all lines together, by shuffles and vector
+// adds in the tree of the one-line reduction (Highway's SumOfLanes, which is
+// GCC's _mm512_reduce_add_ps on AVX-512 and two shuffles on AVX2; both
+// halve: lane i + lane i + N/2, then i + N/4, ...). So every line gets the
+// bits of a DotFp8 or Dot call (checked on every x86 target:
+// bench/RESULTS_cpu.md).
 #if defined(LPATTN_CPU_DECODE_FP8_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_DECODE_FP8_X86_INL_H_
 #undef LPATTN_CPU_DECODE_FP8_X86_INL_H_
@@ -16,7 +18,7 @@
 
 #include "decode-fmt-inl.h"
 
-// Lines a call of Fp8Lines takes on this target (0: no such kernel).
+// Lines a call of SumLines takes on this target (0: no such kernel).
 #undef LP_FP8_LINES
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 #define LP_FP8_LINES 16
@@ -34,31 +36,21 @@ namespace HWY_NAMESPACE {
 // The tree of _mm512_reduce_add_ps (GCC's avx512fintrin.h): a = hi256 +
 // lo256, b = hi128 + lo128 of a, c = (b0 + b2, b1 + b3), sum = c0 + c1.
 // Two lines' a (8 lanes each) in one vector:
-HWY_INLINE __m512 Fp8Half(__m512 u, __m512 v) {
+HWY_INLINE __m512 LinesHalf(__m512 u, __m512 v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, 0xEE), _mm512_shuffle_f32x4(u, v, 0x44));
 }
-// Four lines' b, 4 lanes each (block t: line t), from two Fp8Half.
-HWY_INLINE __m512 Fp8Quarter(__m512 u, __m512 v) {
-  return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, 0xDD), _mm512_shuffle_f32x4(u, v, 0x88));
+// Lines k..k+3's b, 4 lanes each (block t: line k + t).
+template <class Acc>
+HWY_INLINE __m512 LinesFour(const Acc &acc, int k) {
+  const __m512 h0 = LinesHalf(acc(k).raw, acc(k + 1).raw), h1 = LinesHalf(acc(k + 2).raw, acc(k + 3).raw);
+  return _mm512_add_ps(_mm512_shuffle_f32x4(h0, h1, 0xDD), _mm512_shuffle_f32x4(h0, h1, 0x88));
 }
-// Lines k..k+3: Fp8Quarter of their Fp8Acc.
-HWY_INLINE __m512 Fp8Four(const uint8_t *codes, int64_t stride, const float *outer, int64_t n,
-                          const float *x) {
-  const __m512 h0 = Fp8Half(Fp8Acc(codes, outer[0], n, x).raw, Fp8Acc(codes + stride, outer[1], n, x).raw);
-  const __m512 h1 = Fp8Half(Fp8Acc(codes + 2 * stride, outer[2], n, x).raw,
-                            Fp8Acc(codes + 3 * stride, outer[3], n, x).raw);
-  return Fp8Quarter(h0, h1);
-}
-// out[k] (+)= the dot product of line k (codes + k * stride, scale outer[k])
-// with x, k < 16.
-HWY_INLINE void Fp8Lines(const uint8_t *codes, int64_t stride, const float *outer, int64_t n,
-                         const float *x, float *out, bool add) {
-  // c of lines 0..7 (block t: lines t, 4 + t) and 8..15 (8 + t, 12 + t):
-  // c0 = b0 + b2, c1 = b1 + b3.
-  const __m512 q0 = Fp8Four(codes, stride, outer, n, x);
-  const __m512 q1 = Fp8Four(codes + 4 * stride, stride, outer + 4, n, x);
-  const __m512 q2 = Fp8Four(codes + 8 * stride, stride, outer + 8, n, x);
-  const __m512 q3 = Fp8Four(codes + 12 * stride, stride, outer + 12, n, x);
+// out[k] (+)= the lane sum of acc(k) (a vector s0 + s1), k < 16.
+template <class Acc>
+HWY_INLINE void SumLines(const Acc &acc, float *out, bool add) {
+  const __m512 q0 = LinesFour(acc, 0), q1 = LinesFour(acc, 4);
+  const __m512 q2 = LinesFour(acc, 8), q3 = LinesFour(acc, 12);
+  // c of lines 0..7 (block t: lines t, 4 + t) and 8..15 (8 + t, 12 + t).
   const __m512 c0 = _mm512_add_ps(_mm512_shuffle_ps(q0, q1, 0x44), _mm512_shuffle_ps(q0, q1, 0xEE));
   const __m512 c1 = _mm512_add_ps(_mm512_shuffle_ps(q2, q3, 0x44), _mm512_shuffle_ps(q2, q3, 0xEE));
   // sum = c0 + c1: lane 4t + s holds line 4s + t.
@@ -69,21 +61,19 @@ HWY_INLINE void Fp8Lines(const uint8_t *codes, int64_t stride, const float *oute
   _mm512_storeu_ps(out, o);
 }
 #elif LP_FP8_LINES == 8
-// The reduction tree of Highway's 256-bit SumOfLanes: a = hi128 + lo128,
-// c = (a0 + a2, a1 + a3), sum = c0 + c1. Two lines' a in one vector:
-HWY_INLINE __m256 Fp8Half(__m256 u, __m256 v) {
+// The tree of Highway's 256-bit SumOfLanes: a = hi128 + lo128,
+// c = (a0 + a2, a1 + a3), sum = c1 + c0. Two lines' a in one vector:
+HWY_INLINE __m256 LinesHalf(__m256 u, __m256 v) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u, v, 0x31), _mm256_permute2f128_ps(u, v, 0x20));
 }
-HWY_INLINE void Fp8Lines(const uint8_t *codes, int64_t stride, const float *outer, int64_t n,
-                         const float *x, float *out, bool add) {
-  __m256 h[4];
-  for (int k = 0; k < 4; k++)
-    h[k] = Fp8Half(Fp8Acc(codes + 2 * k * stride, outer[2 * k], n, x).raw,
-                   Fp8Acc(codes + (2 * k + 1) * stride, outer[2 * k + 1], n, x).raw);
+template <class Acc>
+HWY_INLINE void SumLines(const Acc &acc, float *out, bool add) {
+  const __m256 h0 = LinesHalf(acc(0).raw, acc(1).raw), h1 = LinesHalf(acc(2).raw, acc(3).raw);
+  const __m256 h2 = LinesHalf(acc(4).raw, acc(5).raw), h3 = LinesHalf(acc(6).raw, acc(7).raw);
   // c of lines 0..3 (block t: lines t, 2 + t) and 4..7 (4 + t, 6 + t).
-  const __m256 c0 = _mm256_add_ps(_mm256_shuffle_ps(h[0], h[1], 0x44), _mm256_shuffle_ps(h[0], h[1], 0xEE));
-  const __m256 c1 = _mm256_add_ps(_mm256_shuffle_ps(h[2], h[3], 0x44), _mm256_shuffle_ps(h[2], h[3], 0xEE));
-  // sum = c0 + c1: lane 4t + s holds line 2s + t.
+  const __m256 c0 = _mm256_add_ps(_mm256_shuffle_ps(h0, h1, 0x44), _mm256_shuffle_ps(h0, h1, 0xEE));
+  const __m256 c1 = _mm256_add_ps(_mm256_shuffle_ps(h2, h3, 0x44), _mm256_shuffle_ps(h2, h3, 0xEE));
+  // sum = c1 + c0: lane 4t + s holds line 2s + t.
   const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(c0, c1, 0xDD), _mm256_shuffle_ps(c0, c1, 0x88));
   __m256 o = _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   if (add) o = _mm256_add_ps(_mm256_loadu_ps(out), o);
@@ -98,10 +88,20 @@ HWY_INLINE void Fp8LinesLow(const DecJob &job, const LowTile &t, int v, int64_t 
 #if LP_FP8_LINES
   const lp_kv_layout &L = *t.L;
   const int64_t n = v ? job.T : job.D;
-  Fp8Lines(t.p + (v ? L.vc : L.kc) + i * n, n, (const float *)(t.p + (v ? L.vo : L.ko)) + i, n, x, out,
-           add);
+  const uint8_t *codes = t.p + (v ? L.vc : L.kc) + i * n;
+  const float *outer = (const float *)(t.p + (v ? L.vo : L.ko)) + i;
+  SumLines([&](int k) { return Fp8Acc(codes + k * n, outer[k], n, x); }, out, add);
 #else
   (void)job, (void)t, (void)v, (void)i, (void)x, (void)out, (void)add;
+#endif
+}
+
+// out[k] (+)= Dot(x, b + k * n, n) for k < LP_FP8_LINES, the same bits.
+HWY_INLINE void DotLines(const float *x, const float *b, int64_t n, float *out, bool add) {
+#if LP_FP8_LINES
+  SumLines([&](int k) { return DotAcc(x, b + k * n, n); }, out, add);
+#else
+  (void)x, (void)b, (void)n, (void)out, (void)add;
 #endif
 }
 

@@ -210,14 +210,14 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #endif
       if (low && n == 1) {  // one row: decode and dot in registers
         const int64_t r = list[0];
-        nx.Plan((maxvis + 7) / 8 + (D + 7) / 8);  // a step every 8 keys, then every 8 channels
+        nx.Plan((maxvis + 3) / 4 + (D + 3) / 4);  // a step every 4 keys, then every 4 channels
         int64_t c = 0;
         for (; LP_FP8_LINES && !job.fp4 && c + LP_FP8_LINES <= maxvis; c += LP_FP8_LINES) {
-          for (int64_t k = 0; k < LP_FP8_LINES; k += 8) nx.Step();
+          for (int64_t k = 0; k < LP_FP8_LINES; k += 4) nx.Step();
           Fp8LinesLow(job, lt, 0, c, ql + r * D, S + r * T + c, false);
         }
         for (; c < maxvis; c++) {
-          if (c % 8 == 0) nx.Step();
+          if (c % 4 == 0) nx.Step();
           S[r * T + c] = DotLow(job, lt, 0, c, ql + r * D, kd);
         }
       } else if (n == 1) {
@@ -226,6 +226,22 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           nx.Step();
           ScoresHigh(hdt, q + list[0] * D, hk + c * row_bytes, D, maxvis - c < 4 ? maxvis - c : 4,
                      S + list[0] * T + c);
+        }
+      } else if (LP_FP8_LINES) {  // rows of a GQA group: LP_FP8_LINES keys decoded, then dotted
+        nx.Plan(maxvis);            // a step a key: a few lines at a time
+        for (int64_t c = 0; c < maxvis; c += LP_FP8_LINES) {
+          const int64_t m = maxvis - c < LP_FP8_LINES ? maxvis - c : LP_FP8_LINES;
+          for (int64_t k = 0; k < m; k++) {
+            nx.Step();
+            if (low) DecodeLow(job, lt, 0, c + k, kd + k * D);
+            else ConvertHigh(hk + (c + k) * row_bytes, hdt, D, kd + k * D);
+          }
+          for (int64_t l = 0; l < n; l++) {
+            const int64_t r = list[l];
+            const float *x = low ? ql + r * D : q + r * D;
+            if (m == LP_FP8_LINES) DotLines(x, kd, D, S + r * T + c, false);
+            else for (int64_t k = 0; k < m; k++) S[r * T + c + k] = Dot(x, kd + k * D, D);
+          }
         }
       } else for (int64_t c = 0; c < maxvis; c++) {
         if (c == 0) nx.Plan((maxvis + 7) / 8);  // a step every 8 keys
@@ -284,12 +300,22 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           const int64_t r = list[0];
           int64_t d = 0;
           for (; LP_FP8_LINES && !job.fp4 && d + LP_FP8_LINES <= D; d += LP_FP8_LINES) {
-            for (int64_t k = 0; k < LP_FP8_LINES; k += 8) nx.Step();
+            for (int64_t k = 0; k < LP_FP8_LINES; k += 4) nx.Step();
             Fp8LinesLow(job, lt, 1, d, Pp + r * T, acc + r * D + d, true);
           }
           for (; d < D; d++) {
-            if (d % 8 == 0) nx.Step();
+            if (d % 4 == 0) nx.Step();
             acc[r * D + d] += DotLow(job, lt, 1, d, Pp + r * T, vd);
+          }
+        } else if (LP_FP8_LINES) {  // rows of a GQA group: LP_FP8_LINES channels decoded, then dotted
+          for (int64_t d = 0; d < D; d += LP_FP8_LINES) {
+            const int64_t m = D - d < LP_FP8_LINES ? D - d : LP_FP8_LINES;
+            for (int64_t k = 0; k < m; k++) DecodeLow(job, lt, 1, d + k, vd + k * T);
+            for (int64_t l = 0; l < n; l++) {
+              const int64_t r = list[l];
+              if (m == LP_FP8_LINES) DotLines(Pp + r * T, vd, T, acc + r * D + d, true);
+              else for (int64_t k = 0; k < m; k++) acc[r * D + d + k] += Dot(Pp + r * T, vd + k * T, T);
+            }
           }
         } else for (int64_t d = 0; d < D; d++) {
           DecodeLow(job, lt, 1, d, vd);
