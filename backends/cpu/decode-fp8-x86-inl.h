@@ -5,10 +5,10 @@
 // FMAs and accumulators (Fp8Acc, DotAcc); only the last step, the sum of the
 // lanes of s0 + s1, is done for all lines together, by shuffles and vector
 // adds in the tree of the one-line reduction (Highway's SumOfLanes, which is
-// GCC's _mm512_reduce_add_ps on AVX-512 and two shuffles on AVX2; both
-// halve: lane i + lane i + N/2, then i + N/4, ...). So every line gets the
-// bits of a DotFp8 or Dot call (checked on every x86 target:
-// bench/RESULTS_cpu.md).
+// _mm512_reduce_add_ps on AVX-512 and two shuffles on AVX2; both halve:
+// lane i + lane i + N/2, then i + N/4, ...). So every line gets the bits of
+// a DotFp8 or Dot call (checked on every x86 target, and the trees against
+// SumOfLanes with GCC 12 and Clang 14: bench/RESULTS_cpu.md).
 #if defined(LPATTN_CPU_DECODE_FP8_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_DECODE_FP8_X86_INL_H_
 #undef LPATTN_CPU_DECODE_FP8_X86_INL_H_
