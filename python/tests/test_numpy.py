@@ -204,6 +204,7 @@ class Paged(unittest.TestCase):
             np.testing.assert_allclose(out[:, :, 0], full[:, :, n], atol=2e-5, err_msg=prec)
             np.testing.assert_allclose(lse[:, :, 0], full_lse[:, :, n], atol=2e-5)
 
+    @unittest.skipUnless("cpu" in lpattn.available_backends(), "the cpu backend is not built")
     def test_mla_and_odd_head_dims(self):
         # MLA (head_dim 576 for q/k, head_dim_v 512; v a view of k's first
         # 512 channels) against a float64 NumPy model; D = 59 pages (rows

@@ -109,7 +109,9 @@ static void parity(lpattn_ctx *gpu, lpattn_ctx *ref, prob_t *p, int prec, int ca
     aux.lse = l.h;
     CHECK_STATUS(lpattn_attention_varlen(ref, &tq, &tk, &tv, &to, &a, &b, &ap, &aux), LPATTN_OK);
     err = ct_maxabs(&p->o.h, &o.h);
-    CHECK(err < 2e-3, "D=%lld high causal %d: max |gpu - ref| = %g", (long long)p->D, causal, err);
+    /* both sides rounded to the output dtype: one bf16 ulp near 1 is 2^-8 */
+    const double tol = p->o.h.dtype == LPATTN_BF16 ? 8e-3 : 2e-3;
+    CHECK(err < tol, "D=%lld high causal %d: max |gpu - ref| = %g", (long long)p->D, causal, err);
   }
   printf("D=%lld %-10s causal %d: varlen %s per-sequence calls; max |gpu - ref| %g\n", (long long)p->D,
          PN[prec], causal, eq ? "bitwise equal to" : "DIFFERS from", err);
