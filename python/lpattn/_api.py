@@ -219,6 +219,15 @@ def _row_outputs(like, B, H, S, return_lse, return_entropy):
     return aux, outs
 
 
+
+def default_precision(precision, qv, descales):
+    """precision=None: "fp8_static" for E4M3 inputs or any descale given
+    (static FP8 by what they are, SPEC 11), else "high" (exact by default)."""
+    if precision is not None:
+        return precision
+    fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
+    return "fp8_static" if fp8s else "high"
+
 def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=None,
               thrift_budget=None, thrift_k=None, thrift_low="nvfp4", pasa=False,
               pasa_beta=None, return_lse=False, return_entropy=False, backend="auto",
@@ -268,9 +277,7 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     _same_dtype(qv, kv_, vv)
     tq, tk, tv = (x.tensor(perm, layout=LAYOUT_TEXT[layout]) for x in (qv, kv_, vv))
     descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
-    if precision is None:
-        fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
-        precision = "fp8_static" if fp8s else "high"
+    precision = default_precision(precision, qv, descales)
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
                     q_start, kv_start, selection, thrift_rule, window, softcap)

@@ -8,7 +8,7 @@ import weakref
 
 from . import _dlpack, _lib
 from ._api import (INT64, LAYOUT_TEXT, LAYOUTS, _alloc, _choice, _descales, _int, _row_outputs,
-                   _same_dtype, _views, attn_params)
+                   _same_dtype, _views, attn_params, default_precision)
 from ._context import context
 from .errors import check
 
@@ -114,7 +114,35 @@ def _stream_reader(like, view):
     return lambda: _dlpack.current_stream(like, view)
 
 
-class DecodePlan:
+class _Plan:
+    """What both plans share: the stream that a run follows, the result it
+    returns, and release (close, or the with-statement, or collection)."""
+
+    def _follow_stream(self):
+        if self._stream is not None:
+            s = self._stream()
+            if s != self._ctx.stream:
+                self._ctx.use_stream(s)
+
+    def _returned(self, out):
+        if out is None or out is self.out:
+            return self._result
+        return (out, *self._rows) if self._rows else out
+
+    def close(self):
+        """Release the plan (its arrays stay the caller's)."""
+        if self.handle is not None:
+            self._fin()
+            self.handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DecodePlan(_Plan):
     """KVPool.plan_decode's result. run(q=None, out=None) decodes the bound
     batch: q (None: the q given at plan time) must have the plan's shape,
     dtype, strides and device; out (None: the plan's out) likewise. Returns
@@ -179,28 +207,12 @@ class DecodePlan:
             raise ValueError("DecodePlan: its KVPool was closed")
         qp = self._q.ptr(q)
         op = self._out.ptr(out)
-        if self._stream is not None:
-            s = self._stream()
-            if s != self._ctx.stream:
-                self._ctx.use_stream(s)
+        self._follow_stream()
         st = _run(self.handle, qp, op)
         if st:
             check("decode_plan_run", st)
-        if out is None or out is self.out:
-            return self._result
-        return (out, *self._rows) if self._rows else out
+        return self._returned(out)
 
-    def close(self):
-        """Release the plan (its arrays stay the caller's)."""
-        if self.handle is not None:
-            self._fin()
-            self.handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def attention_plan(q, k, v, *, out=None, causal=False, precision=None, layout="bhsd",
@@ -220,7 +232,7 @@ def attention_plan(q, k, v, *, out=None, causal=False, precision=None, layout="b
                          q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, **params)
 
 
-class AttentionPlan:
+class AttentionPlan(_Plan):
     """attention_plan's result. run(q=None, k=None, v=None, out=None): each
     None takes the array given at plan time; others must match its shape,
     strides, dtype and device. Returns out, or (out, lse[, entropy]) (the
@@ -234,9 +246,7 @@ class AttentionPlan:
         _same_dtype(qv, kv_, vv)
         tq, tk, tv = (x.tensor(perm, layout=LAYOUT_TEXT[layout]) for x in (qv, kv_, vv))
         descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
-        if precision is None:
-            fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
-            precision = "fp8_static" if fp8s else "high"
+        precision = default_precision(precision, qv, descales)
         p = attn_params(precision, causal, **params)
         keep = _descales(p, q, qv, tk.shape[0], tk.shape[1], descales)
         ctx = context(backend, qv, _dlpack.current_stream(q, qv))
@@ -266,25 +276,9 @@ class AttentionPlan:
             raise ValueError("AttentionPlan: the plan is closed")
         a = self._args
         qp, kp, vp, op = a[0].ptr(q), a[1].ptr(k), a[2].ptr(v), a[3].ptr(out)
-        if self._stream is not None:
-            s = self._stream()
-            if s != self._ctx.stream:
-                self._ctx.use_stream(s)
+        self._follow_stream()
         st = _arun(self.handle, qp, kp, vp, op)
         if st:
             check("attention_plan_run", st)
-        if out is None or out is self.out:
-            return self._result
-        return (out, *self._rows) if self._rows else out
+        return self._returned(out)
 
-    def close(self):
-        """Release the plan (its arrays stay the caller's)."""
-        if self.handle is not None:
-            self._fin()
-            self.handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

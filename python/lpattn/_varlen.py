@@ -4,7 +4,8 @@ import ctypes
 import operator
 
 from . import _api, _dlpack, _lib
-from ._api import INT32, _alloc, _descales, _same_dtype, _views, attn_params
+from ._api import (INT32, _alloc, _descales, _same_dtype, _views, attn_params,
+                   default_precision)
 from ._context import context
 from .errors import call
 
@@ -89,9 +90,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     _check_max("max_seqlen_q", max_seqlen_q, vq)
     _check_max("max_seqlen_k", max_seqlen_k, vk)
     descales = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
-    if precision is None:
-        fp8s = qv.dtype == _lib.E4M3 or any(d is not None for _, d in descales)
-        precision = "fp8_static" if fp8s else "high"
+    precision = default_precision(precision, qv, descales)
     p = attn_params(precision, causal, sm_scale, thrift_budget, thrift_k, thrift_low, pasa,
                     pasa_beta, block_q, block_k, check_finite, leaky, mx_scale_round_up,
                     window=window, softcap=softcap)
