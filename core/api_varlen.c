@@ -148,6 +148,12 @@ lpattn_status lpattn_attention_varlen(lpattn_ctx *ctx, const lpattn_tensor *q,
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   LP_TRY_ARG("aux", lp_take_params(&aux, sizeof aux, aux_in));
+  const lpattn_tensor *cus[2] = {cu_seqlens_q, cu_seqlens_k};
+  for (int i = 0; i < 2; i++) /* read on the host below: device memory would crash */
+    if (ctx->vt->host_readable && cus[i]->data && !ctx->vt->host_readable(cus[i]->data))
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s is in device memory; lpattn_attention_varlen "
+                     "reads it on the host (one launch per sequence): pass a host copy",
+                     i ? "cu_seqlens_k" : "cu_seqlens_q");
   LP_TRY(check_call(q, k, v, out, cu_seqlens_q, cu_seqlens_k, &p, &aux));
   const int64_t n = cu_seqlens_q->shape[3] - 1;
   seq_call c;

@@ -90,6 +90,19 @@ lpattn_status gpu_no_capture(cudaStream_t st, const char *what) {
 
 static int gpu_host_memory(void) { return 0; }
 
+#ifndef LPATTN_HIP
+/* Plain host memory (unregistered, pinned) and managed memory read fine on
+ * the host; a device allocation does not. */
+static int gpu_host_readable(const void *p) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return a.type != cudaMemoryTypeDevice;
+}
+#endif
+
 /* lpattn_set_stream: later work on the new stream waits (on the device, not
  * the host) for the work queued on the old one, which may still use the
  * workspace and the pools. Not across a graph capture's edge: a capturing
@@ -137,6 +150,9 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.cache_append = lp_kv_append;
   gpu_vtable.decode = lp_kv_decode;
   gpu_vtable.host_memory = gpu_host_memory;
+#ifndef LPATTN_HIP
+  gpu_vtable.host_readable = gpu_host_readable;
+#endif
   gpu_vtable.synchronize = gpu_sync;
   gpu_vtable.set_stream = gpu_set_stream;
   gpu_vtable.pool_init = gpu_pool_init;

@@ -180,6 +180,18 @@ int main(void) {
     for (int prec = 0; prec < 6; prec++)
       for (int causal = 0; causal < 2; causal++) parity(gpu, ref, &p, prec, causal);
     if (di == 0) graph(gpu, st, &p);
+    if (di == 0) { /* cu_seqlens in device memory: refused, not read */
+      int32_t *dcu = NULL;
+      CHECK(cudaMalloc((void **)&dcu, sizeof cq) == cudaSuccess, "cudaMalloc");
+      lpattn_tensor tq = packed(&p.q.d, 0, TQ), tk = packed(&p.k.d, 0, TK), tv = packed(&p.v.d, 0, TK);
+      lpattn_tensor to = packed(&p.o.d, 0, TQ), a = cu(dcu), b = cu(ck);
+      lpattn_attn_params ap = params_of(LPATTN_PREC_HIGH, 0, &p, 1, 0, NS);
+      CHECK_STATUS(lpattn_attention_varlen(gpu, &tq, &tk, &tv, &to, &a, &b, &ap, NULL),
+                   LPATTN_ERR_INVALID_ARGUMENT);
+      CHECK(strstr(lpattn_last_error(), "cu_seqlens_q is in device memory") != NULL, "%s",
+            lpattn_last_error());
+      cudaFree(dcu);
+    }
     ct_pair *a[] = {&p.q, &p.k, &p.v, &p.o, &p.o1, &p.lse, &p.lse1, &p.dsc};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) ct_free(a[i]);
   }
