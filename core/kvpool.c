@@ -257,7 +257,7 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
           const float vx = d < Dv ? lp_load_f32(v->data, v->dtype, off4(v, i, h, t, d)) : 0.0f;
           lp_store_f32(hk, dt, r * D + d, kx);
           lp_store_f32(hv, dt, r * D + d, vx);
-          bad |= !isfinite(lp_load_f32(hk, dt, r * D + d)) | !isfinite(lp_load_f32(hv, dt, r * D + d));
+          bad |= !isfinite(lp_load_f32(hk, dt, r * D + d)) || !isfinite(lp_load_f32(hv, dt, r * D + d));
         }
       }
       if (q) {
