@@ -97,9 +97,6 @@ typedef struct {
   /* pr->q (the queries) and pr->out set; pr resolved by core */
   lpattn_status (*decode)(lpattn_ctx *ctx, lpattn_kv_cache *c, const lpattn_attn_problem *pr);
   int (*host_memory)(void); /* 1: tensors are host pointers (validation may read them) */
-  /* NULL: any pointer the caller gives as host memory is. Else 0 when p is
-   * device memory the host cannot read (arrays the API reads on the host). */
-  int (*host_readable)(const void *p);
   lpattn_status (*synchronize)(lpattn_ctx *ctx); /* NULL: nothing queued */
   /* Paged pool (kvpage.h layout). pool_init allocates when pool->mem is NULL
    * (and sets pool->owned), pool_fini releases what pool_init made. */
@@ -130,6 +127,9 @@ typedef struct {
                                const lpattn_attn_problem *pr, void **state);
   lpattn_status (*decode_run)(lpattn_ctx *ctx, void *state, const void *q, void *out);
   void (*decode_plan_free)(lpattn_ctx *ctx, void *state);
+  /* NULL: any pointer the caller gives as host memory is. Else 0 when p is
+   * device memory the host cannot read (arrays the API reads on the host). */
+  int (*host_readable)(const void *p);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

@@ -290,6 +290,7 @@ const lpattn_backend_vtable kCpuVtable = {
     nullptr,  // decode_plan: a plan's run takes lpattn_paged_decode's path (core/api_plan.c)
     nullptr,  // decode_run
     nullptr,  // decode_plan_free
+    nullptr,  // host_readable: every pointer is
 };
 }  // namespace
 
