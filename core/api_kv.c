@@ -284,6 +284,16 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
                                const lpattn_tensor *k, const lpattn_tensor *v,
                                const lpattn_tensor *q) {
   lp_err_clear();
+  lpattn_kv_batch b;
+  int64_t n;
+  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, &b, &n));
+  const lpattn_kv_append_call call = {&b, n, k, v, q};
+  return lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "kv_append");
+}
+
+lpattn_status lp_kv_append_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                 const lpattn_tensor *k, const lpattn_tensor *v,
+                                 const lpattn_tensor *q, lpattn_kv_batch *bp, int64_t *np) {
   if (!ctx || !pool || !batch || !k || !v)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !k ? "k" : "v");
   LP_TRY(check_pool(ctx, pool));
@@ -318,8 +328,8 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   }
   if (!ctx->vt->kv_append)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged append", lpattn_backend_name(ctx->kind));
-  const lpattn_kv_append_call call = {&b, n, k, v, q};
-  return lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "kv_append");
+  *bp = b, *np = n;
+  return LPATTN_OK;
 }
 
 lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src,
@@ -417,8 +427,8 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
                    (long long)bad->shape[3], b.num_seqs, pp->num_q_heads, (long long)Sq,
                    bad == q ? "head_dim" : "head_dim_v", bad == q ? pp->head_dim : pp->head_dim_v);
   if (Sq > pp->page_size)
-    return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most page_size = %d", (long long)Sq,
-                   pp->page_size);
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "q.shape[2] = %lld, expected at most page_size = %d (more new "
+                   "tokens: lpattn_paged_prefill appends and attends them)", (long long)Sq, pp->page_size);
   if (b.max_length < Sq)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "batch.max_length = %lld is less than q.shape[2] = %lld",
                    (long long)b.max_length, (long long)Sq);

@@ -218,6 +218,12 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
                                     const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
                                     int values, lpattn_kv_batch *b, lpattn_attn_aux *aux,
                                     lpattn_attn_problem *pr);
+/* lpattn_kv_append's checks (core/api_kv.c): the batch into b (kv_start and
+ * q_start cleared), n = the tokens appended; on host backends every id and
+ * length, and with the pool's check_finite the values. */
+lpattn_status lp_kv_append_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                 const lpattn_tensor *k, const lpattn_tensor *v,
+                                 const lpattn_tensor *q, lpattn_kv_batch *b, int64_t *n);
 /* Host caches (core/kvcache.c): LPATTN_ERR_NONFINITE when append recorded a
  * non-finite K/V/Q in any sequence; OK for other caches. */
 lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *cache);

@@ -671,12 +671,39 @@ LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *po
 /* Batched decode: q [num_seqs, Hq, Sq, D] holds the queries of each
  * sequence's last Sq positions (1 <= Sq <= page_size; Sq > 1 for speculative
  * decoding), attending causally to lengths[i] tokens. out like q. aux: lse,
- * entropy [num_seqs, Hq, Sq, 1]. Params as lpattn_decode. */
+ * entropy [num_seqs, Hq, Sq, 1]. Params as lpattn_decode. More new tokens
+ * than page_size (a prompt, a chunk of one, a follow-up turn): an
+ * FP8/NVFP4/MXFP4 pool keeps only the two newest tiles high, so their rows
+ * are attended as they are appended, by lpattn_paged_prefill. */
 LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                              const lpattn_kv_batch *batch,
                                              const lpattn_tensor *q, const lpattn_tensor *out,
                                              const lpattn_attn_params *params,
                                              const lpattn_attn_aux *aux);
+/* Prefill against the pool (FlashInfer's BatchPrefillWithPagedKVCache,
+ * SGLang's "extend"): append n new tokens to every sequence of the batch and
+ * attend each of them causally to the sequence's cached tokens and to the
+ * new tokens before it. k, v, q [num_seqs, H, n, D] as lpattn_kv_append's
+ * (q required); batch.lengths: tokens held before the call (0 starts a
+ * sequence), so each sequence has its own cached length; n (any count >= 1)
+ * is one per call (a batch whose sequences bring different counts: one call
+ * per count, or per sequence). out [num_seqs, Hq, n, head_dim_v]; aux: lse,
+ * entropy [num_seqs, Hq, n, 1]; params as lpattn_paged_decode's (THRIFT
+ * selection, k per row from its own context, as decode). New row r of
+ * sequence i is at position lengths[i] + r and is bitwise the
+ * lpattn_paged_decode row of that position (docs/SEMANTICS.md "Prefill
+ * against the paged pool"): the rows do not depend on how a prompt is cut
+ * into calls, and equal lpattn_attention's causal prefill rows (block_q =
+ * block_k = page_size) as decode rows do. batch.kv_start/q_start ->
+ * INVALID_ARGUMENT. Every argument, id and length is checked before
+ * anything is written (append's and decode's errors). Host backends (ref,
+ * cpu); CUDA/HIP -> UNSUPPORTED for now. */
+LPATTN_API lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                              const lpattn_kv_batch *batch,
+                                              const lpattn_tensor *k, const lpattn_tensor *v,
+                                              const lpattn_tensor *q, const lpattn_tensor *out,
+                                              const lpattn_attn_params *params,
+                                              const lpattn_attn_aux *aux);
 
 /* ---- plans: a decode or attention step without host work ---------------- */
 /* A plan binds one batch layout of lpattn_paged_decode: the pool, the batch

@@ -1,0 +1,137 @@
+/* lpattn_paged_prefill (lpattn.h "paged KV storage", SEMANTICS "Prefill
+ * against the paged pool"): n new tokens of every sequence appended to the
+ * pool and attended, causally, to the sequence's cached tokens and to each
+ * other. Host backends: each sequence's new tokens are cut at tile borders;
+ * each piece is appended (vt->kv_append) and then its rows are decoded
+ * (vt->paged_decode, at most page_size rows), so the tile that is diagonal
+ * for those rows still has its high copy in the slot (FP8/NVFP4/MXFP4 pools
+ * keep only the two newest tiles high). A row is therefore bitwise the
+ * paged decode of that row, whatever the chunking. The whole call is
+ * validated before anything is written. */
+#include <stddef.h>
+#include <string.h>
+
+#include "argcheck.h"
+#include "error.h"
+#include "internal.h"
+#include "kvpage.h"
+#include "kvpool.h"
+#include "window.h"
+
+static int32_t id_at(const lpattn_tensor *t, int64_t i) {
+  return ((const int32_t *)t->data)[i * t->stride[3]];
+}
+
+/* Rows [r0, r0 + n) of sequence s of t ([S, H, rows, D]) as a [1, H, n, D] view. */
+static lpattn_tensor rows_of(const lpattn_tensor *t, int64_t s, int64_t r0, int64_t n) {
+  lpattn_tensor v = *t;
+  v.data = (char *)t->data + (size_t)(s * t->stride[0] + r0 * t->stride[2]) * lp_dtype_bytes(t->dtype);
+  v.shape[0] = 1, v.shape[2] = n;
+  return v;
+}
+
+static lpattn_status check_out(const lpattn_kv_pool_params *pp, const lpattn_tensor *q,
+                               const lpattn_tensor *out) {
+  LP_TRY_ARG("out", lp_check_view(out, 1));
+  if (!is_float_io(out->dtype))
+    return lp_fail(LPATTN_ERR_BAD_DTYPE, "out.dtype = %s, expected F32, F16 or BF16",
+                   lp_dtype_name(out->dtype));
+  if (out->shape[0] != q->shape[0] || out->shape[1] != pp->num_q_heads ||
+      out->shape[2] != q->shape[2] || out->shape[3] != pp->head_dim_v)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "out.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %lld, "
+                   "num_q_heads = %d, n = %lld, head_dim_v = %d}", (long long)out->shape[0],
+                   (long long)out->shape[1], (long long)out->shape[2], (long long)out->shape[3],
+                   (long long)q->shape[0], pp->num_q_heads, (long long)q->shape[2], pp->head_dim_v);
+  return LPATTN_OK;
+}
+
+/* Appends sequence s's new tokens [a, e) (pool length len + a before) and
+ * decodes their rows. */
+static lpattn_status piece(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *b,
+                           int64_t s, int64_t len, int64_t a, int64_t e, const lpattn_tensor *k,
+                           const lpattn_tensor *v, const lpattn_tensor *q, const lpattn_tensor *out,
+                           const lpattn_attn_params *params, const lpattn_attn_aux *aux) {
+  int32_t cur = (int32_t)(len + a);
+  lpattn_kv_batch one = *b;
+  one.num_seqs = 1;
+  one.lengths = lpattn_tensor_4d(&cur, LPATTN_I32, 1, 1, 1, 1);
+  one.slots.data = (int32_t *)b->slots.data + s * b->slots.stride[3];
+  one.slots.shape[3] = 1;
+  one.page_table.data = (int32_t *)b->page_table.data + s * b->page_table.stride[2];
+  one.page_table.shape[2] = 1;
+  one.max_length = cur;
+  const lpattn_tensor pk = rows_of(k, s, a, e - a), pv = rows_of(v, s, a, e - a);
+  const lpattn_tensor pq = rows_of(q, s, a, e - a), po = rows_of(out, s, a, e - a);
+  const lpattn_kv_append_call call = {&one, e - a, &pk, &pv, &pq};
+  LP_TRY(lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "paged_prefill (append)"));
+  cur = (int32_t)(len + e), one.max_length = cur;
+  lpattn_attn_aux a1 = *aux, ra;
+  if (aux->lse.data) a1.lse = rows_of(&aux->lse, s, a, e - a);
+  if (aux->entropy.data) a1.entropy = rows_of(&aux->entropy, s, a, e - a);
+  lpattn_attn_problem pr;
+  int cf;
+  LP_TRY(lp_resolve_decode(params, &a1, &pool->p, 1, e - a, cur, &ra, &pr, &cf));
+  pr.q = &pq, pr.out = &po;
+  return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &one, &pr), ctx, "paged_prefill (decode)");
+}
+
+lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                   const lpattn_kv_batch *batch, const lpattn_tensor *k,
+                                   const lpattn_tensor *v, const lpattn_tensor *q,
+                                   const lpattn_tensor *out, const lpattn_attn_params *params,
+                                   const lpattn_attn_aux *aux_in) {
+  lp_err_clear();
+  if (!ctx || !pool || !batch || !k || !v || !q || !out)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch"
+                   : !k ? "k" : !v ? "v" : !q ? "q" : "out");
+  if (!host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "lpattn_paged_prefill: the %s backend has no prefill against "
+                   "the paged pool yet (missing: a kernel that cuts each sequence's new tokens at tile "
+                   "borders on the device, reading the lengths there); the ref and cpu backends have it",
+                   lpattn_backend_name(ctx->kind));
+  lpattn_kv_batch in;
+  lpattn_kv_batch_init(&in);
+  LP_TRY_ARG("batch", lp_take_params(&in, sizeof in, batch));
+  if (in.kv_start.data || in.q_start.data)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.kv_start/q_start: prefill appends to whole "
+                   "sequences (a sharded pool is decoded with lpattn_paged_decode)");
+  lpattn_kv_batch b;
+  int64_t n;
+  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, &b, &n));
+  if (n < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[2] = %lld: no new token to prefill", (long long)n);
+  if (b.max_length + n > INT32_MAX)
+    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "batch.max_length + n = %lld, at most 2^31 - 1",
+                   (long long)(b.max_length + n));
+  const lpattn_kv_pool_params *pp = &pool->p;
+  LP_TRY(check_out(pp, q, out));
+  lpattn_attn_aux aux;
+  lpattn_attn_problem pr;
+  int check_finite;
+  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, n, b.max_length + n, &aux, &pr,
+                           &check_finite));
+  LP_TRY(lp_window_backend(ctx, &pr));
+  if (check_finite) {
+    LP_TRY_ARG("q", lp_scan_finite(q));
+    LP_TRY_ARG("k", lp_scan_finite(k));
+    LP_TRY_ARG("v", lp_scan_finite(v));
+    lp_kv_layout L;
+    lp_kv_layout_init(&L, pp);
+    for (int64_t i = 0; i < b.num_seqs; i++)
+      if (id_at(&b.lengths, i) > 0 &&
+          (lp_slot_flags(pool->mem + lp_kv_slot_off(&L, id_at(&b.slots, i))) & LP_SLOT_NONFINITE))
+        return lp_fail(LPATTN_ERR_NONFINITE, "sequence %lld (slot %d) holds a non-finite K/V/Q "
+                       "(check_finite)", (long long)i, (int)id_at(&b.slots, i));
+  }
+  if (!ctx->vt->paged_decode)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged decode", lpattn_backend_name(ctx->kind));
+  const int64_t T = pp->page_size;
+  for (int64_t s = 0; s < b.num_seqs; s++) {
+    const int64_t len = id_at(&b.lengths, s);
+    for (int64_t a = 0, e; a < n; a = e) {
+      e = a + (T - (len + a) % T); /* to the end of the tile of token a */
+      if (e > n) e = n;
+      LP_TRY(piece(ctx, pool, &b, s, len, a, e, k, v, q, out, params, &aux));
+    }
+  }
+  return LPATTN_OK;
+}
