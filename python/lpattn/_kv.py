@@ -171,7 +171,7 @@ class KVPool:
                softcap=None):
         """Batched decode: q [num_seqs, Hq, Sq, D] (Sq <= page_size) are the
         queries of each sequence's last Sq positions, attending causally to
-        lengths[i] tokens. Returns out like q (and lse / entropy [num_seqs,
+        lengths[i] tokens (more new tokens: prefill, which appends them). Returns out like q (and lse / entropy [num_seqs,
         Hq, Sq] float32 when asked).
 
         Sharded decode (this pool holds a run of each sequence's pages;
@@ -211,6 +211,39 @@ class KVPool:
                                  return_entropy)
         call("paged_decode", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(tq),
              ctypes.byref(to), ctypes.byref(p), ctypes.byref(aux))
+        del keep
+        return (out, *rows) if rows else out
+
+    def prefill(self, q, k, v, slots, lengths, page_table, *, max_length=None, sm_scale=None,
+                thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
+                return_entropy=False, out=None, window=None, softcap=None):
+        """Prefill against the pool (FlashInfer's BatchPrefillWithPagedKVCache,
+        SGLang's "extend"; lpattn.h lpattn_paged_prefill): appends n new
+        tokens to each sequence (k, v [num_seqs, Hkv, n, D], q [num_seqs, Hq,
+        n, D]; any n, one per call) and attends each causally to the
+        sequence's cached tokens (lengths: tokens held before the call, each
+        sequence its own) and to the new tokens before it. Returns out
+        [num_seqs, Hq, n, head_dim_v] (and lse / entropy when asked). Row r
+        of sequence i is bitwise the decode of position lengths[i] + r, so a
+        prompt gives the same rows however it is cut into calls. Host
+        backends (ref, cpu); keywords as decode."""
+        self._live()
+        b, keep = self._batch(slots, lengths, page_table, max_length)
+        vs = _views(("q", q), ("k", k), ("v", v), kind="float")
+        tq, tk, tv = (x.tensor(layout="[num_seqs, heads, n, head_dim]") for x in vs)
+        p = attn_params(self._precision_name(), True, sm_scale, thrift_budget, thrift_k,
+                        check_finite=check_finite, window=window, softcap=softcap)
+        self._sync_stream(q)
+        if out is None:
+            dv = self.params.head_dim_v or self.params.head_dim
+            out = _alloc(q, tuple(vs[0].shape[:3]) + (dv,), _dlpack.NAMES[vs[0].dtype])
+        to = _dlpack.View(out, "out", kind="float", write=True).tensor(
+            layout="[num_seqs, Hq, n, head_dim_v]")
+        aux, rows = _row_outputs(q, tq.shape[0], tq.shape[1], tq.shape[2], return_lse,
+                                 return_entropy)
+        call("paged_prefill", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(tk),
+             ctypes.byref(tv), ctypes.byref(tq), ctypes.byref(to), ctypes.byref(p),
+             ctypes.byref(aux))
         del keep
         return (out, *rows) if rows else out
 

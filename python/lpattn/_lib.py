@@ -157,6 +157,8 @@ _protos = {
     "lpattn_kv_slot_copy": (_st, [_ctx, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]),
     "lpattn_paged_decode": (_st, [_ctx, ctypes.c_void_p, _P(Batch), _P(Tensor), _P(Tensor),
                                   _P(AttnParams), _P(AttnAux)]),
+    "lpattn_paged_prefill": (_st, [_ctx, ctypes.c_void_p, _P(Batch)] + [_P(Tensor)] * 4 +
+                             [_P(AttnParams), _P(AttnAux)]),
     "lpattn_thrift_k": (ctypes.c_int, [ctypes.c_int, ctypes.c_float, ctypes.c_int]),
     "lpattn_pasa_beta": (ctypes.c_double, [ctypes.c_int, ctypes.c_int, ctypes.c_double]),
 }
