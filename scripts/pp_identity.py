@@ -4,9 +4,12 @@
   pp_identity.py snap BUILD_DIR OUT_DIR   preprocess every backend source of a
                                           configured meson build (its compile
                                           commands with -E) into OUT_DIR
-  pp_identity.py diff OLD_DIR NEW_DIR     exit 1 unless each unit's token
+  pp_identity.py diff OLD_DIR NEW_DIR [--map FILE]
+                                          exit 1 unless each unit's token
                                           stream is the same; print the first
-                                          differing tokens of each
+                                          differing tokens of each. FILE: lines
+                                          "old new", tokens of OLD renamed
+                                          first (a rename is then no change)
 
 Line markers and whitespace are dropped, so moving code between files or
 re-indenting it compares equal; anything that reaches the compiler
@@ -79,7 +82,7 @@ def snap(build, dst):
     return 0
 
 
-def diff(a, b):
+def diff(a, b, ren=None):
     names_a = {f for f in os.listdir(a) if f.endswith(".tok")}
     names_b = {f for f in os.listdir(b) if f.endswith(".tok")}
     bad = 0
@@ -88,6 +91,8 @@ def diff(a, b):
         bad = 1
     for n in sorted(names_a & names_b):
         ta = open(os.path.join(a, n)).read().split("\n")
+        if ren:
+            ta = [ren.get(t, t) for t in ta]
         tb = open(os.path.join(b, n)).read().split("\n")
         if ta == tb:
             print("same %s (%d tokens)" % (n, len(ta)))
@@ -103,6 +108,9 @@ def diff(a, b):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "snap":
         sys.exit(snap(sys.argv[2], sys.argv[3]))
-    if len(sys.argv) == 4 and sys.argv[1] == "diff":
-        sys.exit(diff(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) in (4, 6) and sys.argv[1] == "diff":
+        ren = None
+        if len(sys.argv) == 6 and sys.argv[4] == "--map":
+            ren = dict(l.split() for l in open(sys.argv[5]) if l.strip() and not l.startswith("#"))
+        sys.exit(diff(sys.argv[2], sys.argv[3], ren))
     sys.exit(__doc__)

@@ -1,7 +1,7 @@
 // Highway SIMD attention engine (SPEC 3-6, SEMANTICS), one query tile of one
 // (batch, q head) per call. Included once per target by the generated kernels
 // (gen/lpattn_cpu_attn*.cc); the scalar per-row softmax state and the
-// quantizers come from gen/common.h, shared with the GPU templates.
+// quantizers come from backends/math/lpk_*.h, shared with the GPU templates.
 #if defined(LPATTN_CPU_ATTN_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_ATTN_INL_H_
 #undef LPATTN_CPU_ATTN_INL_H_
@@ -369,7 +369,7 @@ static inline void DiagKTile(const lpattn_attn_problem &pr, const KvPrep &kv, in
     for (int64_t d = 0; d < D; d++) row[d] = k[d] - shift[d];
     if (low) QuantRow(pr, row, D, sc, row);
     for (int64_t d = 0; d < D; d++)
-      kt[d * Bk + c] = low ? row[d] : cpu_round_f16(row[d] * pr.sm_scale);
+      kt[d * Bk + c] = low ? row[d] : lpk_round_f16(row[d] * pr.sm_scale);
   }
 }
 
@@ -416,9 +416,9 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
 
   float *acc = sc->acc.data(), *S = sc->s.data(), *P = sc->p.data(), *alpha = sc->alpha.data();
   int64_t *nv = sc->nv.data(), *nf = sc->nf.data();
-  cpu_row *rows = sc->rows.data();
+  lpk_row *rows = sc->rows.data();
   for (int64_t i = 0; i < nr * D; i++) acc[i] = 0.0f;
-  for (int64_t r = 0; r < nr; r++) cpu_row_init(&rows[r]);
+  for (int64_t r = 0; r < nr; r++) lpk_row_init(&rows[r]);
 
   for (int64_t j = 0; j < nkt; j++) {
     if (sc->mode[j] == LP_MODE_SKIP) continue;
@@ -450,18 +450,18 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
       if (pr.pasa || (pr.score_f16 && !low)) {  // f16 score rounding (scalar; PASA: no window)
         for (int64_t c = 0; c < Bk; c++)
           s[c] = c < first || c >= end ? -INFINITY
-                 : pr.pasa ? cpu_round_f16(low ? s[c] * ss : s[c])
-                           : lp_softcap_f32(cpu_round_f16(s[c]) * ss, pr.softcap);
+                 : pr.pasa ? lpk_round_f16(low ? s[c] * ss : s[c])
+                           : lp_softcap_f32(lpk_round_f16(s[c]) * ss, pr.softcap);
       } else if (win || pr.softcap > 0.0f) {
         ScaleMaskRange(s, Bk, first, end, ss, pr.softcap);
       } else {
         ScaleMask(s, Bk, nvis, ss);
       }
       const float corr = pr.pasa ? ss * lp_dot_f32(q + r * D, shift, D) : 0.0f;
-      const cpu_step st = cpu_row_begin(&rows[r], RowMax(s, Bk), corr);
+      const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, Bk), corr);
       float sum_p, sum_ps;
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
-      cpu_row_end(&rows[r], &st, sum_p, sum_ps);
+      lpk_row_end(&rows[r], &st, sum_p, sum_ps);
       alpha[r] = st.alpha;
       nv[r] = low && !fp8s ? nk : end;  // FP8_STATIC diagonal tiles: no V past the horizon
       nf[r] = low && !fp8s ? 0 : first;
@@ -475,7 +475,7 @@ void AttnItem(const AttnJob &job, int64_t item, Scratch *sc) {
 
   for (int64_t r = 0; r < nr; r++) {
     float inv_l, lse, ent;
-    cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
+    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < job.Dt; d++)
       lp_store_f32(pr.out->data, pr.out->dtype, lp_off4(pr.out, b, hq, r0 + r, d),
                    acc[r * D + d] * inv_l * od);

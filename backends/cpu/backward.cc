@@ -5,7 +5,7 @@
 // same sums in the same order on every run: deterministic). The forward's
 // Q/K quantization (along D, RNE) is the prefill's SIMD quantizer; the
 // backward operands' SR quantization is sr-inl.h's SIMD Philox and element
-// step around the shared scalar scale steps (gen/common.h).
+// step around the shared scalar scale steps (backends/math/lpk_*.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/backward.cc"  // from the source root
 #include <hwy/foreach_target.h>  // IWYU pragma: keep

@@ -8,7 +8,9 @@
 
 #include "internal.h"
 #include "kvpool.h"
-#include "gen/common.h"
+#include "lpk_formats.h"  // backends/math: the kernel math every backend shares
+#include "lpk_quant.h"
+#include "lpk_softmax.h"
 
 namespace lpattn_cpu {
 
@@ -40,7 +42,7 @@ struct Scratch {
   std::vector<float> q, ql, s, p, acc, ktmp, qbar, score, tmp, tmp2, shift0, alpha;
   std::vector<int64_t> nv, nf;  // per row: end and start of its keys in a tile
   std::vector<uint8_t> kind, mode, codes, scales;
-  std::vector<cpu_row> rows;
+  std::vector<lpk_row> rows;
   void Size(const AttnJob &job);
 };
 
@@ -54,10 +56,10 @@ inline void LoadRow(const lpattn_tensor *t, int64_t off, int64_t step, int64_t n
   }
   const uint16_t *p = static_cast<const uint16_t *>(t->data) + off;
   if (t->dtype == LPATTN_BF16) {
-    for (int64_t i = 0; i < n; i++) out[i] = cpu_bf16_decode(p[i * step]);
+    for (int64_t i = 0; i < n; i++) out[i] = lpk_bf16_decode(p[i * step]);
     return;
   }
-  for (int64_t i = 0; i < n; i++) out[i] = cpu_f16_decode(p[i * step]);
+  for (int64_t i = 0; i < n; i++) out[i] = lpk_f16_decode(p[i * step]);
 }
 
 // The same row zero-padded to np >= n values (head dims no multiple of 16).
@@ -114,7 +116,7 @@ struct DecScratch {
   std::vector<int32_t> list;
   std::vector<uint8_t> kind, mode;  // [G][2][tiles]
   std::vector<uint32_t> ib;         // AVX2 int rows of Q and P (decode-inl.h IntRow)
-  std::vector<cpu_row> rows;
+  std::vector<lpk_row> rows;
   Scratch sc;                       // QuantizePRow's non-finite path
   void Size(const DecJob &job, int64_t ntile);
   void Size(const SmallJob &job);
@@ -146,7 +148,7 @@ lpattn_status RunJob(Ctx *c, AttnJob &job, void (*prep)(void *arg, int64_t i, in
                      void *arg);
 
 // Formats of the SIMD domain quantizer (quantp-inl.h). The first three match
-// the scalar cpu_quantize_domain codes; QP_FP8_P is P's fixed-scale FP8.
+// the scalar lpk_quantize_domain codes; QP_FP8_P is P's fixed-scale FP8.
 enum { QP_NVFP4 = 0, QP_MXFP4 = 1, QP_FP8 = 2, QP_FP8_P = 3 };
 inline int QpFormat(lpattn_format f) {
   return f == LPATTN_FMT_FP8 ? QP_FP8 : f == LPATTN_FMT_MXFP4 ? QP_MXFP4 : QP_NVFP4;

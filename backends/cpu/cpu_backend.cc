@@ -64,7 +64,7 @@ void PrepKv(void *arg, int64_t idx, int tid) {
       for (int64_t d = 0; d < D; d++) {
         const float x = kj[c * D + d];
         kt[d * Bk + c] =
-            pr.pasa ? cpu_round_f16((x - e.kshift[j * D + d]) * pr.sm_scale) : x;
+            pr.pasa ? lpk_round_f16((x - e.kshift[j * D + d]) * pr.sm_scale) : x;
       }
     if (!job.low_any) continue;
     float *row = sc->ktmp.data(), *ktq = e.ktq + j * D * Bk;
@@ -245,7 +245,7 @@ lpattn_status Merge(lpattn_ctx *, const lpattn_tensor *o_a, const lpattn_tensor 
         const float ha = h ? lp_load_f32(h_a->data, LPATTN_F32, lp_off4(h_a, b, hh, s, 0)) : 0.0f;
         const float hb = h ? lp_load_f32(h_b->data, LPATTN_F32, lp_off4(h_b, b, hh, s, 0)) : 0.0f;
         float wa, wb, l, ent;
-        cpu_merge(la, ha, lb, hb, &wa, &wb, &l, &ent);
+        lpk_merge(la, ha, lb, hb, &wa, &wb, &l, &ent);
         for (int64_t d = 0; d < D; d++) {  // each element read before written: outputs may alias
           const float xa = lp_load_f32(o_a->data, o_a->dtype, lp_off4(o_a, b, hh, s, d));
           const float xb = lp_load_f32(o_b->data, o_b->dtype, lp_off4(o_b, b, hh, s, d));

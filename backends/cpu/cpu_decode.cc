@@ -63,7 +63,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   job.fp4 = pr->low != LPATTN_FMT_FP8;
   job.gshift = pr->low == LPATTN_FMT_MXFP4 ? 5 : 4;
   for (int i = 0; i < 256; i++)
-    job.e4m3[i] = cpu_e4m3_decode((uint8_t)i), job.e8m0[i] = cpu_e8m0_decode((uint8_t)i);
+    job.e4m3[i] = lpk_e4m3_decode((uint8_t)i), job.e8m0[i] = lpk_e8m0_decode((uint8_t)i);
   int64_t ntile = 0;  // scratch for the batch's tiles, not max_length's
   std::vector<float> part;
   try {
@@ -112,7 +112,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
       for (size_t it = i0 + 1; it < i1; it++) {
         const float *x = job.part + (it * R + r) * stride;
         float wa, wb, l, e;
-        cpu_merge(lse, ent, x[D], x[D + 1], &wa, &wb, &l, &e);
+        lpk_merge(lse, ent, x[D], x[D + 1], &wa, &wb, &l, &e);
         for (int64_t d = 0; d < D; d++)
           o[d] = (wa > 0.0f ? wa * o[d] : 0.0f) + (wb > 0.0f ? wb * x[d] : 0.0f);
         lse = l, ent = e;

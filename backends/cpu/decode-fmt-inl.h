@@ -38,7 +38,7 @@ HWY_INLINE float Fp4TailDot(const uint8_t *codes, const float *sc, int gshift, i
   float s = 0.0f;
   for (int64_t i = 0; i < m; i++) {
     const uint8_t c = codes[nw / 2 + i];
-    const float lo = cpu_e2m1_decode((uint8_t)(c & 15)), hi = cpu_e2m1_decode((uint8_t)(c >> 4));
+    const float lo = lpk_e2m1_decode((uint8_t)(c & 15)), hi = lpk_e2m1_decode((uint8_t)(c >> 4));
     s += (x[nw + i] * lo + x[nw + m + i] * hi) * sc[(nw + 2 * i) >> gshift];
   }
   return s;
@@ -49,8 +49,8 @@ HWY_INLINE void Fp4TailDecode(const uint8_t *codes, const float *sc, int gshift,
   for (int64_t i = 0; i < m; i++) {
     const uint8_t c = codes[nw / 2 + i];
     const float s = sc[(nw + 2 * i) >> gshift];
-    out[nw + i] = cpu_e2m1_decode((uint8_t)(c & 15)) * s;
-    out[nw + m + i] = cpu_e2m1_decode((uint8_t)(c >> 4)) * s;
+    out[nw + i] = lpk_e2m1_decode((uint8_t)(c & 15)) * s;
+    out[nw + m + i] = lpk_e2m1_decode((uint8_t)(c >> 4)) * s;
   }
 }
 
@@ -316,13 +316,13 @@ HWY_INLINE void AccumHigh1(const float *p, const uint8_t *v, int64_t D, int64_t 
 
 // f32 lanes rounded to the nearest f16 value (RNE, overflow to inf): the
 // hardware conversion where there is one (F16C, NEON, SVE), else the scalar
-// rule of gen/common.h lane by lane (Highway's emulation may differ).
+// rule of backends/math/lpk_*.h lane by lane (Highway's emulation may differ).
 HWY_INLINE hn::Vec<DF> RoundF16(hn::Vec<DF> v) {
   const DF df;
 #if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2) || HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
   float x[16];
   hn::StoreU(v, df, x);
-  for (size_t i = 0; i < hn::Lanes(df); i++) x[i] = cpu_round_f16(x[i]);
+  for (size_t i = 0; i < hn::Lanes(df); i++) x[i] = lpk_round_f16(x[i]);
   return hn::LoadU(df, x);
 #else
   const hn::Rebind<hwy::float16_t, DF> dh;
@@ -344,7 +344,7 @@ HWY_INLINE void ScoresPasa1(const float *x, const uint8_t *k, const float *shift
       const auto kp = hn::Mul(hn::Sub(LoadHigh<kDt>(row, d), hn::LoadU(df, shift + d)), vs);
       s0 = hn::MulAdd(hn::LoadU(df, x + d), RoundF16(kp), s0);
     }
-    S[c] = cpu_round_f16(hn::GetLane(hn::SumOfLanes(df, s0)));
+    S[c] = lpk_round_f16(hn::GetLane(hn::SumOfLanes(df, s0)));
   }
 }
 

@@ -4,7 +4,7 @@
 // from their packed codes and scales in registers, a key (K) or channel (V)
 // at a time into an L1 line, each read once for all rows of the GQA group.
 // The softmax state, the P quantizer and the row primitives are the prefill
-// engine's (attn-inl.h, quantp-inl.h, gen/common.h).
+// engine's (attn-inl.h, quantp-inl.h, backends/math/lpk_*.h).
 #if defined(LPATTN_CPU_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_CPU_DECODE_INL_H_
 #undef LPATTN_CPU_DECODE_INL_H_
@@ -113,7 +113,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   int64_t *pos = w->pos.data(), *nvis = w->nvis.data(), *nf = w->nfirst.data();
   const bool win = pr.window_left >= 0, capped = pr.softcap > 0.0f;
   int32_t *list = w->list.data();
-  cpu_row *rows = w->rows.data();
+  lpk_row *rows = w->rows.data();
   uint8_t *mode = w->mode.data();  // [G][2][nt]
   const int64_t nt = sq.nt;  // i1 + 1, or fewer in an earlier shard (all tiles full)
   const int64_t j0 = lp_decode_chunk_start(it.chunk, sq.s.tile0);
@@ -146,7 +146,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
       if (job.fp4) Fp4Order(kd, D, ql + r * D);
       else memcpy(ql + r * D, kd, sizeof(float) * (size_t)D);
     }
-    cpu_row_init(&rows[r]);
+    lpk_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
   const float ss = pr.sm_scale;
@@ -259,17 +259,17 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
         float corr = 0.0f;
         if (job.pasa) {  // f16 scores of the shifted keys; c undoes the shift
           for (int64_t c = 0; c < T; c++)
-            s[c] = c >= nvis[r] ? -INFINITY : low ? cpu_round_f16(s[c] * ss) : s[c];
+            s[c] = c >= nvis[r] ? -INFINITY : low ? lpk_round_f16(s[c] * ss) : s[c];
           corr = ss * lp_dot_f32(q + r * D, w->sh.data() + r * D, D);
         } else if (win || capped) {
           ScaleMaskRange(s, T, nf[r], nvis[r], ss, pr.softcap);
         } else {
           ScaleMask(s, T, nvis[r], ss);
         }
-        const cpu_step st = cpu_row_begin(&rows[r], RowMax(s, T), corr);
+        const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, T), corr);
         float sum_p, sum_ps;
         ExpRow(s, T, st.bias, p, &sum_p, &sum_ps);
-        cpu_row_end(&rows[r], &st, sum_p, sum_ps);
+        lpk_row_end(&rows[r], &st, sum_p, sum_ps);
         if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
 #if LP_DEC_INT
         if (low && use_int) {
@@ -341,7 +341,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   float *out = job.part + item * R * (D + 2);
   for (int64_t r = 0; r < R; r++) {
     float inv_l, lse, ent;
-    cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
+    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++) out[r * (D + 2) + d] = acc[r * D + d] * inv_l;
     out[r * (D + 2) + D] = lse, out[r * (D + 2) + D + 1] = ent;
   }

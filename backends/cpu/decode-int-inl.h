@@ -29,7 +29,7 @@ namespace HWY_NAMESPACE {
 
 #if LP_DEC_INT
 // Q (and P) are FP4-quantized by the shared quantizer (the same codes as
-// cpu_quantize_domain), both operands' codes become 2 * E2M1 (integers in
+// lpk_quantize_domain), both operands' codes become 2 * E2M1 (integers in
 // [-12, 12]); products are summed exactly in int32 over runs of 16
 // elements, then the group scales and outers are applied in f32. A row's
 // elements of a block of 64 are kept in "int order": even 0..30, even
@@ -129,7 +129,7 @@ HWY_INLINE float DotInt16(const uint8_t *codes, const int16_t *x, const float *s
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// Unpacked codes (one a byte, as cpu_quantize_domain writes them) -> 2 * E2M1
+// Unpacked codes (one a byte, as lpk_quantize_domain writes them) -> 2 * E2M1
 // as int16 in int order.
 HWY_INLINE void CodesToInt16(const uint8_t *c, int64_t n, int16_t *out) {
   static constexpr int16_t kX2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -192,22 +192,22 @@ HWY_INLINE void FinishIntRow(const DecJob &job, int64_t n, bool pv, IntRow *out)
 #endif
 }
 
-// A finite row: the shared outer and group-scale steps (gen/common.h), the
+// A finite row: the shared outer and group-scale steps (backends/math/lpk_*.h), the
 // element step vectorized as QuantizePRow's (E2m1Value), so the same codes as
-// cpu_quantize_domain; 2 * E2M1 values go to int order. False if a value of
+// lpk_quantize_domain; 2 * E2M1 values go to int order. False if a value of
 // the row is not finite (the caller takes the scalar path).
 HWY_INLINE bool ToIntRowSimd(const DecJob &job, const float *v, int64_t n, bool pv, IntRow *out) {
   const DQ d;
   if (!AllFinite(d, v, n)) return false;
   const int fmt = job.qfmt, N = (int)hq::Lanes(d);
   const int64_t G = fmt == QP_MXFP4 ? 32 : 16;
-  const float outer = fmt == QP_MXFP4 ? 1.0f : cpu_outer_scale(QP_NVFP4, MaxAbs(d, v, n));
+  const float outer = fmt == QP_MXFP4 ? 1.0f : lpk_outer_scale(QP_NVFP4, MaxAbs(d, v, n));
   const float *tab = fmt == QP_MXFP4 ? job.e8m0 : job.e4m3;
   alignas(64) float q2[256];
   for (int64_t g = 0; g < n; g += G) {
     uint8_t code;
     float denom;
-    cpu_group_scale(fmt, MaxAbs(d, v + g, G), 0, outer, job.pr->mx_round_up, &code, &denom);
+    lpk_group_scale(fmt, MaxAbs(d, v + g, G), 0, outer, job.pr->mx_round_up, &code, &denom);
     out->sc[g / G] = tab[code];
     const auto vd = hq::Set(d, denom == 0.0f ? 1.0f : denom), two = hq::Set(d, denom == 0.0f ? 0.0f : 2.0f);
     for (int64_t c = g; c < g + G; c += N)
@@ -239,7 +239,7 @@ HWY_INLINE void ToIntRow(const DecJob &job, const float *v, int64_t n, bool pv, 
                          IntRow *out) {
   if (ToIntRowSimd(job, v, n, pv, out)) return;
   float outer;
-  cpu_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
+  lpk_quantize_domain(job.qfmt, job.pr->mx_round_up, 0, 0, NULL, v, 1, (int)n, sc->codes.data(),
                       sc->scales.data(), &outer);
   CodesToInt16(sc->codes.data(), n, out->x);
   const float *tab = job.qfmt == QP_MXFP4 ? job.e8m0 : job.e4m3;

@@ -79,7 +79,7 @@ extern "C" int lpattn_cpu_decode_int_probe(int fmt, int64_t D, const uint8_t *he
   job->qfmt = job->pfmt = fmt == LPATTN_FMT_MXFP4 ? QP_MXFP4 : QP_NVFP4;
   job->gshift = fmt == LPATTN_FMT_MXFP4 ? 5 : 4;
   for (int i = 0; i < 256; i++)
-    job->e4m3[i] = cpu_e4m3_decode((uint8_t)i), job->e8m0[i] = cpu_e8m0_decode((uint8_t)i);
+    job->e4m3[i] = lpk_e4m3_decode((uint8_t)i), job->e8m0[i] = lpk_e8m0_decode((uint8_t)i);
   const int r = HWY_DYNAMIC_DISPATCH(DecodeIntProbeT)(*job, head, &L, q, p, s8, o8, s1, o1);
   delete job;
   return r;

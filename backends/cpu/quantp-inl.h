@@ -1,8 +1,8 @@
 // SIMD quantize-dequantize of one tile row of P (SEMANTICS "A low tile",
-// step 4), bit-identical to the scalar cpu_quantize_domain + cpu_dequant of
-// gen/common.h: its outer and group-scale steps (templates/common/quant.j2)
+// step 4), bit-identical to the scalar lpk_quantize_domain + lpk_dequant of
+// backends/math/lpk_*.h: its outer and group-scale steps (backends/math/lpk_quant.h)
 // are called as they are; only the element step is vectorized, as the value
-// forms of cpu_e2m1_round / cpu_e4m3_round (tests/cpu checks this quantizer
+// forms of lpk_e2m1_round / lpk_e4m3_round (tests/cpu checks this quantizer
 // against the scalar one and core on every Highway target). Rows holding a
 // non-finite value take the scalar path.
 #if defined(LPATTN_CPU_QUANTP_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -84,14 +84,14 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
   if (!AllFinite(d, p, n)) {
     if (fmt == QP_FP8_P) {
       for (int64_t c = 0; c < n; c++)
-        out[c] = cpu_e4m3_decode(cpu_e4m3_encode(p[c] * 448.0f)) * (1.0f / 448.0f);
+        out[c] = lpk_e4m3_decode(lpk_e4m3_encode(p[c] * 448.0f)) * (1.0f / 448.0f);
       return;
     }
     float outer;
-    cpu_quantize_domain(fmt, mx_up, 0, 0, nullptr, p, 1, (int)n, sc->codes.data(), sc->scales.data(),
+    lpk_quantize_domain(fmt, mx_up, 0, 0, nullptr, p, 1, (int)n, sc->codes.data(), sc->scales.data(),
                         &outer);
     for (int64_t c = 0; c < n; c++)
-      out[c] = cpu_dequant(fmt, sc->codes[c], sc->scales[c / (fmt ? 32 : 16)], outer);
+      out[c] = lpk_dequant(fmt, sc->codes[c], sc->scales[c / (fmt ? 32 : 16)], outer);
     return;
   }
   if (fmt == QP_FP8_P) {
@@ -101,7 +101,7 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
     return;
   }
   if (fmt == QP_FP8) {  // element = e4m3(x / s) * s, s = amax / 448; s = 0 -> zeros
-    const float sc1 = cpu_outer_scale(QP_FP8, MaxAbs(d, p, n));
+    const float sc1 = lpk_outer_scale(QP_FP8, MaxAbs(d, p, n));
     const auto vs = hq::Set(d, sc1);
     for (int64_t c = 0; c < n; c += N)
       hq::StoreU(sc1 == 0.0f ? hq::Zero(d) : hq::Mul(E4m3Value(d, hq::Div(hq::LoadU(d, p + c), vs)), vs),
@@ -109,12 +109,12 @@ HWY_INLINE void QuantizePRow(int fmt, int mx_up, const float *p, int64_t n, Scra
     return;
   }
   const int64_t G = fmt ? 32 : 16;
-  const float outer = fmt ? 1.0f : cpu_outer_scale(QP_NVFP4, MaxAbs(d, p, n));
+  const float outer = fmt ? 1.0f : lpk_outer_scale(QP_NVFP4, MaxAbs(d, p, n));
   for (int64_t g = 0; g < n; g += G) {
     const float ga = MaxAbs(d, p + g, G);
     uint8_t code;
     float denom;  // divisor of the elements; scale: the decoded group scale
-    const float scale = cpu_group_scale(fmt, ga, 0, outer, mx_up, &code, &denom);
+    const float scale = lpk_group_scale(fmt, ga, 0, outer, mx_up, &code, &denom);
     if (denom == 0.0f) {
       for (int64_t c = g; c < g + G; c++) out[c] = 0.0f;
       continue;

@@ -37,11 +37,11 @@ HWY_INLINE void SmallQItem(const SmallJob &job, int64_t item, DecScratch *w) {
   float *kd = w->kd.data(), *vd = w->vd.data();
   int64_t *nvis = w->nvis.data();
   int32_t *list = w->list.data();
-  cpu_row *rows = w->rows.data();
+  lpk_row *rows = w->rows.data();
   for (int64_t r = 0; r < R; r++) {
     const int64_t hq = h * G + r / Sq, qr = r % Sq;
     LoadRow(pr.q, lp_off4(pr.q, b, hq, qr, 0), pr.q->stride[3], D, q + r * D);
-    cpu_row_init(&rows[r]);
+    lpk_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
   const float ss = pr.sm_scale;
@@ -77,10 +77,10 @@ HWY_INLINE void SmallQItem(const SmallJob &job, int64_t item, DecScratch *w) {
       const int64_t r = list[l];
       float *s = S + r * Bk, *p = P + r * Bk;
       ScaleMask(s, Bk, nvis[r], ss);
-      const cpu_step st = cpu_row_begin(&rows[r], RowMax(s, Bk), 0.0f);
+      const lpk_step st = lpk_row_begin(&rows[r], RowMax(s, Bk), 0.0f);
       float sum_p, sum_ps;
       ExpRow(s, Bk, st.bias, p, &sum_p, &sum_ps);
-      cpu_row_end(&rows[r], &st, sum_p, sum_ps);
+      lpk_row_end(&rows[r], &st, sum_p, sum_ps);
       if (st.alpha != 1.0f) ScaleRow(acc + r * D, st.alpha, D);
     }
     if (n == 1) {
@@ -99,7 +99,7 @@ HWY_INLINE void SmallQItem(const SmallJob &job, int64_t item, DecScratch *w) {
   for (int64_t r = 0; r < R; r++) {
     const int64_t hq = h * G + r / Sq, qr = r % Sq;
     float inv_l, lse, ent;
-    cpu_row_finish(&rows[r], &inv_l, &lse, &ent);
+    lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
     for (int64_t d = 0; d < D; d++)
       lp_store_f32(out->data, out->dtype, lp_off4(out, b, hq, qr, d), acc[r * D + d] * inv_l);
     if (pr.lse) lp_store_f32(pr.lse->data, LPATTN_F32, lp_off4(pr.lse, b, hq, qr, 0), lse);

@@ -2,7 +2,7 @@
 // Philox4x32-10 uniforms of many element indices at once (a lane a block;
 // SPEC 2's 8 random bits an element, 16 elements a block),
 // and the SR quantize-dequantize of one domain, bit-identical to the scalar
-// cpu_quantize_domain (sr = 1) + cpu_dequant of gen/common.h. The outer and
+// lpk_quantize_domain (sr = 1) + lpk_dequant of backends/math/lpk_*.h. The outer and
 // group-scale steps are the shared scalar ones; only the Philox rounds and
 // the element step are vectorized (tests/cpu checks both against core's
 // Philox and the scalar quantizer on every Highway target).
@@ -59,7 +59,7 @@ HWY_INLINE void Philox10(uint64_t key, V *c0, V *c1, V *c2, V *c3) {
 #endif
 
 // The uniforms (2r + 1) * 2^-9 of the random bytes r = (w >> sh) & 0xff
-// (cpu_sr_byte_u): 1 + (2r + 1) * 2^-9 built from bits, minus 1.
+// (lpk_sr_byte_u): 1 + (2r + 1) * 2^-9 built from bits, minus 1.
 template <class V>
 HWY_INLINE hs::Vec<DS> ByteUniforms(V w) {
   const DS df;
@@ -78,11 +78,11 @@ HWY_INLINE void StoreByteUniforms(V c, float (*w)[16]) {
   hs::Store(ByteUniforms(hs::ShiftRight<24>(c)), df, w[3]);
 }
 
-// u[e] = cpu_sr_uniform(key, idx[e]) for e < n: byte idx % 4 of word
+// u[e] = lpk_sr_uniform(key, idx[e]) for e < n: byte idx % 4 of word
 // (idx / 4) % 4 of the block of counter idx / 16, as (2r + 1) * 2^-9.
 HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u) {
 #if HWY_TARGET == HWY_SCALAR
-  for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, (uint64_t)idx[e]);
+  for (int64_t e = 0; e < n; e++) u[e] = lpk_sr_uniform(key, (uint64_t)idx[e]);
 #else
   const DS df;
   const DSU du;
@@ -112,11 +112,11 @@ HWY_INLINE void SrUniforms(uint64_t key, const int64_t *idx, int64_t n, float *u
 #endif
 }
 
-// u[e] = cpu_sr_uniform(key, i0 + e) for e < n (consecutive indices): a
+// u[e] = lpk_sr_uniform(key, i0 + e) for e < n (consecutive indices): a
 // lane a block, whose four words serve sixteen elements.
 HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
 #if HWY_TARGET == HWY_SCALAR
-  for (int64_t e = 0; e < n; e++) u[e] = cpu_sr_uniform(key, i0 + (uint64_t)e);
+  for (int64_t e = 0; e < n; e++) u[e] = lpk_sr_uniform(key, i0 + (uint64_t)e);
 #else
   const DSU du;  // at most 16 lanes (a capped tag): the buffers below
   const int64_t N = (int64_t)hs::Lanes(du);
@@ -147,7 +147,7 @@ HWY_INLINE void SrUniformsRun(uint64_t key, uint64_t i0, int64_t n, float *u) {
 #endif
 }
 
-// SR between the grid neighbours vlo <= |y| < vhi (cpu_sr_pick): the
+// SR between the grid neighbours vlo <= |y| < vhi (lpk_sr_pick): the
 // magnitude, vhi iff (u < (y - A) / (B - A)) == (y > 0), where A, B are the
 // signed neighbours; pick: lanes that are not on the grid nor saturated.
 template <class V, class M>
@@ -159,7 +159,7 @@ HWY_INLINE V SrPick(V y, V u, V vlo, V vhi, M pick) {
   return hs::CopySign(hs::IfThenElse(hs::And(pick, take_hi), vhi, vlo), y);
 }
 
-// Value of cpu_e2m1_encode_sr(y, u) (finite or infinite y).
+// Value of lpk_e2m1_encode_sr(y, u) (finite or infinite y).
 template <class V>
 HWY_INLINE V E2m1SrValue(V y, V u) {
   const DS d;
@@ -176,7 +176,7 @@ HWY_INLINE V E2m1SrValue(V y, V u) {
   return SrPick(y, u, vlo, hs::Add(vlo, step), hs::And(hs::Lt(vlo, a), hs::Lt(vlo, six)));
 }
 
-// Value of cpu_e4m3_encode_sr(y, u) (finite or infinite y).
+// Value of lpk_e4m3_encode_sr(y, u) (finite or infinite y).
 template <class V>
 HWY_INLINE V E4m3SrValue(V y, V u) {
   const DS d;
@@ -193,7 +193,7 @@ HWY_INLINE V E4m3SrValue(V y, V u) {
 }
 
 // The dequantized SR element of y = x / divisor, (code * scale) * outer as
-// cpu_dequant forms it: NVFP4 (v * m1) * m2 with m1 = scale, m2 = outer;
+// lpk_dequant forms it: NVFP4 (v * m1) * m2 with m1 = scale, m2 = outer;
 // MXFP4 v * m1 (scale); FP8 v * m1 (outer).
 template <class V>
 HWY_INLINE V SrElem(int fmt, V y, V u, V m1, V m2) {
@@ -201,7 +201,7 @@ HWY_INLINE V SrElem(int fmt, V y, V u, V m1, V m2) {
   return fmt == QP_NVFP4 ? hs::Mul(v, m2) : v;
 }
 
-// out[i] = cpu_dequant of the codes cpu_quantize_domain(fmt, mx_up, sr = 1)
+// out[i] = lpk_dequant of the codes lpk_quantize_domain(fmt, mx_up, sr = 1)
 // gives the n contiguous values x, element i drawing the uniform u[i].
 // n: a multiple of the group size (16 or 32; FP8 any); as there, the values
 // of a partial last group are not written.
@@ -213,9 +213,9 @@ HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, 
   // All finite (the usual case): the amaxes by SIMD (a max: any order).
   const bool simd = n % N == 0 && G % N == 0 && AllFinite(d, x, n);
   int bad = 0;
-  const float amax = simd ? MaxAbs(d, x, n) : cpu_finite_amax(x, 1, (int)n, &bad);
-  const float outer0 = cpu_outer_scale(fmt, amax);
-  const float outer = fp8 && bad ? cpu_from_bits(0x7fc00000u) : outer0;
+  const float amax = simd ? MaxAbs(d, x, n) : lpk_finite_amax(x, 1, (int)n, &bad);
+  const float outer0 = lpk_outer_scale(fmt, amax);
+  const float outer = fp8 && bad ? lpk_from_bits(0x7fc00000u) : outer0;
   alignas(64) float tx[16], tu[16], to[16];
   for (int64_t g = 0; g + G <= n && G > 0; g += G) {
     int gbad = 0;
@@ -224,14 +224,14 @@ HWY_INLINE void SrQdqDomain(int fmt, int mx_up, const float *x, const float *u, 
     if (fp8) {
       gbad = bad;
     } else {
-      const float ga = simd ? MaxAbs(d, x + g, G) : cpu_finite_amax(x + g, 1, (int)G, &gbad);
-      scale = cpu_group_scale(fmt, ga, gbad, outer0, mx_up, &code, &denom);
+      const float ga = simd ? MaxAbs(d, x + g, G) : lpk_finite_amax(x + g, 1, (int)G, &gbad);
+      scale = lpk_group_scale(fmt, ga, gbad, outer0, mx_up, &code, &denom);
     }
     if (gbad || denom == 0.0f) {  // all codes 0
-      for (int64_t i = g; i < g + G; i++) out[i] = cpu_dequant(fmt, 0, code, outer);
+      for (int64_t i = g; i < g + G; i++) out[i] = lpk_dequant(fmt, 0, code, outer);
       continue;
     }
-    // (code * scale) * outer as cpu_dequant forms it: NVFP4 (v * s) * outer,
+    // (code * scale) * outer as lpk_dequant forms it: NVFP4 (v * s) * outer,
     // MXFP4 v * s, FP8 v * outer.
     const auto vd = hs::Set(d, denom), m1 = hs::Set(d, fp8 ? outer : scale);
     const auto m2 = hs::Set(d, fmt == QP_NVFP4 ? outer : 1.0f);
@@ -268,7 +268,7 @@ HWY_INLINE bool SrQdqColumns(int fmt, int mx_up, const float *src, const float *
     auto m = hs::Zero(d);
     for (int64_t r = 0; r < R; r++) m = hs::Max(m, hs::Abs(hs::LoadU(d, src + r * C + c0)));
     hs::Store(m, d, amax);
-    for (int64_t l = 0; l < N; l++) outer[l] = cpu_outer_scale(fmt, amax[l]);
+    for (int64_t l = 0; l < N; l++) outer[l] = lpk_outer_scale(fmt, amax[l]);
     const auto vo = hs::Load(d, outer);
     for (int64_t g = 0; g < R; g += G) {
       if (fp8) {
@@ -279,7 +279,7 @@ HWY_INLINE bool SrQdqColumns(int fmt, int mx_up, const float *src, const float *
         hs::Store(mg, d, ga);
         for (int64_t l = 0; l < N; l++) {
           uint8_t code;
-          scale[l] = cpu_group_scale(fmt, ga[l], 0, outer[l], mx_up, &code, &denom[l]);
+          scale[l] = lpk_group_scale(fmt, ga[l], 0, outer[l], mx_up, &code, &denom[l]);
         }
       }
       const auto vd = hs::Load(d, denom);

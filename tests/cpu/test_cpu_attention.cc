@@ -327,7 +327,7 @@ void ThreadCounts() {
   lpattn_free(one);
 }
 
-// SPEC 7 merge: cpu (f32, templates/common/softmax.j2) vs ref (f64), with
+// SPEC 7 merge: cpu (f32, backends/math/lpk_softmax.h) vs ref (f64), with
 // empty partials (LSE = -inf) and the output aliasing input a.
 void Merge() {
   const int64_t H = 3, S = 40, D = 32, n = H * S * D, m = H * S;

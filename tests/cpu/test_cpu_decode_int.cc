@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "cpu.h"
-#include "gen/common.h"
+#include "lpk_formats.h"
+#include "lpk_quant.h"
+#include "lpk_softmax.h"
 #include "kvpage.h"
 #include "lpattn.h"
 #include "testutil.h"
@@ -33,9 +35,9 @@ struct Out {
 static void qdq(int fmt, const float *x, int n, double *y) {
   std::vector<uint8_t> c(n), s(n);
   float outer;
-  cpu_quantize_domain(fmt, 0, 0, 0, NULL, x, 1, n, c.data(), s.data(), &outer);
+  lpk_quantize_domain(fmt, 0, 0, 0, NULL, x, 1, n, c.data(), s.data(), &outer);
   const int G = fmt ? 32 : 16;
-  for (int i = 0; i < n; i++) y[i] = cpu_dequant(fmt, c[i], s[i / G], outer);
+  for (int i = 0; i < n; i++) y[i] = lpk_dequant(fmt, c[i], s[i / G], outer);
 }
 
 static void run_case(int fmt, int D, int trial, std::mt19937 &rng, const int64_t *targets, int nt) {
@@ -74,11 +76,11 @@ static void run_case(int fmt, int D, int trial, std::mt19937 &rng, const int64_t
   qdq(fmt, p.data(), T, pd.data());
   auto kval = [&](int c, int e) {
     const uint8_t b = h[L.kc + c * D / 2 + e / 2], code = e % 2 ? b >> 4 : b & 15;
-    return (double)cpu_dequant(fmt, code, h[L.ks + c * (D / G) + e / G], fmt ? 1.0f : ((float *)(h + L.ko))[c]);
+    return (double)lpk_dequant(fmt, code, h[L.ks + c * (D / G) + e / G], fmt ? 1.0f : ((float *)(h + L.ko))[c]);
   };
   auto vval = [&](int d, int k) {
     const uint8_t b = h[L.vc + d * T / 2 + k / 2], code = k % 2 ? b >> 4 : b & 15;
-    return (double)cpu_dequant(fmt, code, h[L.vs + d * (T / G) + k / G], fmt ? 1.0f : ((float *)(h + L.vo))[d]);
+    return (double)lpk_dequant(fmt, code, h[L.vs + d * (T / G) + k / G], fmt ? 1.0f : ((float *)(h + L.vo))[d]);
   };
   for (int c = 0; c < T; c++) {
     ref_s[c] = mag_s[c] = 0;

@@ -1,5 +1,5 @@
-// The CPU backend's quantizers (gen/common.h, expanded from
-// templates/common/formats.j2 and quant.j2) against core's scalar formats and domain
+// The CPU backend's quantizers (backends/math/lpk_formats.h and lpk_quant.h,
+// the math every backend compiles) against core's scalar formats and domain
 // quantizer: every code, scale and outer scale must be bit-identical.
 #include <math.h>
 #include <string.h>
@@ -9,7 +9,9 @@
 
 #include "cpu.h"
 #include "formats.h"
-#include "gen/common.h"
+#include "lpk_formats.h"
+#include "lpk_quant.h"
+#include "lpk_softmax.h"
 #include "lpattn.h"
 #include "testutil.h"
 
@@ -31,30 +33,30 @@ static void test_scalar(void) {
   int bad_e2m1 = 0, bad_e4m3 = 0, bad_f16 = 0, bad_dec = 0;
   for (uint64_t u = 0; u < (1ull << 32); u += 4093) {
     const float x = from_bits((uint32_t)u);
-    bad_e2m1 += cpu_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
-    bad_e4m3 += cpu_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
-    if (x == x) bad_f16 += bits(cpu_round_f16(x)) != bits(lpattn_f16_to_f32(lpattn_f32_to_f16(x)));
+    bad_e2m1 += lpk_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
+    bad_e4m3 += lpk_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
+    if (x == x) bad_f16 += bits(lpk_round_f16(x)) != bits(lpattn_f16_to_f32(lpattn_f32_to_f16(x)));
   }
   const float specials[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 448.0f,
                             464.0f, 480.0f, 0.0f, -0.0f, 1.0f / 1024, 65504.0f, 65520.0f, INFINITY,
                             -INFINITY, NAN};
   for (float s : specials) {
     for (float x : {s, -s}) {
-      bad_e2m1 += cpu_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
-      bad_e4m3 += cpu_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
+      bad_e2m1 += lpk_e2m1_encode(x) != lpattn_f32_to_e2m1(x);
+      bad_e4m3 += lpk_e4m3_encode(x) != lpattn_f32_to_e4m3(x);
     }
   }
   for (int c = 0; c < 256; c++) {
-    const float a = cpu_e4m3_decode((uint8_t)c), b = lpattn_e4m3_to_f32((uint8_t)c);
+    const float a = lpk_e4m3_decode((uint8_t)c), b = lpattn_e4m3_to_f32((uint8_t)c);
     bad_dec += !(a == b || (a != a && b != b));
-    bad_dec += c < 255 && cpu_e8m0_decode((uint8_t)c) != lpattn_e8m0_to_f32((uint8_t)c);
-    bad_dec += c < 16 && cpu_e2m1_decode((uint8_t)c) != lpattn_e2m1_to_f32((uint8_t)c);
+    bad_dec += c < 255 && lpk_e8m0_decode((uint8_t)c) != lpattn_e8m0_to_f32((uint8_t)c);
+    bad_dec += c < 16 && lpk_e2m1_decode((uint8_t)c) != lpattn_e2m1_to_f32((uint8_t)c);
   }
   // The value forms of the element step (P's quantizers) on their domains.
   for (uint32_t u = 0; u <= 0x43e00000u; u += 511) {  // [0, 448]
     const float x = from_bits(u);
-    bad_e4m3 += bits(cpu_e4m3_round(x)) != bits(lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(x)));
-    if (x < 1e30f) bad_e2m1 += bits(cpu_e2m1_round(x)) != bits(lpattn_e2m1_to_f32(lpattn_f32_to_e2m1(x)));
+    bad_e4m3 += bits(lpk_e4m3_round(x)) != bits(lpattn_e4m3_to_f32(lpattn_f32_to_e4m3(x)));
+    if (x < 1e30f) bad_e2m1 += bits(lpk_e2m1_round(x)) != bits(lpattn_e2m1_to_f32(lpattn_f32_to_e2m1(x)));
   }
   CHECK(bad_e2m1 == 0, "%d e2m1 encodings differ", bad_e2m1);
   CHECK(bad_e4m3 == 0, "%d e4m3 encodings differ", bad_e4m3);
@@ -85,13 +87,13 @@ static void test_domains(void) {
         const lp_quant_cfg cfg = {f, sr, 1234u + (uint64_t)trial, mx};
         float o1, o2;
         const int G = fmt == 0 ? 16 : fmt == 1 ? 32 : n;
-        int r1 = cpu_quantize_domain(fmt, mx, sr, cfg.seed, NULL, x.data(), 1, n, c1.data(), s1.data(), &o1);
+        int r1 = lpk_quantize_domain(fmt, mx, sr, cfg.seed, NULL, x.data(), 1, n, c1.data(), s1.data(), &o1);
         int r2 = lp_quantize_domain(&cfg, x.data(), 1, n, NULL, c2.data(), s2.data(), &o2);
         bool same = r1 == r2 && memcmp(c1.data(), c2.data(), n) == 0 &&
                     (fmt == 2 || memcmp(s1.data(), s2.data(), n / G) == 0) &&
                     (bits(o1) == bits(o2) || (o1 != o1 && o2 != o2));
         for (int i = 0; same && i < n; i++) {
-          const float a = cpu_dequant(fmt, c1[i], s1[i / G], o1);
+          const float a = lpk_dequant(fmt, c1[i], s1[i / G], o1);
           const float b = lp_dequant_elem(f, c2[i], s2[i / G], o2);
           same = bits(a) == bits(b) || (a != a && b != b);
         }
@@ -134,12 +136,12 @@ static void test_simd_p(void) {
           lpattn_cpu_quantize_p_row(fmt, up, p.data(), n, got.data());
           if (fmt == lpattn_cpu::QP_FP8_P) {
             for (int i = 0; i < n; i++)
-              want[i] = cpu_e4m3_decode(cpu_e4m3_encode(p[i] * 448.0f)) * (1.0f / 448.0f);
+              want[i] = lpk_e4m3_decode(lpk_e4m3_encode(p[i] * 448.0f)) * (1.0f / 448.0f);
           } else {  // QP_NVFP4/MXFP4/FP8 are the scalar quantizer's format codes
             float outer;
-            cpu_quantize_domain(fmt, up, 0, 0, NULL, p.data(), 1, n, codes.data(), scales.data(), &outer);
+            lpk_quantize_domain(fmt, up, 0, 0, NULL, p.data(), 1, n, codes.data(), scales.data(), &outer);
             for (int i = 0; i < n; i++)
-              want[i] = cpu_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
+              want[i] = lpk_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
           }
           for (int i = 0; i < n; i++)
             if (bits(got[i]) != bits(want[i]) && !(got[i] != got[i] && want[i] != want[i])) {
@@ -230,16 +232,16 @@ static void test_sr_values(void) {
     const float us[] = {0.0f, 5.9604644775390625e-08f, 0.5f, 0.99999994f,
                         (float)(rng() >> 8) * 5.9604644775390625e-08f, (float)(rng() >> 8) * 5.9604644775390625e-08f};
     for (float u : us) {
-      bad2 += bits(cpu_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
-      bad3 += bits(cpu_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
+      bad2 += bits(lpk_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
+      bad3 += bits(lpk_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
     }
   }
   // values between the grid points of every binade, to exercise the picks
   for (int i = 0; i < 200000; i++) {
     const float x = ((float)(rng() >> 8) * 5.9604644775390625e-08f - 0.5f) * ldexpf(1.0f, (int)(rng() % 30) - 16);
     const float u = (float)(rng() >> 8) * 5.9604644775390625e-08f;
-    bad2 += bits(cpu_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
-    bad3 += bits(cpu_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
+    bad2 += bits(lpk_e2m1_sr(x, u)) != bits(lpattn_e2m1_to_f32(lp_e2m1_encode_sr(x, u)));
+    bad3 += bits(lpk_e4m3_sr(x, u)) != bits(lpattn_e4m3_to_f32(lp_e4m3_encode_sr(x, u)));
   }
   CHECK(bad2 == 0, "%d e2m1 SR values differ", bad2);
   CHECK(bad3 == 0, "%d e4m3 SR values differ", bad3);

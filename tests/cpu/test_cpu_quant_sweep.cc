@@ -1,6 +1,6 @@
 // The amax sweep (tests/quant_sweep.h) through the CPU backend's quantizers
 // against core's reference lp_quantize_domain, bit for bit: the rendered
-// scalar domain quantizer (gen/common.h, templates/common/quant.j2) for every
+// scalar domain quantizer (backends/math/lpk_quant.h) for every
 // format, both MXFP4 scale rules, RNE and SR; and the SIMD quantizer of the
 // attention kernels (quantp-inl.h) on every Highway target, whose values must
 // be core's dequantized codes.
@@ -10,7 +10,9 @@
 
 #include "cpu.h"
 #include "formats.h"
-#include "gen/common.h"
+#include "lpk_formats.h"
+#include "lpk_quant.h"
+#include "lpk_softmax.h"
 #include "quant_sweep.h"
 #include "testutil.h"
 
@@ -39,7 +41,7 @@ int main(void) {
           qs_row(k, x.data());
           for (int i = 0; i < QS_D; i++) idx[i] = (int64_t)k * QS_D + i;
           float o1, o2;
-          const int r1 = cpu_quantize_domain(fmt, up, sr, cfg.seed, idx, x.data(), 1, QS_D, c1, s1, &o1);
+          const int r1 = lpk_quantize_domain(fmt, up, sr, cfg.seed, idx, x.data(), 1, QS_D, c1, s1, &o1);
           const int r2 = lp_quantize_domain(&cfg, x.data(), 1, QS_D, idx, c2, s2, &o2);
           const bool ok = r1 == r2 && memcmp(c1, c2, QS_D) == 0 && same(o1, o2) &&
                           (fmt == LPATTN_FMT_FP8 || memcmp(s1, s2, QS_D / G) == 0);

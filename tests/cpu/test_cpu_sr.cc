@@ -1,7 +1,7 @@
 // The backward's SIMD stochastic rounding (backends/cpu/sr-inl.h) on every
 // Highway target: its Philox uniforms against core's (lp_sr_uniform), and
 // its SR quantize-dequantize of a domain against the scalar quantizer
-// (cpu_quantize_domain with sr = 1, then cpu_dequant), bit for bit.
+// (lpk_quantize_domain with sr = 1, then lpk_dequant), bit for bit.
 #include <math.h>
 #include <string.h>
 
@@ -10,7 +10,8 @@
 
 #include "cpu.h"
 #include "formats.h"
-#include "gen/common.h"
+#include "lpk_formats.h"
+#include "lpk_quant.h"
 #include "testutil.h"
 
 static uint32_t bits(float x) {
@@ -37,7 +38,7 @@ static void test_uniforms(int64_t target) {
     lpattn_cpu_sr_uniforms(key, idx.data(), n, u.data());
     for (int e = 0; e < n; e++)
       if ((bits(u[e]) != bits(lp_sr_uniform(key, (uint64_t)idx[e])) ||
-           bits(cpu_sr_uniform(key, (uint64_t)idx[e])) != bits(u[e])) && bad++ < 5)
+           bits(lpk_sr_uniform(key, (uint64_t)idx[e])) != bits(u[e])) && bad++ < 5)
         fprintf(stderr, "%s key %llx idx %lld: %a, core %a\n", lpattn_cpu_target_name(target),
                 (unsigned long long)key, (long long)idx[e], u[e], lp_sr_uniform(key, (uint64_t)idx[e]));
   }
@@ -84,8 +85,8 @@ static void test_qdq(int64_t target) {
       for (int up = 0; up < (fmt == 1 ? 2 : 1) && !(fmt == 1 && n < 32); up++) {
         lpattn_cpu_sr_qdq(fmt, up, x.data(), u.data(), n, got.data());
         float outer;
-        cpu_quantize_domain(fmt, up, 1, key, idx.data(), x.data(), 1, n, codes.data(), scales.data(), &outer);
-        for (int i = 0; i < n; i++) want[i] = cpu_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
+        lpk_quantize_domain(fmt, up, 1, key, idx.data(), x.data(), 1, n, codes.data(), scales.data(), &outer);
+        for (int i = 0; i < n; i++) want[i] = lpk_dequant(fmt, codes[i], scales[i / (fmt ? 32 : 16)], outer);
         for (int i = 0; i < n; i++)
           if (!same(got[i], want[i]) && bad++ < 5)
             fprintf(stderr, "%s fmt %d up %d kind %d n %d: x %a u %a -> %a, want %a\n",

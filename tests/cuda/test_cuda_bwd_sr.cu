@@ -1,6 +1,6 @@
 // The backward's in-register SR quantizer of P and dS (templates/gpu/inc/bwd_sr.j2,
 // gpu_bwd_sr_tile) against the reference domain step as the device compiles it
-// (gpu_quantize_domain with sr = 1, then gpu_deq_inner), on the same rows and
+// (lpk_quantize_domain with sr = 1, then gpu_deq_inner), on the same rows and
 // Philox indices: both tile orientations (dkdv: rows are keys, index row + col * Skv;
 // dq: row * Skv + col), Skv with and without the shared-Philox path (Skv % 16),
 // every format and MXFP4 scale rule, rows of every scale, zero groups, NaN and
@@ -51,7 +51,7 @@ __global__ void sr_kernel(const float *x, int fmt, int up, uint64_t key, int64_t
     uint8_t codes[64], sc[4];
     float outer;
     for (int i = 0; i < 64; i++) idx[i] = KEYROWS ? base + lane + (int64_t)i * Skv : base + (int64_t)lane * Skv + i;
-    gpu_quantize_domain(fmt, up, 1, key, idx, xt + lane * 64, 1, 64, codes, sc, &outer);
+    lpk_quantize_domain(fmt, up, 1, key, idx, xt + lane * 64, 1, 64, codes, sc, &outer);
     const int G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
     for (int i = 0; i < 64; i++)
       ot[1024 + lane * 64 + i] = gpu_deq_inner(fmt, codes[i], fmt == LPATTN_FMT_FP8 ? 0 : sc[i / G]);

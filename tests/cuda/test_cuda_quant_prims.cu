@@ -1,4 +1,4 @@
-// The quantizer primitives of templates/common/quant.j2 as the CUDA kernels
+// The quantizer primitives of backends/math/lpk_quant.h as the CUDA kernels
 // compile them (gen/lp_gpu.cuh), run on the device over the amax sweep
 // (tests/quant_sweep.h) against core's lp_quantize_domain: the domain
 // quantizer built from the steps (every format, both MXFP4 scale rules, RNE
@@ -29,12 +29,12 @@ __global__ void prims_kernel(Cfg c, const float *x, int rows, uint8_t *codes, ui
   int64_t idx[QS_D];
   for (int i = 0; i < QS_D; i++) idx[i] = (int64_t)k * QS_D + i;
   const float *row = x + (size_t)k * QS_D;
-  gpu_quantize_domain(c.fmt, c.up, c.sr, c.seed, idx, row, 1, QS_D, codes + (size_t)k * QS_D,
+  lpk_quantize_domain(c.fmt, c.up, c.sr, c.seed, idx, row, 1, QS_D, codes + (size_t)k * QS_D,
                       scales + (size_t)k * 4, outer + k);
   for (int g = 0; g < 2; g++) {
     int bad = 0;
-    float d, ga = gpu_finite_amax(row + g * 32, 1, 32, &bad);
-    gpu_group_scale(LPATTN_FMT_MXFP4, ga, bad, 1.0f, c.up, &gcode[k * 2 + g], &d);
+    float d, ga = lpk_finite_amax(row + g * 32, 1, 32, &bad);
+    lpk_group_scale(LPATTN_FMT_MXFP4, ga, bad, 1.0f, c.up, &gcode[k * 2 + g], &d);
   }
 }
 

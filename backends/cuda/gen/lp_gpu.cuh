@@ -20,419 +20,9 @@
 #include "lp_gpu_args.h"
 
 namespace lpattn_cuda {
-static __host__ __device__ __forceinline__ uint32_t gpu_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static __host__ __device__ __forceinline__ float gpu_from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-/* 2^e for e in [-149, 127], exact. */
-static __host__ __device__ __forceinline__ float gpu_pow2(int e) {
-  return e >= -126 ? gpu_from_bits((uint32_t)(e + 127) << 23) : gpu_from_bits(1u << (e + 149));
-}
-static __host__ __device__ __forceinline__ int gpu_finite(float x) { return (gpu_bits(x) & 0x7f800000u) != 0x7f800000u; }
-
-/* E2M1: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code,
- * saturating at 6; the sign always goes to bit 3 (-0 too); NaN -> 0. */
-static __host__ __device__ __forceinline__ uint8_t gpu_e2m1_encode(float x) {
-  float a = fabsf(x);
-  if (a != a) return 0;
-  uint8_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-            : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
-  return (uint8_t)(c | ((gpu_bits(x) >> 28) & 8));
-}
-static __host__ __device__ __forceinline__ float gpu_e2m1_decode(uint8_t c) {
-  float m = (c & 7) < 2 ? 0.5f * (float)(c & 7)
-          : gpu_pow2(((c & 7) >> 1) - 1) * (1.0f + 0.5f * (float)(c & 1));
-  return (c & 8) ? -m : m;
-}
-
-/* sm_89+ device code: the same bits from the hardware conversions (RNE,
- * satfinite clamps |x| > 448 and inf to 448, subnormals kept; NaN is handled
- * before them), one or two instructions instead of branches. Checked over
- * all 2^32 f32 inputs (encode, f16 rounding) and all 256 codes (decode) on an
- * H200: equal, except that a decoded NaN code carries another NaN payload and
- * the f16 rounding keeps the sign of -0 (the code below gives +0; callers
- * store the f16 bits with the input's sign, and a zero score's sign reaches
- * no output). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-#define GPU_HW_FP8 1
-#endif
-/* E4M3fn: RNE, saturating at 448, NaN -> 0x7F. */
-static __host__ __device__ __forceinline__ uint8_t gpu_e4m3_encode(float x) {
-  uint8_t s = (uint8_t)((gpu_bits(x) >> 24) & 0x80);
-  float a = fabsf(x);
-  if (a != a) return 0x7f;
-#ifdef GPU_HW_FP8
-  unsigned short hw;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hw) : "f"(0.0f), "f"(x));
-  return (uint8_t)(hw & 0xff);
-#endif
-  if (a >= 448.0f) return (uint8_t)(s | 0x7e);
-  if (a < 0.015625f) return (uint8_t)(s | (uint8_t)rintf(a * 512.0f)); /* subnormal, 2^-9 steps */
-  int e = (int)((gpu_bits(a) >> 23) & 0xff) - 127;
-  int m = (int)rintf(a * gpu_pow2(3 - e)); /* 8..16; 16 carries into the exponent */
-  return (uint8_t)(s | (((e + 7) << 3) + (m - 8)));
-}
-static __host__ __device__ __forceinline__ float gpu_e4m3_decode(uint8_t c) {
-#ifdef GPU_HW_FP8
-  unsigned int h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)c));
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(h2 & 0xffffu)));
-  return f;
-#endif
-  int e = (c >> 3) & 15, m = c & 7;
-  float v = (c & 0x7f) == 0x7f ? gpu_from_bits(0x7fc00000u)
-          : e == 0 ? (float)m * 0.001953125f : gpu_pow2(e - 7) * (1.0f + (float)m * 0.125f);
-  return (c & 0x80) ? -v : v;
-}
-static __host__ __device__ __forceinline__ float gpu_e8m0_decode(uint8_t c) {
-  return c == 0xff ? gpu_from_bits(0x7fc00000u) : gpu_pow2((int)c - 127);
-}
-
-/* f32 -> nearest f16 value (RNE, overflow to inf), kept in f32. */
-static __host__ __device__ __forceinline__ float gpu_round_f16(float x) {
-  float a = fabsf(x);
-  if (a != a) return x;
-#ifdef GPU_HW_FP8
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#endif
-  if (a >= 65520.0f) return x < 0 ? -gpu_from_bits(0x7f800000u) : gpu_from_bits(0x7f800000u);
-  int e = a < 6.103515625e-05f ? -14 : (int)((gpu_bits(a) >> 23) & 0xff) - 127;
-  float r = rintf(a * gpu_pow2(10 - e)) * gpu_pow2(e - 10);
-  return x < 0 ? -r : r;
-}
-
-/* Element value exactly as kernels form it: (code * scale) * outer. */
-static __host__ __device__ __forceinline__ float gpu_dequant(int format, uint8_t code, uint8_t scale, float outer) {
-  if (format == 2) return gpu_e4m3_decode(code) * outer;            /* FP8 */
-  if (format == 1) return gpu_e2m1_decode(code) * gpu_e8m0_decode(scale); /* MXFP4 */
-  return (gpu_e2m1_decode(code) * gpu_e4m3_decode(scale)) * outer; /* NVFP4 */
-}
-
-/* f16 / bf16 bits -> f32, exact (f16: normals rebiased, subnormals m * 2^-24). */
-static __host__ __device__ __forceinline__ float gpu_f16_decode(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3ffu;
-  if (e == 31) return gpu_from_bits(s | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    float v = (float)m * 5.9604644775390625e-08f;
-    return s ? -v : v;
-  }
-  return gpu_from_bits(s | ((e + 112) << 23) | (m << 13));
-}
-static __host__ __device__ __forceinline__ float gpu_bf16_decode(uint16_t h) { return gpu_from_bits((uint32_t)h << 16); }
-
-/* Element offset of (a, b, c, e) in a 4-D tensor with element strides s. */
-static __host__ __device__ __forceinline__ int64_t gpu_off(const int64_t *s, int64_t a, int64_t b, int64_t c, int64_t e) {
-  return a * s[0] + b * s[1] + c * s[2] + e * s[3];
-}
-
-/* ---- scale steps ------------------------------------------------------------ */
-/* Outer scale of a domain whose finite values have amax (format 0 NVFP4,
- * 1 MXFP4, 2 FP8): amax / (6 * 448), 1, amax / 448. */
-static __host__ __device__ __forceinline__ float gpu_outer_scale(int format, float amax) {
-  /* amax 0 is not divided: a GPU's 0 / x fails its range check (slow path) */
-  const float a = amax == 0.0f ? 1.0f : amax;
-  return format == 1 ? 1.0f : amax == 0.0f ? amax : format == 2 ? a / 448.0f : a / 2688.0f;
-}
-
-/* E8M0 code of an MXFP4 group of finite amax >= 0, from the exponent bits:
- * floor rule clamp(floor(log2 amax) - 2 + 127, 0, 254); round-up rule
- * ceil(log2(amax / 6)) + 127, where a subnormal quotient r = frac * 2^-149
- * reaches code 1 only above 2^-127. amax = 0 gives code 0. */
-static __host__ __device__ __forceinline__ uint8_t gpu_mx_scale_code(float amax, int round_up) {
-  uint32_t code;
-  if (round_up) {
-    uint32_t b = gpu_bits(amax / 6.0f), e = b >> 23, frac = b & 0x7fffffu;
-    code = e ? e + (frac != 0) : (frac > 0x400000u);
-  } else {
-    uint32_t e = gpu_bits(amax) >> 23;
-    code = e > 2 ? e - 2 : 0;
-  }
-  return (uint8_t)(code > 254 ? 254 : code);
-}
-
-/* Group scale step of NVFP4 (format 0) or MXFP4 (1): the scale code of a group
- * whose finite values have amax ga (bad: one value is not) goes to *code; returns
- * the decoded scale and sets *denom, the divisor of the group's elements (0: the
- * group's codes are all 0; NaN scale codes 0x7F / 0xFF for a bad group). */
-static __host__ __device__ __forceinline__ float gpu_group_scale(int format, float ga, int bad, float outer, int round_up,
-                                    uint8_t *code, float *denom) {
-  uint8_t c;
-  float s;
-  if (format == 1) {
-    c = bad ? 0xff : gpu_mx_scale_code(ga, round_up);
-    s = gpu_e8m0_decode(c);
-    *denom = bad || !(ga > 0.0f) ? 0.0f : s;
-  } else {
-    /* (the divisor is kept nonzero: a GPU's x / 0 takes a slow path) */
-    c = bad ? 0x7f : outer == 0.0f ? 0 : gpu_e4m3_encode((ga / 6.0f) / (outer == 0.0f ? 1.0f : outer));
-    s = gpu_e4m3_decode(c);
-    *denom = bad ? 0.0f : s * outer;
-  }
-  *code = c;
-  return s;
-}
-
-/* ---- stochastic rounding ------------------------------------------------------ */
-/* Philox4x32-10(key = seed, counter = (ctr lo, ctr hi, 0, 0)): its four
- * words, w[0..3]; element n of a stream takes byte n % 4 of word (n / 4) % 4
- * of block n / 16 (SPEC 2: 8 random bits per element). */
-/* The high word of a * b. CUDA's device code spells it __umulhi: with the
- * 64-bit product nvcc 13 adds a zero register to each high word (2 of a
- * Philox round's 6 instructions); this way a round is 2 IMAD.WIDE + 2 LOP3. */
-static __host__ __device__ __forceinline__ uint32_t gpu_mulhi32(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return (uint32_t)(((uint64_t)a * b) >> 32);
-#endif
-}
-static __host__ __device__ __forceinline__ void gpu_philox4(uint64_t seed, uint64_t ctr, uint32_t w[4]) {
-  uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int r = 0; r < 10; r++) {
-    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-    const uint32_t h0 = gpu_mulhi32(0xD2511F53u, c0), h1 = gpu_mulhi32(0xCD9E8D57u, c2);
-    const uint32_t n0 = h1 ^ c1 ^ k0, n2 = h0 ^ c3 ^ k1;
-    c1 = 0xCD9E8D57u * c2, c3 = 0xD2511F53u * c0, c0 = n0, c2 = n2;
-  }
-  w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
-}
-/* The uniform of a random byte r, (2r + 1) * 2^-9 (x rounds up iff it is
- * below t): 1 + (2r + 1) * 2^-9 built from bits, minus 1 (exact; no
- * int-to-float conversion). */
-static __host__ __device__ __forceinline__ float gpu_sr_byte_u(uint32_t r) { return gpu_from_bits(0x3f804000u | ((r & 0xffu) << 15)) - 1.0f; }
-/* SR's random byte of element n: byte n % 4 of word (n / 4) % 4 of
- * Philox4x32-10(key = seed, counter = (n/16 lo, n/16 hi, 0, 0)). */
-static __host__ __device__ __forceinline__ uint32_t gpu_sr_byte(uint64_t seed, uint64_t n) {
-  uint32_t w[4];
-  gpu_philox4(seed, n >> 4, w);
-  const uint32_t j = (uint32_t)(n >> 2) & 3u;
-  const uint32_t wd = j == 0 ? w[0] : j == 1 ? w[1] : j == 2 ? w[2] : w[3];
-  return (wd >> (8u * ((uint32_t)n & 3u))) & 0xffu;
-}
-/* Element n's uniform (2r + 1) * 2^-9. */
-static __host__ __device__ __forceinline__ float gpu_sr_uniform(uint64_t seed, uint64_t n) { return gpu_sr_byte_u(gpu_sr_byte(seed, n)); }
-
-/* x between the signed neighbours a <= x < b goes to b iff u < (x-a)/(b-a);
- * lo is the magnitude code below |x|. Returns the magnitude code. */
-static __host__ __device__ __forceinline__ uint32_t gpu_sr_pick(float x, float u, uint32_t lo, float vlo, float vhi) {
-  float a = x < 0 ? -vhi : vlo, b = x < 0 ? -vlo : vhi;
-  int to_b = u < (x - a) / (b - a);
-  return (to_b == (x > 0)) ? lo + 1 : lo;
-}
-
-static __host__ __device__ __forceinline__ uint8_t gpu_e2m1_encode_sr(float x, float u) {
-  float a = fabsf(x);
-  if (a != a) return 0;
-  uint32_t c = gpu_e2m1_encode(a) & 7u;
-  if (gpu_e2m1_decode((uint8_t)c) > a) c--;
-  if (c < 7u && gpu_e2m1_decode((uint8_t)c) != a)
-    c = gpu_sr_pick(x, u, c, gpu_e2m1_decode((uint8_t)c), gpu_e2m1_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((gpu_bits(x) >> 28) & 8u));
-}
-
-static __host__ __device__ __forceinline__ uint8_t gpu_e4m3_encode_sr(float x, float u) {
-  float a = fabsf(x);
-  if (a != a) return 0x7f;
-  uint32_t c = gpu_e4m3_encode(a) & 0x7fu;
-  if (gpu_e4m3_decode((uint8_t)c) > a) c--;
-  if (c < 0x7eu && gpu_e4m3_decode((uint8_t)c) != a)
-    c = gpu_sr_pick(x, u, c, gpu_e4m3_decode((uint8_t)c), gpu_e4m3_decode((uint8_t)(c + 1)));
-  return (uint8_t)(c | ((gpu_bits(x) >> 24) & 0x80u));
-}
-
-/* ---- element step --------------------------------------------------------------- */
-/* Code of the element y = x / divisor: E4M3 (fp8) or E2M1, RNE, or with sr
- * stochastic with the uniform u. */
-static __host__ __device__ __forceinline__ uint8_t gpu_elem_code(int fp8, float y, int sr, float u) {
-  if (fp8) return sr ? gpu_e4m3_encode_sr(y, u) : gpu_e4m3_encode(y);
-  return sr ? gpu_e2m1_encode_sr(y, u) : gpu_e2m1_encode(y);
-}
-
-/* Values of the RNE element step, decode(encode(.)), for the quantizers that
- * keep values (P of a low tile): E2M1 for finite x >= 0 (ties to the even code,
- * saturating at 6); E4M3 for finite 0 <= y <= 448. The CPU SIMD forms
- * (backends/cpu/quantp-inl.h) are checked against these lane by lane. */
-/* Both without branches: (x + m) - m rounds x to a multiple of 2^-23 m (RNE,
- * ties to the even multiple, which is the even code), m = 2^(22 or 20) times
- * the format's binade of x (E2M1: 2^max(e, 0), E4M3: 2^max(e, -6)); equal to
- * rint(x * 2^(k-e)) * 2^(e-k) for every finite x >= 0 (checked exhaustively). */
-static __host__ __device__ __forceinline__ float gpu_e2m1_round(float x) {
-  x = fminf(x, 8.0f);
-  const uint32_t e = gpu_bits(x) & 0x7f800000u;
-  const float m = gpu_from_bits((e > 0x3f800000u ? e : 0x3f800000u) + (22u << 23));
-  return fminf((x + m) - m, 6.0f);
-}
-static __host__ __device__ __forceinline__ float gpu_e4m3_round(float y) {
-  const uint32_t e = gpu_bits(y) & 0x7f800000u;
-  const float m = gpu_from_bits((e > 0x3c800000u ? e : 0x3c800000u) + (20u << 23));
-  return (y + m) - m;
-}
-
-/* Values of the SR element step, decode(encode_sr(x, u)), for finite x (the
- * backward's in-kernel P and dS quantizers). The grid neighbours of |x| are
- * vlo <= |x| < vlo + step with step a power of two, so sr_pick's
- * (x - A) / (B - A) is (x - A) times the exact 1 / step: the same bits. */
-static __host__ __device__ __forceinline__ float gpu_sr_value(float x, float u, float a, float vlo, float step, float top) {
-  const float vhi = vlo + step, rstep = gpu_from_bits(0x7f000000u - gpu_bits(step));
-  const int neg = x < 0.0f;
-  const int to_b = u < (x - (neg ? -vhi : vlo)) * rstep;
-  /* vhi only between grid points below the top (no branch: selects) */
-  const int up = (vlo < a) & (vlo < top) & (to_b != neg);
-  return copysignf(up ? vhi : vlo, x);
-}
-static __host__ __device__ __forceinline__ float gpu_e2m1_sr(float x, float u) {
-  const float a = fabsf(x);
-  const uint32_t b = gpu_bits(a);
-  const int sub = a < 1.0f; /* the grid's steps of 0.5 below 1 */
-  const float vlo = sub ? (a < 0.5f ? 0.0f : 0.5f) : fminf(gpu_from_bits(b & 0xffc00000u), 6.0f);
-  return gpu_sr_value(x, u, a, vlo, sub ? 0.5f : gpu_from_bits((b & 0x7f800000u) - (1u << 23)), 6.0f);
-}
-static __host__ __device__ __forceinline__ float gpu_e4m3_sr(float x, float u) {
-  const float a = fabsf(x);
-  const uint32_t b = gpu_bits(a);
-  const int sub = a < 0.015625f; /* steps of 2^-9 below 2^-6 */
-  const float vlo = sub ? floorf(a * 512.0f) * 0.001953125f : fminf(gpu_from_bits(b & 0xfff00000u), 448.0f);
-  return gpu_sr_value(x, u, a, vlo, sub ? 0.001953125f : gpu_from_bits((b & 0x7f800000u) - (3u << 23)), 448.0f);
-}
-
-/* ---- one domain ------------------------------------------------------------------ */
-/* Amax of the finite values of x[i*stride], i in [0, n); *bad = 1 if one is not. */
-static __host__ __device__ __forceinline__ float gpu_finite_amax(const float *x, long stride, int n, int *bad) {
-  float m = 0.0f;
-  for (int i = 0; i < n; i++) {
-    float v = x[i * stride];
-    if (!gpu_finite(v)) *bad = 1;
-    else if (fabsf(v) > m) m = fabsf(v);
-  }
-  return m;
-}
-
-/* One quantization domain of n values x[i*stride] (format 0 NVFP4, 1 MXFP4,
- * 2 FP8; n a multiple of the group size). E2M1 codes one per byte. With sr,
- * element i draws u = sr_uniform(seed, sr_index[i]) (sr_index NULL: i).
- * Returns 1 when a non-finite value was seen. */
-static __host__ __device__ __forceinline__ int gpu_quantize_domain(int format, int mx_round_up, int sr, uint64_t seed,
-                                      const int64_t *sr_index, const float *x, long stride, int n,
-                                      uint8_t *codes, uint8_t *scales, float *outer) {
-  int bad = 0;
-  const float amax = gpu_finite_amax(x, stride, n, &bad);
-  const int fp8 = format == 2, G = fp8 ? n : format == 1 ? 32 : 16;
-  const float out = gpu_outer_scale(format, amax);
-  *outer = fp8 && bad ? gpu_from_bits(0x7fc00000u) : out;
-  for (int g = 0; G > 0 && g < n / G; g++) {
-    int gbad = 0;
-    float denom = out;
-    if (fp8) gbad = bad;
-    else {
-      const float ga = gpu_finite_amax(x + (long)g * G * stride, stride, G, &gbad);
-      gpu_group_scale(format, ga, gbad, out, mx_round_up, &scales[g], &denom);
-    }
-    for (int i = g * G; i < g * G + G; i++) {
-      const float u = sr ? gpu_sr_uniform(seed, (uint64_t)(sr_index ? sr_index[i] : i)) : 0.0f;
-      codes[i] = gbad || denom == 0.0f ? 0 : gpu_elem_code(fp8, x[i * stride] / denom, sr, u);
-    }
-  }
-  return bad;
-}
-
-/* m: running max in frame G; l: sum of exp; r: sum of P * (score - G);
- * G: PASA pseudo-average; n: tiles folded in so far. */
-typedef struct { float m, l, r, G; int n; } gpu_row;
-
-static __host__ __device__ __forceinline__ void gpu_row_init(gpu_row *st) {
-  st->m = -gpu_from_bits(0x7f800000u);
-  st->l = 0.0f, st->r = 0.0f, st->G = 0.0f, st->n = 0;
-}
-
-/* Step of one tile, between the max pass and the exp pass. */
-typedef struct { float m_new, G_new, alpha, dm_prev, dm_cur, bias; } gpu_step;
-
-/* smax: rowmax of this tile's (shifted) scores, -inf if the row sees none;
- * c: the tile's PASA correction (0 without PASA). P = exp(S' + bias). */
-static __host__ __device__ __forceinline__ gpu_step gpu_row_begin(const gpu_row *st, float smax, float c) {
-  gpu_step s;
-  int n = st->n + 1;
-  /* a zero sum (no PASA) is not divided: a GPU's 0 / x takes a slow path */
-  const float gsum = (float)(n - 1) * st->G + c;
-  s.G_new = gsum == 0.0f ? gsum : (gsum == 0.0f ? 1.0f : gsum) / (float)n;
-  s.dm_prev = st->G - s.G_new;
-  s.dm_cur = c - s.G_new;
-  float old = st->m + s.dm_prev, cur = smax + s.dm_cur;
-  s.m_new = old > cur ? old : cur;
-  if (s.m_new == -gpu_from_bits(0x7f800000u)) { /* nothing visible yet */
-    s.alpha = 1.0f, s.bias = 0.0f;
-  } else {
-    s.alpha = expf(old - s.m_new);
-    s.bias = s.dm_cur - s.m_new;
-  }
-  return s;
-}
-
-/* sum_p = sum P, sum_ps = sum P * S' (both over the tile's row). The caller
- * scales acc by s.alpha and adds P V. */
-static __host__ __device__ __forceinline__ void gpu_row_end(gpu_row *st, const gpu_step *s, float sum_p, float sum_ps) {
-  st->r = s->alpha * (st->r + st->l * s->dm_prev) + (sum_ps + sum_p * s->dm_cur);
-  st->l = s->alpha * st->l + sum_p;
-  st->m = s->m_new, st->G = s->G_new, st->n += 1;
-}
-
-/* The same two steps without PASA (c = 0, so G stays 0 and n only counts):
- * what row_begin / row_end compute then, on m, l, r alone, for kernels
- * whose registers cannot carry G and n. A row state whose n is unused
- * (row_finish reads n == 0 as l == 0). */
-static __host__ __device__ __forceinline__ gpu_step gpu_row0_begin(const gpu_row *st, float smax) {
-  gpu_step s;
-  s.G_new = 0.0f, s.dm_prev = 0.0f, s.dm_cur = 0.0f;
-  s.m_new = st->m > smax ? st->m : smax;
-  if (s.m_new == -gpu_from_bits(0x7f800000u)) {
-    s.alpha = 1.0f, s.bias = 0.0f;
-  } else {
-    s.alpha = expf(st->m - s.m_new);
-    s.bias = -s.m_new;
-  }
-  return s;
-}
-static __host__ __device__ __forceinline__ void gpu_row0_end(gpu_row *st, const gpu_step *s, float sum_p, float sum_ps) {
-  st->r = s->alpha * st->r + sum_ps;
-  st->l = s->alpha * st->l + sum_p;
-  st->m = s->m_new, st->n = 1;
-}
-
-/* O = acc * inv_l; a row that saw no key gives O = 0, LSE = -inf, H = 0.
- * (Not !(l > 0): a NaN l from a non-finite input must stay NaN.) */
-static __host__ __device__ __forceinline__ void gpu_row_finish(const gpu_row *st, float *inv_l, float *lse, float *ent) {
-  if (st->n == 0 || st->l == 0.0f) {
-    *inv_l = 0.0f, *lse = -gpu_from_bits(0x7f800000u), *ent = 0.0f;
-    return;
-  }
-  float logl = logf(st->l);
-  *inv_l = 1.0f / st->l;
-  *lse = st->m + logl + st->G;
-  *ent = st->m + logl - st->r / st->l;
-}
-
-/* SPEC 7 for one row: weights of the two partials and the merged LSE/H.
- * An empty partial (LSE = -inf) is the identity; 0 log 0 = 0. */
-static __host__ __device__ __forceinline__ float gpu_xlogx(float w) { return w > 0.0f ? w * logf(w) : 0.0f; }
-static __host__ __device__ __forceinline__ void gpu_merge(float la, float ha, float lb, float hb, float *wa, float *wb,
-                          float *lse, float *ent) {
-  float ninf = -gpu_from_bits(0x7f800000u);
-  if (la == ninf && lb == ninf) {
-    *wa = *wb = 0.0f, *lse = ninf, *ent = 0.0f;
-    return;
-  }
-  float m = la > lb ? la : lb;
-  float l = m + logf(expf(la - m) + expf(lb - m));
-  *wa = expf(la - l), *wb = expf(lb - l);
-  *lse = l;
-  *ent = (*wa > 0.0f ? *wa * ha : 0.0f) + (*wb > 0.0f ? *wb * hb : 0.0f) - gpu_xlogx(*wa) -
-         gpu_xlogx(*wb);
-}
-
+#include "lpk_formats.h" /* backends/math: the math every backend shares */
+#include "lpk_quant.h"
+#include "lpk_softmax.h"
 
 /* ---- 16-bit operands, matrix core, lane layout: CUDA ----------------------- */
 #define GPU_ASYNC 1              /* cp.async double-buffers the KV tiles */
@@ -541,7 +131,7 @@ template <int N> __device__ __forceinline__ void gpu_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ float gpu_ninf() { return gpu_from_bits(0xff800000u); }
+__device__ __forceinline__ float gpu_ninf() { return lpk_from_bits(0xff800000u); }
 
 /* Element `off` of a float tensor of dtype dt as f32. */
 __device__ __forceinline__ float gpu_load(const void *p, int dt, int64_t off) {
@@ -559,9 +149,9 @@ __device__ __forceinline__ void gpu_store(void *p, int dt, int64_t off, float v)
 /* Dequantized element without the outer scale (code * group scale): exact
  * in bf16 for every format, so tensor cores see the exact operand. */
 __device__ __forceinline__ float gpu_deq_inner(int fmt, uint8_t code, uint8_t scale) {
-  if (fmt == LPATTN_FMT_FP8) return gpu_e4m3_decode(code);
-  if (fmt == LPATTN_FMT_MXFP4) return gpu_e2m1_decode(code) * gpu_e8m0_decode(scale);
-  return gpu_e2m1_decode(code) * gpu_e4m3_decode(scale);
+  if (fmt == LPATTN_FMT_FP8) return lpk_e4m3_decode(code);
+  if (fmt == LPATTN_FMT_MXFP4) return lpk_e2m1_decode(code) * lpk_e8m0_decode(scale);
+  return lpk_e2m1_decode(code) * lpk_e4m3_decode(scale);
 }
 
 /* 8 consecutive elements (one 16-byte smem chunk) of a quantized row in
@@ -576,14 +166,14 @@ __device__ __forceinline__ uint4 gpu_dec8(int fmt, uint2 w, uint8_t sc) {
   float v[8];
   if (fmt == LPATTN_FMT_FP8) {
 #pragma unroll
-    for (int u = 0; u < 8; u++) v[u] = gpu_e4m3_decode((uint8_t)((u < 4 ? w.x : w.y) >> (8 * (u & 3))));
+    for (int u = 0; u < 8; u++) v[u] = lpk_e4m3_decode((uint8_t)((u < 4 ? w.x : w.y) >> (8 * (u & 3))));
   } else {
-    float sv = fmt == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode(sc) : gpu_e4m3_decode(sc);
+    float sv = fmt == LPATTN_FMT_MXFP4 ? lpk_e8m0_decode(sc) : lpk_e4m3_decode(sc);
 #pragma unroll
     for (int u = 0; u < 8; u++) { /* E2M1 straight to f32 bits: 2^((c>>1)-1) * (1 + (c&1)/2) */
       uint32_t c = (w.x >> (4 * u)) & 15u, m = c & 7u;
       uint32_t b = m >= 2u ? ((m >> 1) + 126u) << 23 | (m & 1u) << 22 : (m ? 0x3f000000u : 0u);
-      v[u] = gpu_from_bits(b | (c & 8u) << 28) * sv;
+      v[u] = lpk_from_bits(b | (c & 8u) << 28) * sv;
     }
   }
   uint4 r;
@@ -641,7 +231,7 @@ static inline void gpu_nf_env() {
 
 template <typename T> struct gpu_nf_bf { static constexpr bool v = false; };
 template <> struct gpu_nf_bf<gpu_bf16> { static constexpr bool v = true; };
-__device__ __forceinline__ float gpu_nf_nan() { return gpu_from_bits(0x7fc00000u); }
+__device__ __forceinline__ float gpu_nf_nan() { return lpk_from_bits(0x7fc00000u); }
 /* exponent field of two packed f16 (bf: bf16) patterns all ones: Inf or NaN */
 __device__ __forceinline__ bool gpu_nf2(uint32_t w, bool bf) {
   const uint32_t m = bf ? 0x7f80u : 0x7c00u;

@@ -348,20 +348,20 @@ __device__ __forceinline__ void gpu_wg_qk(float (&sacc)[BK / 2], uint32_t sq, ui
 /* The end of a computing thread: O = acc / l, LSE and H of its rows rr[0],
  * rr[1] (accumulator slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1)). */
 template <int D>
-__device__ __forceinline__ void gpu_wg_finish(const lp_gpu_attn_args &a, const gpu_row (&st)[2],
+__device__ __forceinline__ void gpu_wg_finish(const lp_gpu_attn_args &a, const lpk_row (&st)[2],
                                               const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
 #pragma unroll
   for (int hh = 0; hh < 2; hh++) {
     const int r = rr[hh];
     if (r >= a.Sq) continue;
     float inv_l, lse, en;
-    gpu_row_finish(&st[hh], &inv_l, &lse, &en);
+    lpk_row_finish(&st[hh], &inv_l, &lse, &en);
     const bool pair = a.out_dtype != LPATTN_F32 && a.so[3] == 1 && ((uintptr_t)a.out & 3) == 0;
 #pragma unroll
     for (int nb = 0; nb < D / 8; nb++) {
       const int d = 8 * nb + 2 * t;
       const float o0 = oacc[4 * nb + 2 * hh] * inv_l, o1 = oacc[4 * nb + 2 * hh + 1] * inv_l;
-      const int64_t at = gpu_off(a.so, b, h, r, d);
+      const int64_t at = lpk_off(a.so, b, h, r, d);
       if (pair) {
         const uint32_t w = a.out_dtype == LPATTN_F16 ? gpu_mma<gpu_f16>::pack(o0, o1) : gpu_mma<gpu_bf16>::pack(o0, o1);
         if ((at & 1) == 0) {
@@ -370,11 +370,11 @@ __device__ __forceinline__ void gpu_wg_finish(const lp_gpu_attn_args &a, const g
         }
       }
       gpu_store(a.out, a.out_dtype, at, o0);
-      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, d + 1), o1);
+      gpu_store(a.out, a.out_dtype, lpk_off(a.so, b, h, r, d + 1), o1);
     }
     if (t == 0) {
-      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = en;
+      if (a.lse) a.lse[lpk_off(a.sl, b, h, r, 0)] = lse;
+      if (a.ent) a.ent[lpk_off(a.se, b, h, r, 0)] = en;
     }
   }
 }
@@ -418,8 +418,8 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   float oacc[NO];
 #pragma unroll
   for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
-  gpu_row st[2];
-  gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+  lpk_row st[2];
+  lpk_row_init(&st[0]), lpk_row_init(&st[1]);
   const bool ent = a.ent != nullptr;
   uint32_t pf[BK / 16][4]; /* P of the previous tile: A fragments of k-steps of 16 keys */
   /* O += P V_jv (MN-major V: LBO steps 64 channels, SBO 8 keys) */
@@ -461,7 +461,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     /* row maxima of the raw scores (sm_scale > 0: max(s) sm_scale is the max
      * of the scaled scores); masked keys are -inf */
     float smax[2] = {gpu_ninf(), gpu_ninf()};
-    gpu_step stp[2];
+    lpk_step stp[2];
     bool vis[2];
     if (masked) { /* keys past Skv, or after the row (causal) */
       const int kl0 = (a.causal ? min(Skv - 1, rr[0] + off) : Skv - 1) - c0 - 2 * t;
@@ -482,7 +482,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
       vis[hh] = !(a.causal && c0 > rr[hh] + off);
-      stp[hh] = gpu_row0_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale));
+      stp[hh] = lpk_row0_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale));
       if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
     }
     /* P = 2^(s sm_scale log2 e + bias log2 e): one FFMA and one MUFU */
@@ -511,7 +511,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     for (int hh = 0; hh < 2; hh++) { /* the row states (O is rescaled in fold) */
       const float sp = gpu_rsum<32>((ps[hh][0] + ps[hh][1]) + (ps[hh][2] + ps[hh][3]));
       const float sps = ent ? __fmul_rn(gpu_rsum<32>((pss[hh][0] + pss[hh][1]) + (pss[hh][2] + pss[hh][3])), a.sm_scale) : 0.0f;
-      if (vis[hh]) gpu_row0_end(&st[hh], &stp[hh], sp, sps);
+      if (vis[hh]) lpk_row0_end(&st[hh], &stp[hh], sp, sps);
       alpha[hh] = stp[hh].alpha;
     }
     gpu_wg_hold(sacc); /* P is computed before the caller's wait */

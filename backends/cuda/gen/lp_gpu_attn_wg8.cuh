@@ -145,8 +145,8 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   float oacc[NO];
 #pragma unroll
   for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
-  gpu_row st[2];
-  gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+  lpk_row st[2];
+  lpk_row_init(&st[0]), lpk_row_init(&st[1]);
   const bool ent = a.ent != nullptr;
   auto my_turn = [&]() { gpu_nb_sync(1 + cw, 256); };
   auto your_turn = [&]() { gpu_nb_arrive(2 - cw, 256); };
@@ -195,14 +195,14 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
       float mx[2][2] = {{gpu_ninf(), gpu_ninf()}, {gpu_ninf(), gpu_ninf()}};
 #pragma unroll
       for (int u = 0; u < 32; u++) mx[(u >> 1) & 1][u >> 4] = fmaxf(mx[(u >> 1) & 1][u >> 4], sacc[32 * hv + u]);
-      gpu_step stp[2];
+      lpk_step stp[2];
       bool vis[2];
       float b2[2];
 #pragma unroll
       for (int hh = 0; hh < 2; hh++) {
         vis[hh] = !(a.causal && c0 > rr[hh] + off);
         const float ym = gpu_rmax<32>(fmaxf(mx[hh][0], mx[hh][1]));
-        stp[hh] = gpu_row0_begin(&st[hh], __fmul_rn(__fmul_rn(ym, qo[hh]), a.sm_scale));
+        stp[hh] = lpk_row0_begin(&st[hh], __fmul_rn(__fmul_rn(ym, qo[hh]), a.sm_scale));
         if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
         b2[hh] = fmaf(stp[hh].bias, L2E, L2_448);
       }
@@ -230,7 +230,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
       for (int hh = 0; hh < 2; hh++) {
         const float sp = __fmul_rn(gpu_rsum<32>(ps[hh][0] + ps[hh][1]), 1.0f / 448.0f);
         const float sps = ent ? __fmul_rn(__fmul_rn(gpu_rsum<32>(pss[hh]), qo[hh]), a.sm_scale * (1.0f / 448.0f)) : 0.0f;
-        if (vis[hh]) gpu_row0_end(&st[hh], &stp[hh], sp, sps);
+        if (vis[hh]) lpk_row0_end(&st[hh], &stp[hh], sp, sps);
         alph[hv][hh] = stp[hh].alpha;
       }
     }

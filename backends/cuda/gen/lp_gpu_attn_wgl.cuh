@@ -53,8 +53,8 @@ __device__ __forceinline__ void gpu_wgl_empty(const lp_gpu_attn_args &a, int q0,
   float oacc[D / 2];
 #pragma unroll
   for (int o = 0; o < D / 2; o++) oacc[o] = 0.0f;
-  gpu_row st[2];
-  gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+  lpk_row st[2];
+  lpk_row_init(&st[0]), lpk_row_init(&st[1]);
   gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
 }
 /* Warp 1 of the copier: tile j's K outer scales (BK keys) and V outer
@@ -88,7 +88,7 @@ __device__ __forceinline__ void gpu_wgl_scales(const lp_gpu_attn_args &a, float 
 /* The end of a computing thread: O, LSE and H of its rows, or (init_o)
  * their unnormalized O and (m, l, r, n) for the mma.sync kernel. */
 template <int D>
-__device__ __forceinline__ void gpu_wgl_end(const lp_gpu_attn_args &a, const gpu_row (&st)[2],
+__device__ __forceinline__ void gpu_wgl_end(const lp_gpu_attn_args &a, const lpk_row (&st)[2],
                                             const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
   if (!a.init_o) {
     gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
@@ -155,8 +155,8 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   float oacc[NO];
 #pragma unroll
   for (int o = 0; o < NO; o++) oacc[o] = 0.0f;
-  gpu_row st[2];
-  gpu_row_init(&st[0]), gpu_row_init(&st[1]);
+  lpk_row st[2];
+  lpk_row_init(&st[0]), lpk_row_init(&st[1]);
   const bool ent = a.ent != nullptr;
   auto my_turn = [&]() { gpu_nb_sync(1 + cw, 256); };
   auto your_turn = [&]() { gpu_nb_arrive(2 - cw, 256); };
@@ -198,12 +198,12 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
       float smax[2] = {gpu_ninf(), gpu_ninf()};
 #pragma unroll
       for (int u = 0; u < 32; u++) smax[(u >> 1) & 1] = fmaxf(smax[(u >> 1) & 1], sacc[32 * hv + u]);
-      gpu_step stp[2];
+      lpk_step stp[2];
       bool vis[2];
 #pragma unroll
       for (int hh = 0; hh < 2; hh++) {
         vis[hh] = !(a.causal && c0 > rr[hh] + off);
-        stp[hh] = gpu_row0_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale));
+        stp[hh] = lpk_row0_begin(&st[hh], __fmul_rn(gpu_rmax<32>(smax[hh]), a.sm_scale));
         if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
       }
       /* P = 2^(x sm_scale log2 e + bias log2 e), one FFMA; MXFP4:
@@ -224,7 +224,7 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
 #pragma unroll
       for (int hh = 0; hh < 2; hh++) {
         const float sp = gpu_rsum<32>(ps[hh]), sps = ent ? __fmul_rn(gpu_rsum<32>(pss[hh]), a.sm_scale) : 0.0f;
-        if (vis[hh]) gpu_row0_end(&st[hh], &stp[hh], sp, sps);
+        if (vis[hh]) lpk_row0_end(&st[hh], &stp[hh], sp, sps);
         alph[hv][hh] = stp[hh].alpha;
       }
       /* P^: the quantizer's slots are 16-key groups m of a row (4 per lane) */

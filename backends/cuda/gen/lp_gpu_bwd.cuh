@@ -37,7 +37,7 @@ __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *sr
   constexpr int LD = gpu_smem<D>::LD, CPR = D / 8, RS = 128 / CPR;
   const int c = (threadIdx.x % CPR) * 8, r0 = threadIdx.x / CPR;
   const unsigned short *base = (const unsigned short *)src;
-  const unsigned short *p = base + gpu_off(s, b, h, row0 + r0, c);
+  const unsigned short *p = base + lpk_off(s, b, h, row0 + r0, c);
   const int64_t step = RS * s[2];
 #pragma unroll
   for (int r = r0; r < 64; r += RS, p += step) {
@@ -157,7 +157,7 @@ __device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int hh, int l
       for (int sl = 0; sl < 16; sl++) {
         const int row = lay.row(h), col = lay.key(sl);
         const int64_t n = KEYROWS ? base + row + (int64_t)col * Skv : base + (int64_t)row * Skv + col;
-        const uint32_t r = gpu_sr_byte(key, (uint64_t)n);
+        const uint32_t r = lpk_sr_byte(key, (uint64_t)n);
         if (KEYROWS) rb[sl & 7] |= r << (8 * (2 * (sl >> 3) + h));
         else rb[4 * h + (sl >> 2)] |= r << (8 * (sl & 3));
       }
@@ -167,7 +167,7 @@ __device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int hh, int l
   if (KEYROWS) {
     uint32_t w[2][4]; /* the 2 blocks first (independent Philox chains the scheduler can interleave) */
 #pragma unroll
-    for (int b = 0; b < 2; b++) gpu_philox4(key, (uint64_t)(base + (int64_t)lay.key(q + 8 * b) * Skv) >> 4, w[b]);
+    for (int b = 0; b < 2; b++) lpk_philox4(key, (uint64_t)(base + (int64_t)lay.key(q + 8 * b) * Skv) >> 4, w[b]);
     /* row rho of a block: byte rho & 3 of word rho >> 2. Member r's word:
      * [row r, row r + 8] of block 0, then of block 1 (rows of hh = 0, 1) */
     uint32_t z[8];
@@ -183,7 +183,7 @@ __device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int hh, int l
     for (int i = 0; i < 8; i++) rb[i] = z[i];
   } else {
     uint32_t w[4];
-    gpu_philox4(key, (uint64_t)(base + (int64_t)lay.row(hh) * Skv + 16 * t) >> 4, w);
+    lpk_philox4(key, (uint64_t)(base + (int64_t)lay.row(hh) * Skv + 16 * t) >> 4, w);
     /* columns 2 r + {0, 1} of a block: half r & 1 of word r >> 1; + {8, 9}: of word 2 + (r >> 1) */
     uint32_t z[4];
 #pragma unroll
@@ -197,8 +197,8 @@ __device__ __forceinline__ void gpu_bwd_randoms(uint32_t (&rb)[8], int hh, int l
 /* The uniform of slot sl of row slot hh from gpu_bwd_randoms' bytes. */
 template <bool KEYROWS>
 __device__ __forceinline__ float gpu_bwd_u(const uint32_t (&rb)[8], int hh, int sl) {
-  return KEYROWS ? gpu_sr_byte_u(rb[sl & 7] >> (8 * (2 * (sl >> 3) + hh)))
-                 : gpu_sr_byte_u(rb[4 * hh + (sl >> 2)] >> (8 * (sl & 3)));
+  return KEYROWS ? lpk_sr_byte_u(rb[sl & 7] >> (8 * (2 * (sl >> 3) + hh)))
+                 : lpk_sr_byte_u(rb[4 * hh + (sl >> 2)] >> (8 * (sl & 3)));
 }
 
 /* SPEC 10's P or dS of a low tile pair with stochastic rounding, in
@@ -229,15 +229,15 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
 #pragma unroll
       for (int k = 0; k < 4; k++) {
         const float v = x[hh][4 * m + k];
-        if (gpu_finite(v)) a = fmaxf(a, fabsf(v));
+        if (lpk_finite(v)) a = fmaxf(a, fabsf(v));
         else b = 1.0f;
       }
       ga[m] = gpu_rmax<32>(a), gb[m] = gpu_rmax<32>(b);
       amax = fmaxf(amax, ga[m]), bad = fmaxf(bad, gb[m]);
     }
-    const float out = gpu_outer_scale(fmt, amax);
+    const float out = lpk_outer_scale(fmt, amax);
     if (fp8) {
-      rout[hh] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : out;
+      rout[hh] = bad != 0.0f ? lpk_from_bits(0x7fc00000u) : out;
       const bool ok = bad == 0.0f && out != 0.0f;
       const bool tiny = out < 1e-30f; /* 1 / out would overflow: both scaled by 2^64 */
       const float k = tiny ? 1.8446744e19f : 1.0f, rd = ok ? 1.0f / (out * k) : 0.0f;
@@ -247,7 +247,7 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) {
         const float y = x[hh][sl] * rd;
-        x[hh][sl] = ok ? gpu_e4m3_sr(NONNEG ? fabsf(y) : y, gpu_bwd_u<KEYROWS>(rb, hh, sl)) : 0.0f;
+        x[hh][sl] = ok ? lpk_e4m3_sr(NONNEG ? fabsf(y) : y, gpu_bwd_u<KEYROWS>(rb, hh, sl)) : 0.0f;
       }
       continue;
     }
@@ -271,7 +271,7 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
       for (int e = 0; e < 4; e++) {
         const float y = x[hh][4 * m + e] * rd;
         const float u = gpu_bwd_u<KEYROWS>(rb, hh, 4 * m + e);
-        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : gpu_e2m1_sr(NONNEG ? fabsf(y) : y, u)) * sv;
+        x[hh][4 * m + e] = (rd == 0.0f ? 0.0f : lpk_e2m1_sr(NONNEG ? fabsf(y) : y, u)) * sv;
       }
     }
   }
@@ -357,12 +357,12 @@ template <typename T, int D> __global__ void __launch_bounds__(128) gpu_bwd_prep
   const int s = (int)(row % a.Sq), h = (int)(row / a.Sq % a.Hq), b = (int)(row / a.Sq / a.Hq);
   float acc = 0.0f;
   for (int d = lane; d < D; d += 32)
-    acc += gpu_mma<T>::tof(((const unsigned short *)a.dout)[gpu_off(a.sdo, b, h, s, d)]) *
-           gpu_load(a.out, a.out_dtype, gpu_off(a.so, b, h, s, d));
+    acc += gpu_mma<T>::tof(((const unsigned short *)a.dout)[lpk_off(a.sdo, b, h, s, d)]) *
+           gpu_load(a.out, a.out_dtype, lpk_off(a.so, b, h, s, d));
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
   if (lane == 0) {
-    const float l = a.lse[gpu_off(a.sl, b, h, s, 0)];
+    const float l = a.lse[lpk_off(a.sl, b, h, s, 0)];
     a.delta[row] = acc;
     a.rowlse[row] = l == gpu_ninf() ? -gpu_ninf() : l;
   }
@@ -568,8 +568,8 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
 #pragma unroll
     for (int o = 0; o < NO; o++) {
       const int d = lay.chan(o);
-      gpu_store(a.dk, a.dk_dtype, gpu_off(a.sdk, b, hk, key, d), dk[hh][o] * a.sm_scale);
-      gpu_store(a.dv, a.dv_dtype, gpu_off(a.sdv, b, hk, key, d), dv[hh][o]);
+      gpu_store(a.dk, a.dk_dtype, lpk_off(a.sdk, b, hk, key, d), dk[hh][o] * a.sm_scale);
+      gpu_store(a.dv, a.dv_dtype, lpk_off(a.sdv, b, hk, key, d), dv[hh][o]);
     }
   }
 }
@@ -745,7 +745,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     if (r >= Sq) continue;
 #pragma unroll
     for (int o = 0; o < NO; o++)
-      gpu_store(a.dq, a.dq_dtype, gpu_off(a.sdq, b, h, r, lay.chan(o)), dq[hh][o] * a.sm_scale);
+      gpu_store(a.dq, a.dq_dtype, lpk_off(a.sdq, b, h, r, lay.chan(o)), dq[hh][o] * a.sm_scale);
   }
 }
 

@@ -124,8 +124,8 @@ __device__ __forceinline__ void gpu_bwd_wg_store(void *out, int dt, const int64_
 #pragma unroll
     for (int nb = 0; nb < D / 8; nb++) {
       const int d = 8 * nb + 2 * t;
-      gpu_store(out, dt, gpu_off(so, b, h, r, d), acc[4 * nb + 2 * hh] * sc);
-      gpu_store(out, dt, gpu_off(so, b, h, r, d + 1), acc[4 * nb + 2 * hh + 1] * sc);
+      gpu_store(out, dt, lpk_off(so, b, h, r, d), acc[4 * nb + 2 * hh] * sc);
+      gpu_store(out, dt, lpk_off(so, b, h, r, d + 1), acc[4 * nb + 2 * hh + 1] * sc);
     }
   }
 }

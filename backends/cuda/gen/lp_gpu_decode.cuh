@@ -99,7 +99,7 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
     for (int r = C.warp; r < 8; r += 4) {
       if (!C.live(r)) continue;
       const int rr = 8 * rb + r, qh = h * G + rr / Sq, s = rr % Sq;
-      auto load = [&](int i) -> float { return gpu_load(a.q, P.hdt, gpu_off(a.sq, b, qh, s, i)); };
+      auto load = [&](int i) -> float { return gpu_load(a.q, P.hdt, lpk_off(a.sq, b, qh, s, i)); };
       auto sr_index = [&](int) -> uint64_t { return 0; }; /* RNE: no uniforms */
       gpu_quant_domain(qa, C.lane, D, load, sr_index, (int64_t)r * D, r);
     }
@@ -114,26 +114,26 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
     float x[2] = {0.0f, 0.0f}, f = 0.0f;
     if (C.live(r)) {
       const unsigned short *q = (const unsigned short *)a.q;
-      const int64_t o = gpu_off(a.sq, b, qh, s, d);
+      const int64_t o = lpk_off(a.sq, b, qh, s, d);
       v = q[o] | (uint32_t)q[o + a.sq[3]] << 16;
       if (LOW) {
         const int row = r; /* the scratch rows of gpu_quant_domain above */
         if (FMT == LPATTN_FMT_FP8) {
-          x[0] = gpu_e4m3_decode(qcodes[row * D + d]), x[1] = gpu_e4m3_decode(qcodes[row * D + d + 1]);
+          x[0] = lpk_e4m3_decode(qcodes[row * D + d]), x[1] = lpk_e4m3_decode(qcodes[row * D + d + 1]);
           f = qouter[row];
         } else {
           const uint8_t c = qcodes[row * (D / 2) + d / 2]; /* codes d (low nibble), d + 1 */
           float sc;
           if (FMT == LPATTN_FMT_NVFP4) {
-            sc = gpu_e4m3_decode(qscales[row * (D / 16) + d / 16]), f = qouter[row];
+            sc = lpk_e4m3_decode(qscales[row * (D / 16) + d / 16]), f = qouter[row];
           } else {
             const uint8_t *sr = qscales + row * (D / 32);
             int emax = 0;
             for (int k = 0; k < D / 32; k++) emax = max(emax, (int)sr[k]);
-            sc = gpu_pow2(max((int)sr[d / 32] - emax, -140));
-            f = gpu_e8m0_decode((uint8_t)emax);
+            sc = lpk_pow2(max((int)sr[d / 32] - emax, -140));
+            f = lpk_e8m0_decode((uint8_t)emax);
           }
-          x[0] = gpu_e2m1_decode(c & 15) * sc, x[1] = gpu_e2m1_decode(c >> 4) * sc;
+          x[0] = lpk_e2m1_decode(c & 15) * sc, x[1] = lpk_e2m1_decode(c >> 4) * sc;
         }
       }
     }
@@ -180,8 +180,8 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
       int n = 0;
 #pragma unroll
       for (int w = 0; w < 8; w++) M = fmaxf(M, mr[(w * 8 + r) * 4]);
-      gpu_row m;
-      gpu_row_init(&m);
+      lpk_row m;
+      lpk_row_init(&m);
       m.m = M;
 #pragma unroll
       for (int w = 0; w < 8; w++) {
@@ -192,7 +192,7 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
       }
       m.n = n;
       float inv_l, lse, ent;
-      gpu_row_finish(&m, &inv_l, &lse, &ent);
+      lpk_row_finish(&m, &inv_l, &lse, &ent);
       const int64_t pr = C.prow(r);
       for (int d = part; d < D; d += 16) {
         float y = 0.0f;
@@ -269,7 +269,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   for (int r = 0; r < 8 && C.thrift; r++) hmask |= C.rsel[r];
 
   lpd_acc<D> A;
-  gpu_row_init(&A.st[0]), gpu_row_init(&A.st[1]), gpu_row_init(&A.stl[0]), gpu_row_init(&A.stl[1]);
+  lpk_row_init(&A.st[0]), lpk_row_init(&A.st[1]), lpk_row_init(&A.stl[0]), lpk_row_init(&A.stl[1]);
 #pragma unroll
   for (int nb = 0; nb < D / 8; nb++) A.acc[nb][0] = A.acc[nb][1] = A.acc[nb][2] = A.acc[nb][3] = 0.0f;
 #pragma unroll

@@ -60,8 +60,8 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
     dk = slot + P.rk + off, dv = slot + P.rv + off;
   }
   for (int d = threadIdx.x; d < P.D; d += blockDim.x) {
-    gpu_store(dk, P.hdt, d, gpu_load(a.k, a.kdt, gpu_off(a.sk, s, h, i, d)));
-    gpu_store(dv, P.hdt, d, gpu_load(a.v, a.vdt, gpu_off(a.sv, s, h, i, d)));
+    gpu_store(dk, P.hdt, d, gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)));
+    gpu_store(dv, P.hdt, d, gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)));
   }
   if (a.phase == 2 && i == 0 && h == 0 && threadIdx.x == 0) *(int64_t *)slot = len + a.n;
 }
@@ -102,8 +102,8 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
       kx = gpu_load(slot + P.rk, P.hdt, off), vx = gpu_load(slot + P.rv, P.hdt, off);
     } else {
       const int64_t i = tile * T + tau - len;
-      kx = gpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, gpu_off(a.sk, s, h, i, d)));
-      vx = gpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, gpu_off(a.sv, s, h, i, d)));
+      kx = gpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)));
+      vx = gpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)));
     }
     if (dk) Kf[tau * D + d] = kx;
     if (dv) Vf[tau * vst + d] = vx;
@@ -131,7 +131,7 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   uint8_t codes[256], sc[16];
   float outer = 0.0f;
   for (int tau = threadIdx.x; dk && tau < T; tau += blockDim.x) { /* K: one token's D values */
-    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
+    lpk_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
     if (fp8) {
       for (int d = 0; d < D; d++) base[P.kc + (int64_t)tau * D + d] = codes[d];
     } else {
@@ -141,7 +141,7 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
     if (fmt != LPATTN_FMT_MXFP4) ((float *)(base + P.ko))[tau] = outer;
   }
   for (int c = threadIdx.x; dv && c < D; c += blockDim.x) { /* V: one channel of the tile */
-    gpu_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Vf + c, vst, T, codes, sc, &outer);
+    lpk_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Vf + c, vst, T, codes, sc, &outer);
     if (fp8) {
       for (int k = 0; k < T; k++) base[P.vc + (int64_t)c * T + k] = codes[k];
     } else {
@@ -176,7 +176,7 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
     for (int i = lane; i < n; i += 32) {
       const float wi = L == gpu_ninf() ? 0.0f : expf(a.part_l[i * rows + row] - L);
       gpu_w[i] = wi;
-      if (wi > 0.0f) H += wi * a.part_h[i * rows + row] - gpu_xlogx(wi);
+      if (wi > 0.0f) H += wi * a.part_h[i * rows + row] - lpk_xlogx(wi);
     }
     for (int o = 16; o > 0; o >>= 1) H += __shfl_xor_sync(0xffffffffu, H, o);
     if (lane == 0) gpu_w[n] = L, gpu_w[n + 1] = H;
@@ -203,11 +203,11 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
       const float wi = gpu_w[i];
       if (wi > 0.0f) y += wi * po[i * step];
     }
-    gpu_store(a.out, a.out_dtype, gpu_off(a.sout, b, h, s, d), y);
+    gpu_store(a.out, a.out_dtype, lpk_off(a.sout, b, h, s, d), y);
   }
   if (threadIdx.x == 0) {
-    if (a.lse) a.lse[gpu_off(a.slse, b, h, s, 0)] = gpu_w[n];
-    if (a.ent) a.ent[gpu_off(a.sent, b, h, s, 0)] = gpu_w[n + 1];
+    if (a.lse) a.lse[lpk_off(a.slse, b, h, s, 0)] = gpu_w[n];
+    if (a.ent) a.ent[lpk_off(a.sent, b, h, s, 0)] = gpu_w[n + 1];
   }
 }
 

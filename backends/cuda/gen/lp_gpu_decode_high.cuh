@@ -99,15 +99,15 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
       for (int e = 0; e < 4; e++) {
         const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
         const float v = !(vis[i] && key <= C.R.p[i]) ? gpu_ninf()
-                        : C.pasa ? gpu_round_f16(c[nb][e]) + ch : __fmul_rn(c[nb][e], a.sm_scale);
+                        : C.pasa ? lpk_round_f16(c[nb][e]) + ch : __fmul_rn(c[nb][e], a.sm_scale);
         c[nb][e] = v;
         tm[i] = fmaxf(tm[i], v);
       }
-    gpu_step sp[2];
+    lpk_step sp[2];
     float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      sp[i] = gpu_row_begin(&A.st[i], lpd_qmax(tm[i]), 0.0f);
+      sp[i] = lpk_row_begin(&A.st[i], lpd_qmax(tm[i]), 0.0f);
       if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
     }
 #pragma unroll
@@ -123,7 +123,7 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
-      if (vis[i]) gpu_row_end(&A.st[i], &sp[i], sum, sums);
+      if (vis[i]) lpk_row_end(&A.st[i], &sp[i], sum, sums);
     }
     { /* SPEC 2 (inc/nonfinite.j2): where a live row of the warp does not see
        * all 16 keys, non-finite V elements are given to the rows that see

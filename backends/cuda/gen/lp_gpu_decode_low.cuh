@@ -153,7 +153,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
               const uint32_t sbyte = ksr[g0 + k];
               ksc[e][k] = FMT == LPATTN_FMT_MXFP4 ? lpd_pow2h2((int)sbyte - kmax + 8) : lpd_e4m3x2(sbyte | sbyte << 8);
             }
-            kf[e] = FMT == LPATTN_FMT_MXFP4 ? gpu_e8m0_decode((uint8_t)kmax) * 64.0f
+            kf[e] = FMT == LPATTN_FMT_MXFP4 ? lpk_e8m0_decode((uint8_t)kmax) * 64.0f
                                            : ((const float *)(sb + ko_))[key] * 16384.0f;
           }
 #pragma unroll
@@ -181,7 +181,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           for (int h = 0; h < 2; h++) {
             const int e = 2 * h + i;
             const float v = ((c[e] + c2[e]) * kf[h]) * (i ? qs1 : qs0);
-            s[mt][e] = vis[i] ? (pasa ? gpu_round_f16(v) + cl[i] : v) : gpu_ninf();
+            s[mt][e] = vis[i] ? (pasa ? lpk_round_f16(v) + cl[i] : v) : gpu_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
         }
@@ -208,11 +208,11 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     sb = slot(2 * r + 1) - vc_; /* V offsets are from the head section's start */
     if (any) {
       /* online softmax against the chunk's running max, then P^ */
-      gpu_step sp[2];
+      lpk_step sp[2];
       float ps[2] = {0.0f, 0.0f}, pss[2] = {0.0f, 0.0f}, ga[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < 2; i++) {
-        sp[i] = gpu_row_begin(&A.stl[i], pm[i], 0.0f);
+        sp[i] = lpk_row_begin(&A.stl[i], pm[i], 0.0f);
         if (!vis[i]) sp[i].alpha = 1.0f, sp[i].bias = 0.0f;
       }
 #pragma unroll
@@ -238,7 +238,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
       for (int i = 0; i < 2; i++) {
         if (i && !two) break;
         const float sum = lpd_gsum(ps[i]), sums = lpd_gsum(pss[i]);
-        if (vis[i]) gpu_row_end(&A.stl[i], &sp[i], sum, sums);
+        if (vis[i]) lpk_row_end(&A.stl[i], &sp[i], sum, sums);
       }
       if (FMT == LPATTN_FMT_FP8) {
         prw[0] = prw[1] = 1.0f / 448.0f;
@@ -248,7 +248,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
 #pragma unroll
           for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = gpu_e4m3_round(__fmul_rn(s[mt][2 * h + i], 448.0f));
+            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = lpk_e4m3_round(__fmul_rn(s[mt][2 * h + i], 448.0f));
         }
       } else {
         /* The group scale step of templates/common/quant.j2, once per (row,
@@ -269,10 +269,10 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         uint8_t sc;
         float denom, outer = 1.0f, sval;
         if (FMT == LPATTN_FMT_MXFP4) {
-          sval = gpu_group_scale(1, odd ? gm[1] : gm[0], 0, 0.0f, P.mx_round_up, &sc, &denom);
+          sval = lpk_group_scale(1, odd ? gm[1] : gm[0], 0, 0.0f, P.mx_round_up, &sc, &denom);
         } else {
-          outer = gpu_outer_scale(0, odd ? am[1] : am[0]);
-          sval = gpu_group_scale(0, odd ? gm[1] : gm[0], 0, outer, P.mx_round_up, &sc, &denom);
+          outer = lpk_outer_scale(0, odd ? am[1] : am[0]);
+          sval = lpk_group_scale(0, odd ? gm[1] : gm[0], 0, outer, P.mx_round_up, &sc, &denom);
         }
         /* denom 0: the group's codes are 0 (p * 0 rounds to 0; sval is finite) */
         const float rden = denom == 0.0f ? 0.0f : 1.0f / (denom == 0.0f ? 1.0f : denom); /* no x / 0 slow path */
@@ -290,7 +290,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
 #pragma unroll
           for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = gpu_e2m1_round(s[mt][2 * h + i] * rd[i]) * sv[i];
+            for (int h = 0; h < 2; h++) s[mt][2 * h + i] = lpk_e2m1_round(s[mt][2 * h + i] * rd[i]) * sv[i];
         }
       }
       uint32_t pb[4][2]; /* P^T B fragments: (keys 2t.., row g) */
@@ -325,7 +325,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
               const uint8_t *vsr = sb + vs_ + ch * 2;
               const int vmax = max((int)vsr[0], (int)vsr[1]);
               scl[e] = lpd_pow2h2((int)vsr[t >> 1] - vmax + 8);
-              vcol[e] = gpu_e8m0_decode((uint8_t)vmax) * 64.0f;
+              vcol[e] = lpk_e8m0_decode((uint8_t)vmax) * 64.0f;
             } else {
               const uint32_t sbyte = sb[vs_ + ch * 4 + t];
               scl[e] = lpd_e4m3x2(sbyte | sbyte << 8);

@@ -206,7 +206,7 @@ template <int D> struct lpd_ctx {
 /* A warp's running state: high-tile rows (g, g + 8) with O in the m16 A/C
  * layout, low-tile rows (2t, 2t + 1) with O^T (channels in m). */
 template <int D> struct lpd_acc {
-  gpu_row st[2], stl[2];
+  lpk_row st[2], stl[2];
   float acc[D / 8][4];  /* high: O [rows g, g+8][channels 8nb + 2t, +1] */
   float accl[D / 16][4]; /* low: O^T [channels 16ct + g, +8][rows 2t, 2t+1] */
 };

@@ -20,7 +20,7 @@ __device__ __forceinline__ void gpu_dequant_body(const lp_gpu_dequant_args &a, i
     uint8_t code = a.format == LPATTN_FMT_FP8 ? a.codes[at] : (uint8_t)((a.codes[at >> 1] >> ((at & 1) * 4)) & 15);
     uint8_t sc = a.format == LPATTN_FMT_FP8 ? 0 : a.scales[at / G];
     float o = a.format == LPATTN_FMT_MXFP4 ? 1.0f : a.outer[oat];
-    gpu_store(a.y, a.dtype, gpu_off(a.sy, b, h, s, d), gpu_dequant(a.format, code, sc, o));
+    gpu_store(a.y, a.dtype, lpk_off(a.sy, b, h, s, d), lpk_dequant(a.format, code, sc, o));
   }
 }
 

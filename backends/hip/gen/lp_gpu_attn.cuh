@@ -23,8 +23,8 @@ namespace lpattn_hip {
 
 /* FP8 P^ of two values: x <- E4M3(448 x) (RNE; 448 x <= 448). */
 __device__ __forceinline__ void gpu_p_fp8x2(float &x0, float &x1) {
-  x0 = gpu_e4m3_round(__fmul_rn(x0, 448.0f));
-  x1 = gpu_e4m3_round(__fmul_rn(x1, 448.0f));
+  x0 = lpk_e4m3_round(__fmul_rn(x0, 448.0f));
+  x1 = lpk_e4m3_round(__fmul_rn(x1, 448.0f));
 }
 
 __host__ __device__ __forceinline__ int gpu_floordiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -227,7 +227,7 @@ __device__ __forceinline__ float gpu_quad_group_scale(const float (&ga)[4], cons
     if (m == q) g = mx ? fmaxf(ga[mm], ga[mm + 1]) : ga[m], bad = mx ? fmaxf(gb[mm], gb[mm + 1]) : gb[m];
   }
   uint8_t sc;
-  return gpu_group_scale(fmt, g, bad != 0.0f, outer, mx_round_up, &sc, denom);
+  return lpk_group_scale(fmt, g, bad != 0.0f, outer, mx_round_up, &sc, denom);
 }
 #endif
 
@@ -254,7 +254,7 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
       for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
         const float x = s[hh][sl];
         if (!CHECK) ga = fmaxf(ga, x); /* P >= 0; fmaxf passes over a NaN */
-        else if (gpu_finite(x)) ga = fmaxf(ga, fabsf(x));
+        else if (lpk_finite(x)) ga = fmaxf(ga, fabsf(x));
         else bad = 1.0f;
       }
       ga16[m] = gpu_rmax<W>(ga);
@@ -262,7 +262,7 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
       rmax = fmaxf(rmax, ga16[m]);
     }
     const bool mx = fmt == LPATTN_FMT_MXFP4; /* MXFP4 groups are pairs of 16 */
-    const float outer = gpu_outer_scale(fmt, rmax);
+    const float outer = lpk_outer_scale(fmt, rmax);
     pout[hh] = outer;
 #if defined(GPU_P_SPLIT_SCALES)
     if constexpr (BK / 16 == 4) { /* lane i of the row's quad computes group i's scale, the quad shares them */
@@ -277,8 +277,8 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
         const float sval = gpu_rlane(svq, m), rden = gpu_rlane(rdq, m);
 #pragma unroll
         for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-          const float qv = rden == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
-          s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : qv * sval;
+          const float qv = rden == 0.0f ? 0.0f : lpk_e2m1_round(s[hh][sl] * rden);
+          s[hh][sl] = bad != 0.0f ? lpk_from_bits(0x7fc00000u) : qv * sval;
         }
       }
     } else
@@ -291,13 +291,13 @@ __device__ __forceinline__ void gpu_p_low(float (&s)[FR][NS], float (&pout)[FR],
       const float bad = mx ? fmaxf(bd16[mm], bd16[mm + 1]) : bd16[m];
       uint8_t sc;
       float denom;
-      const float sval = gpu_group_scale(fmt, ga, 0, outer, mx_round_up, &sc, &denom);
+      const float sval = lpk_group_scale(fmt, ga, 0, outer, mx_round_up, &sc, &denom);
       /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
       const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
       for (int sl = m * SPG; sl < m * SPG + SPG; sl++) {
-        const float q = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[hh][sl] * rden);
-        s[hh][sl] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : q * sval;
+        const float q = denom == 0.0f ? 0.0f : lpk_e2m1_round(s[hh][sl] * rden);
+        s[hh][sl] = bad != 0.0f ? lpk_from_bits(0x7fc00000u) : q * sval;
       }
     }
     }
@@ -387,7 +387,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #pragma unroll
     for (int e = 0; e < NO; e++) {
       const int d = lay.chan(e);
-      qh.v[e] = ok ? ((const unsigned short *)a.q)[gpu_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
+      qh.v[e] = ok ? ((const unsigned short *)a.q)[lpk_off(a.sq, b, head_of(lr), row_of(lr), d)] : 0;
       ql.v[e] = ok && any_low ? gpu_low1(a.qq.codes, a.qq.scales, fmt, qrow(lr) * D + d) : 0;
     }
 #if defined(LPATTN_HIP_FP8_MFMA)
@@ -398,7 +398,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #endif
   }
   auto qval = [&](int lr, int d) {
-    return live(lr) ? HI::tof(((const unsigned short *)a.q)[gpu_off(a.sq, b, head_of(lr), row_of(lr), d)])
+    return live(lr) ? HI::tof(((const unsigned short *)a.q)[lpk_off(a.sq, b, head_of(lr), row_of(lr), d)])
                     : 0.0f;
   };
 
@@ -410,9 +410,9 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   for (int hh = 0; hh < FR; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) acc[hh][o] = 0.0f;
-  gpu_row st[FR];
+  lpk_row st[FR];
 #pragma unroll
-  for (int hh = 0; hh < FR; hh++) gpu_row_init(&st[hh]);
+  for (int hh = 0; hh < FR; hh++) lpk_row_init(&st[hh]);
   if (kw > 0) /* resume from the warpgroup kernel's state */
 #pragma unroll
     for (int hh = 0; hh < FR; hh++) {
@@ -453,8 +453,8 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
     const unsigned short *ks = (const unsigned short *)(lw ? a.kd : a.k);
     const unsigned short *vs = (const unsigned short *)(lw ? a.vd : a.v);
     const int64_t kst = lw ? D : a.sk[2], vst = lw ? D : a.sv[2];
-    const unsigned short *kp = ks + (lw ? (kvbh * a.Skv + c0 + r0) * D : gpu_off(a.sk, b, hk, c0 + r0, 0)) + c;
-    const unsigned short *vp = vs + (lw ? (kvbh * a.Skv + c0 + r0) * D : gpu_off(a.sv, b, hk, c0 + r0, 0)) + c;
+    const unsigned short *kp = ks + (lw ? (kvbh * a.Skv + c0 + r0) * D : lpk_off(a.sk, b, hk, c0 + r0, 0)) + c;
+    const unsigned short *vp = vs + (lw ? (kvbh * a.Skv + c0 + r0) * D : lpk_off(a.sv, b, hk, c0 + r0, 0)) + c;
     unsigned short *kd = &Kb[buf * SM::KSZ + r0 * LD + c], *vd = &Vb[buf * SM::VSZ + r0 * LD + c];
 #pragma unroll
     for (int cr = r0; cr < BK; cr += RS) {
@@ -470,7 +470,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
    * c0, which every row that sees the tile sees (decode: the cache's copy). */
   auto kshift = [&](int sj, int c0, int d) -> float {
     const float src = sj >= 0 ? a.kmean[(kvbh * a.kmean_tiles + sj) * D + d]
-                              : HI::tof(((const unsigned short *)a.k)[gpu_off(a.sk, b, hk, c0, d)]);
+                              : HI::tof(((const unsigned short *)a.k)[lpk_off(a.sk, b, hk, c0, d)]);
     return __fmul_rn(a.pasa_beta, src);
   };
   /* K (or V) of tile j into shared memory in step: high from the tensor
@@ -483,7 +483,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wk = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = gpu_off(a.sk, b, hk, key, c);
+          int64_t o = lpk_off(a.sk, b, hk, key, c);
           unsigned short ek[8];
           if (a.vec16) memcpy(ek, (const unsigned short *)a.k + o, 16);
           else
@@ -491,7 +491,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
           if (a.pasa)
             for (int u = 0; u < 8; u++) {
               float kv = __fmul_rn(__fsub_rn(HI::tof(ek[u]), kshift(sj, c0, c + u)), a.sm_scale);
-              ek[u] = gpu_mma<gpu_f16>::bits(gpu_round_f16(kv));
+              ek[u] = gpu_mma<gpu_f16>::bits(lpk_round_f16(kv));
             }
           memcpy(&wk, ek, 16);
         }
@@ -529,7 +529,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
         int cr = i / (D / 8), c = (i % (D / 8)) * 8, key = c0 + cr;
         uint4 wv = make_uint4(0, 0, 0, 0);
         if (key < Skv) {
-          int64_t o = gpu_off(a.sv, b, hk, key, c);
+          int64_t o = lpk_off(a.sv, b, hk, key, c);
           if (a.vec16) {
             wv = *(const uint4 *)((const unsigned short *)a.v + o);
           } else {
@@ -668,7 +668,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #pragma unroll
           for (int sl = 0; sl < NS; sl++) {
             float v = __fmul_rn(__fmul_rn(s[hh][sl], __fmul_rn(qo, kout[lay.key(sl)])), a.sm_scale);
-            if (a.pasa) v = gpu_round_f16(v);
+            if (a.pasa) v = lpk_round_f16(v);
             s[hh][sl] = v;
             smax[hh] = fmaxf(smax[hh], v);
           }
@@ -683,11 +683,11 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
             float v = s[hh][sl];
             if (low) {
               v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
-              if (a.pasa) v = gpu_round_f16(v);
+              if (a.pasa) v = lpk_round_f16(v);
             } else if (a.pasa) {
-              v = gpu_round_f16(v);
+              v = lpk_round_f16(v);
             } else if (a.score_f16) {
-              v = __fmul_rn(gpu_round_f16(v), a.sm_scale);
+              v = __fmul_rn(lpk_round_f16(v), a.sm_scale);
             } else {
               v = __fmul_rn(v, a.sm_scale);
             }
@@ -697,13 +697,13 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
           }
         }
       }
-      gpu_step stp[FR];
+      lpk_step stp[FR];
       float psum[FR], pssum[FR];
 #pragma unroll
       for (int hh = 0; hh < FR; hh++) {
         const float m = gpu_rmax<W>(smax[hh]);
         const float c = a.pasa ? crow[warp * 16 + lay.row(hh)] : 0.0f;
-        stp[hh] = gpu_row_begin(&st[hh], m, c);
+        stp[hh] = lpk_row_begin(&st[hh], m, c);
         if (!vis[hh]) stp[hh].alpha = 1.0f, stp[hh].bias = 0.0f; /* P = exp(-inf) = 0 */
         psum[hh] = pssum[hh] = 0.0f;
       }
@@ -751,7 +751,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #pragma unroll
       for (int hh = 0; hh < FR; hh++) {
         const float sp = gpu_rsum<W>(psum[hh]), sps = gpu_rsum<W>(pssum[hh]);
-        if (vis[hh]) gpu_row_end(&st[hh], &stp[hh], sp, sps);
+        if (vis[hh]) lpk_row_end(&st[hh], &stp[hh], sp, sps);
         if (gpu_warp_any(stp[hh].alpha != 1.0f)) /* alpha 1 (the max held): acc is unchanged */
 #pragma unroll
           for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
@@ -801,13 +801,13 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
     const int lr = warp * 16 + lay.row(hh), r = row_of(lr);
     if (!live(lr)) continue;
     float inv_l, lse, ent;
-    gpu_row_finish(&st[hh], &inv_l, &lse, &ent);
+    lpk_row_finish(&st[hh], &inv_l, &lse, &ent);
 #pragma unroll
     for (int o = 0; o < NO; o++)
-      gpu_store(a.out, a.out_dtype, gpu_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
+      gpu_store(a.out, a.out_dtype, lpk_off(a.so, b, h, r, lay.chan(o)), acc[hh][o] * inv_l);
     if (lay.lead()) {
-      if (a.lse) a.lse[gpu_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[gpu_off(a.se, b, h, r, 0)] = ent;
+      if (a.lse) a.lse[lpk_off(a.sl, b, h, r, 0)] = lse;
+      if (a.ent) a.ent[lpk_off(a.se, b, h, r, 0)] = ent;
     }
   }
 }

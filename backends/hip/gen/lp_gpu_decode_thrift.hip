@@ -68,7 +68,7 @@ __global__ void lpt_freeze_kernel(const lp_gpu_append_args a) {
       const int64_t p = t * T + r;
       float x = 0.0f;
       if (p < len) x = lpt_qrow(P, slot, hq, p)[d];
-      else if (a.q) x = gpu_load(a.q, a.qdt, gpu_off(a.sq, s, hq, p - len, d));
+      else if (a.q) x = gpu_load(a.q, a.qdt, lpk_off(a.sq, s, hq, p - len, d));
       sum = __fadd_rn(sum, lpt_term(x));
     }
     mean[d] = __fdiv_rn(sum, (float)T);
@@ -92,7 +92,7 @@ __global__ void lpt_qput_kernel(const lp_gpu_append_args a) {
     const int64_t p = t * T + r;
     if (t >= 0 && p < len) continue;
     float x = 0.0f;
-    if (t >= 0 && p < len1 && a.q) x = gpu_load(a.q, a.qdt, gpu_off(a.sq, s, hq, p - len, d));
+    if (t >= 0 && p < len1 && a.q) x = gpu_load(a.q, a.qdt, lpk_off(a.sq, s, hq, p - len, d));
     base[e] = x;
   }
 }
@@ -106,14 +106,14 @@ __global__ void lpt_record_kernel(const lp_gpu_pdecode_args a) {
   if (!slot || len < a.Sq) return;
   float *row = lpt_qrow(P, slot, hq, len - a.Sq + r);
   for (int d = threadIdx.x; d < P.D; d += blockDim.x)
-    row[d] = gpu_load(a.q, a.pool.hdt, gpu_off(a.sq, s, hq, r, d));
+    row[d] = gpu_load(a.q, a.pool.hdt, lpk_off(a.sq, s, hq, r, d));
 }
 
 /* float -> unsigned key of the same order; NaN ranks last, -0 == +0 */
 __device__ __forceinline__ uint32_t lpt_key(float x) {
   if (x != x) x = gpu_ninf();
   if (x == 0.0f) x = 0.0f;
-  const uint32_t b = gpu_bits(x);
+  const uint32_t b = lpk_bits(x);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 

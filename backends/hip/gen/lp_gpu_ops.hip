@@ -58,7 +58,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
     if (qsrc >= 0) {
       int q0 = qsrc * T, q1 = min(q0 + T, Sq);
       for (int r = q0; r < q1; r++)
-        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, gpu_off(a.sq, b, h, r, d))));
+        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r, d))));
       s = s / (float)(q1 - q0);
     }
     qbar[d] = s;
@@ -168,7 +168,7 @@ __global__ void gpu_cast8_kernel(const gpu_cast8_args a) {
     uint8_t c = 0;
     if (s < a.S && d < a.D) {
       const int64_t off = b * a.sx[0] + h * a.sx[1] + s * a.sx[2] + d * a.sx[3];
-      c = a.dtype == LPATTN_E4M3 ? ((const uint8_t *)a.x)[off] : gpu_e4m3_encode(gpu_load(a.x, a.dtype, off) / ds);
+      c = a.dtype == LPATTN_E4M3 ? ((const uint8_t *)a.x)[off] : lpk_e4m3_encode(gpu_load(a.x, a.dtype, off) / ds);
       if (a.jmin && (c & 0x7f) == 0x7f) { /* a NaN code: 0 in the product, its first key kept */
         atomicMin(&a.jmin[bh * a.D + d], s);
         c = 0;
@@ -204,7 +204,7 @@ __global__ void gpu_nan_cols_kernel(const gpu_nan_cols_args a) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int d = (int)(i % a.D), r = (int)(i / a.D % a.Sq), h = hk * G + (int)(i / a.D / a.Sq);
     const int last = a.causal ? r + a.off : a.Skv - 1; /* the row's last key */
-    if (jm[d] <= last) gpu_store(a.out, a.dtype, gpu_off(a.so, b, h, r, d), __int_as_float(0x7fffffff));
+    if (jm[d] <= last) gpu_store(a.out, a.dtype, lpk_off(a.so, b, h, r, d), __int_as_float(0x7fffffff));
   }
 }
 

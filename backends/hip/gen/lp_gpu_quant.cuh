@@ -23,16 +23,16 @@ __device__ __forceinline__ void gpu_quant_domain(const lp_gpu_quant_args &a, int
   float amax = 0.0f, bad = 0.0f;
   for (int i = lane; i < n; i += 32) {
     float v = load(i);
-    if (!gpu_finite(v)) bad = 1.0f;
+    if (!lpk_finite(v)) bad = 1.0f;
     else amax = fmaxf(amax, fabsf(v));
   }
   amax = gpu_warp_max(amax, 32);
   bad = gpu_warp_max(bad, 32);
 
   auto code_of = [&](bool fp8, float y, int i) -> uint8_t {
-    return gpu_elem_code(fp8, y, a.stochastic, a.stochastic ? gpu_sr_uniform(a.seed, sr_index(i)) : 0.0f);
+    return lpk_elem_code(fp8, y, a.stochastic, a.stochastic ? lpk_sr_uniform(a.seed, sr_index(i)) : 0.0f);
   };
-  const float out = gpu_outer_scale(a.format, amax);
+  const float out = lpk_outer_scale(a.format, amax);
   if (a.format == LPATTN_FMT_FP8) {
     if (lane == 0) a.outer[obase] = bad != 0.0f ? __int_as_float(0x7fc00000) : out;
     for (int i = lane; i < n; i += 32) {
@@ -47,12 +47,12 @@ __device__ __forceinline__ void gpu_quant_domain(const lp_gpu_quant_args &a, int
     const int i = c0 + lane;
     const bool act = i < n;
     float v = act ? load(i) : 0.0f;
-    float ga = act && gpu_finite(v) ? fabsf(v) : 0.0f, gb = act && !gpu_finite(v) ? 1.0f : 0.0f;
+    float ga = act && lpk_finite(v) ? fabsf(v) : 0.0f, gb = act && !lpk_finite(v) ? 1.0f : 0.0f;
     ga = gpu_warp_max(ga, G);
     gb = gpu_warp_max(gb, G);
     uint8_t sc;
     float denom;
-    gpu_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
+    lpk_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
     const uint8_t code = act && denom != 0.0f ? code_of(false, v / denom, i) : 0;
     uint32_t hi = __shfl_down_sync(0xffffffffu, (uint32_t)code, 1, 32);
     if (act && (i % G) == 0) a.scales[(ebase + i) / G] = sc;

@@ -106,7 +106,7 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
     const int r = e / D, d = e % D, s = (R * rb + r) % Sq, qh = qhead(r);
     float x = 0.0f, xl = 0.0f, f = 0.0f;
     if (live(r)) {
-      x = MM::tof(((const unsigned short *)a.q)[gpu_off(a.sq, b, qh, s, d)]);
+      x = MM::tof(((const unsigned short *)a.q)[lpk_off(a.sq, b, qh, s, d)]);
       if (LOW) {
         const int64_t row = ((int64_t)b * P.Hq + qh) * Sq + s;
         const uint8_t c = FMT == LPATTN_FMT_FP8 ? a.qcodes[row * D + d]
@@ -138,8 +138,8 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
   /* softmax-phase roles: row sr, keys 2 sl and 2 sl + 1 */
   const int sr = tid >> 5, sl = tid & 31;
   const int sp_ = pos(sr);
-  gpu_row st;
-  gpu_row_init(&st);
+  lpk_row st;
+  lpk_row_init(&st);
   /* O += P V roles: channel od, rows og RPT .. og RPT + RPT - 1 */
   const int od = tid % D, og = tid / D;
   float o[RPT];
@@ -217,7 +217,7 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
         s[e] = tv && (low || key <= sp_) ? v : gpu_ninf();
         tm = fmaxf(tm, s[e]);
       }
-      gpu_step stp = gpu_row_begin(&st, lph_max(tm, 32), 0.0f);
+      lpk_step stp = lpk_row_begin(&st, lph_max(tm, 32), 0.0f);
       if (!tv) stp.alpha = 1.0f, stp.bias = 0.0f;
       float ps = 0.0f, pss = 0.0f;
 #pragma unroll
@@ -228,30 +228,30 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
         s[e] = p;
       }
       ps = lph_sum(ps), pss = lph_sum(pss);
-      if (tv) gpu_row_end(&st, &stp, ps, pss);
+      if (tv) lpk_row_end(&st, &stp, ps, pss);
       float pw = 1.0f;
       if (LOW && low) { /* P^ of the tile's row (SEMANTICS low tile step 4) */
         if (FMT == LPATTN_FMT_FP8) {
-          s[0] = gpu_e4m3_round(__fmul_rn(s[0], 448.0f)), s[1] = gpu_e4m3_round(__fmul_rn(s[1], 448.0f));
+          s[0] = lpk_e4m3_round(__fmul_rn(s[0], 448.0f)), s[1] = lpk_e4m3_round(__fmul_rn(s[1], 448.0f));
           pw = 1.0f / 448.0f;
         } else {
           float ga = 0.0f, bad = 0.0f;
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            if (gpu_finite(s[e])) ga = fmaxf(ga, fabsf(s[e]));
+            if (lpk_finite(s[e])) ga = fmaxf(ga, fabsf(s[e]));
             else bad = 1.0f;
           }
           ga = lph_max(ga, G / 2), bad = lph_max(bad, G / 2); /* the group's lanes */
-          const float outer = gpu_outer_scale(FMT, lph_max(ga, 32));
+          const float outer = lpk_outer_scale(FMT, lph_max(ga, 32));
           uint8_t sc;
           float denom;
-          const float sval = gpu_group_scale(FMT, ga, 0, outer, P.mx_round_up, &sc, &denom);
+          const float sval = lpk_group_scale(FMT, ga, 0, outer, P.mx_round_up, &sc, &denom);
           /* x * (1/denom): P is an f32 approximation already (SEMANTICS step 2) */
           const float rden = denom == 0.0f ? 0.0f : 1.0f / denom;
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const float qv = denom == 0.0f ? 0.0f : gpu_e2m1_round(s[e] * rden);
-            s[e] = bad != 0.0f ? gpu_from_bits(0x7fc00000u) : qv * sval;
+            const float qv = denom == 0.0f ? 0.0f : lpk_e2m1_round(s[e] * rden);
+            s[e] = bad != 0.0f ? lpk_from_bits(0x7fc00000u) : qv * sval;
           }
           pw = outer;
         }
@@ -320,7 +320,7 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
   /* ---- the chunk's partial state ----------------------------------------------- */
   if (sl == 0) {
     float inv_l, lse, ent;
-    gpu_row_finish(&st, &inv_l, &lse, &ent);
+    lpk_row_finish(&st, &inv_l, &lse, &ent);
     sm.fin[sr] = inv_l;
     if (live(sr)) a.part_l[prow(sr)] = lse, a.part_h[prow(sr)] = ent;
   }

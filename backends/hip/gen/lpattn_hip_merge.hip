@@ -23,7 +23,7 @@ __device__ __forceinline__ void gpu_merge_body(const lp_gpu_merge_args &a) {
       L = m + logf(sum);
       for (int i = 0; i < n; i++) {
         float wi = expf(a.part_l[i * (int64_t)a.B * a.H * a.S + row] - L);
-        if (wi > 0.0f) H += wi * a.part_h[i * (int64_t)a.B * a.H * a.S + row] - gpu_xlogx(wi);
+        if (wi > 0.0f) H += wi * a.part_h[i * (int64_t)a.B * a.H * a.S + row] - lpk_xlogx(wi);
       }
     }
     for (int d = lane; d < a.D; d += 32) {
@@ -34,24 +34,24 @@ __device__ __forceinline__ void gpu_merge_body(const lp_gpu_merge_args &a) {
           float wi = expf(a.part_l[r] - L);
           if (wi > 0.0f) y += wi * a.part_o[r * a.D + d];
         }
-      gpu_store(a.out, a.out_dtype, gpu_off(a.sout, b, h, s, d), y);
+      gpu_store(a.out, a.out_dtype, lpk_off(a.sout, b, h, s, d), y);
     }
   } else {
-    float la = a.l[0][gpu_off(a.sl[0], b, h, s, 0)], lb = a.l[1][gpu_off(a.sl[1], b, h, s, 0)];
-    float ha = a.hh[0] ? a.hh[0][gpu_off(a.sh[0], b, h, s, 0)] : 0.0f;
-    float hb = a.hh[1] ? a.hh[1][gpu_off(a.sh[1], b, h, s, 0)] : 0.0f;
-    gpu_merge(la, ha, lb, hb, &w[0], &w[1], &L, &H);
+    float la = a.l[0][lpk_off(a.sl[0], b, h, s, 0)], lb = a.l[1][lpk_off(a.sl[1], b, h, s, 0)];
+    float ha = a.hh[0] ? a.hh[0][lpk_off(a.sh[0], b, h, s, 0)] : 0.0f;
+    float hb = a.hh[1] ? a.hh[1][lpk_off(a.sh[1], b, h, s, 0)] : 0.0f;
+    lpk_merge(la, ha, lb, hb, &w[0], &w[1], &L, &H);
     for (int d = lane; d < a.D; d += 32) {
-      float xa = gpu_load(a.o[0], a.odt[0], gpu_off(a.so[0], b, h, s, d));
-      float xb = gpu_load(a.o[1], a.odt[1], gpu_off(a.so[1], b, h, s, d));
+      float xa = gpu_load(a.o[0], a.odt[0], lpk_off(a.so[0], b, h, s, d));
+      float xb = gpu_load(a.o[1], a.odt[1], lpk_off(a.so[1], b, h, s, d));
       float y = (w[0] > 0.0f ? w[0] * xa : 0.0f) + (w[1] > 0.0f ? w[1] * xb : 0.0f);
-      gpu_store(a.out, a.out_dtype, gpu_off(a.sout, b, h, s, d), y);
+      gpu_store(a.out, a.out_dtype, lpk_off(a.sout, b, h, s, d), y);
     }
   }
   __syncwarp();
   if (lane == 0) {
-    if (a.lse) a.lse[gpu_off(a.slse, b, h, s, 0)] = L;
-    if (a.ent) a.ent[gpu_off(a.sent, b, h, s, 0)] = H;
+    if (a.lse) a.lse[lpk_off(a.slse, b, h, s, 0)] = L;
+    if (a.ent) a.ent[lpk_off(a.sent, b, h, s, 0)] = H;
   }
 }
 

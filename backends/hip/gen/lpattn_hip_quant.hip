@@ -40,7 +40,7 @@ __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
   auto load = [&](int i) -> float {
     int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
     if (s >= a.S) return 0.0f; /* zero padding of the last tile */
-    return gpu_quant_shift(a, gpu_load(a.x, a.dtype, gpu_off(a.sx, b, h, s, d)), bhd, s, d);
+    return gpu_quant_shift(a, gpu_load(a.x, a.dtype, lpk_off(a.sx, b, h, s, d)), bhd, s, d);
   };
   auto sr_index = [&](int i) -> uint64_t {
     int64_t s = s0 + (int64_t)i * ss, d = d0 + (int64_t)i * ds;
@@ -65,7 +65,7 @@ __device__ __forceinline__ void gpu_quant_group(const lp_gpu_quant_args &a, cons
   float ga = 0.0f, gb = 0.0f;
 #pragma unroll
   for (int u = 0; u < E; u++) {
-    if (!gpu_finite(v[u])) gb = 1.0f;
+    if (!lpk_finite(v[u])) gb = 1.0f;
     else ga = fmaxf(ga, fabsf(v[u]));
   }
   float amax = ga, bad = gb;
@@ -74,10 +74,10 @@ __device__ __forceinline__ void gpu_quant_group(const lp_gpu_quant_args &a, cons
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o, 32));
     bad = fmaxf(bad, __shfl_xor_sync(0xffffffffu, bad, o, 32));
   }
-  const float out = gpu_outer_scale(a.format, amax);
+  const float out = lpk_outer_scale(a.format, amax);
   if (!live) return; /* a lane past the last row: in the shuffles only */
   auto code_of = [&](bool fp8, float y, int u) -> uint32_t {
-    return gpu_elem_code(fp8, y, SR, SR ? gpu_sr_uniform(a.seed, sri(u)) : 0.0f);
+    return lpk_elem_code(fp8, y, SR, SR ? lpk_sr_uniform(a.seed, sri(u)) : 0.0f);
   };
   uint32_t w[E / 4 > 1 ? E / 4 : 1]; /* the codes, packed little-endian */
   if (a.format == LPATTN_FMT_FP8) {
@@ -97,7 +97,7 @@ __device__ __forceinline__ void gpu_quant_group(const lp_gpu_quant_args &a, cons
   }
   uint8_t sc;
   float denom;
-  gpu_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
+  lpk_group_scale(a.format, ga, gb != 0.0f, out, a.mx_round_up, &sc, &denom);
   if (gi == 0 && a.format == LPATTN_FMT_NVFP4) a.outer[obase] = out;
   a.scales[dst / E] = sc;
 #pragma unroll
@@ -122,7 +122,7 @@ __device__ __forceinline__ void gpu_quant_rows_body(const lp_gpu_quant_args &a, 
   const int64_t row = live ? t / DG : nrows - 1;
   const int64_t bh = row / a.S, s = row % a.S, b = bh / a.H, h = bh % a.H;
   const int64_t bhd = (b + a.dst_b0) * a.H + h, sd = s + a.dst_s0;
-  const uint4 *src = (const uint4 *)((const unsigned short *)a.x + gpu_off(a.sx, b, h, s, (int64_t)g * E));
+  const uint4 *src = (const uint4 *)((const unsigned short *)a.x + lpk_off(a.sx, b, h, s, (int64_t)g * E));
   float v[E];
 #pragma unroll
   for (int q = 0; q < E / 8; q++) {
@@ -180,7 +180,7 @@ __device__ __forceinline__ void gpu_quant_tile_body(const lp_gpu_quant_args &a) 
   for (int i = threadIdx.x; i < R * (a.D / 8); i += blockDim.x) {
     const int r = i / (a.D / 8), c = (i % (a.D / 8)) * 8;
     uint4 w = make_uint4(0, 0, 0, 0);
-    if (s0 + r < a.S) w = *(const uint4 *)((const unsigned short *)a.x + gpu_off(a.sx, b, h, s0 + r, c));
+    if (s0 + r < a.S) w = *(const uint4 *)((const unsigned short *)a.x + lpk_off(a.sx, b, h, s0 + r, c));
     uint32_t *dst = (uint32_t *)&gpu_qt[r * LDT + c];
     dst[0] = w.x, dst[1] = w.y, dst[2] = w.z, dst[3] = w.w;
   }
@@ -219,7 +219,7 @@ __global__ void gpu_scan_finite_kernel(const void *x, int dt, gpu_strides st, in
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
     int64_t d = i % n3, s = i / n3 % n2, h = i / n3 / n2 % n1, b = i / n3 / n2 / n1;
-    if (!gpu_finite(gpu_load(x, dt, gpu_off(st.s, b, h, s, d)))) atomicOr(flag, 1);
+    if (!lpk_finite(gpu_load(x, dt, lpk_off(st.s, b, h, s, d)))) atomicOr(flag, 1);
   }
 }
 
