@@ -2,7 +2,7 @@
 /* lpattn_quantize on the GPU: one warp per quantization domain (a token's D
  * values for AXIS_D, one channel of one tile for AXIS_S). The domain's amax
  * is a warp reduction; groups of 16/32 elements are lane segments. The
- * outer, group-scale and element steps are common/quant.j2's, the ones its
+ * outer, group-scale and element steps are backends/math/lpk_quant.h's, the ones its
  * quantize_domain runs (bit-exact with core/quant.c). */
 #include "lp_gpu_quant.cuh"
 
@@ -58,7 +58,7 @@ __device__ __forceinline__ void gpu_quant_body(const lp_gpu_quant_args &a) {
  * lanes (its amax: a shuffle among them). v: the group's values (shifted);
  * dst: element index of its first code; obase: the domain's outer index;
  * sri: Philox index of element u. Every call the same steps as
- * gpu_quant_domain (common/quant.j2), so the codes are the same bits. */
+ * gpu_quant_domain (backends/math/lpk_quant.h), so the codes are the same bits. */
 template <int E, int DG, bool SR, typename SRI>
 __device__ __forceinline__ void gpu_quant_group(const lp_gpu_quant_args &a, const float (&v)[E], int gi,
                                                 int64_t dst, int64_t obase, SRI sri, bool live = true) {

@@ -16,7 +16,7 @@ namespace lpattn_hip {
  * - softmax: 32 threads per row, 2 keys each: quarters added in a fixed
  *   order, outer scales, masks, the online softmax step, and on low tiles
  *   P^ (SEMANTICS low tile step 4: per row of the tile, against the chunk's
- *   running max; the quantizer steps of templates/common/quant.j2);
+ *   running max; the quantizer steps of backends/math/lpk_quant.h);
  * - O += P V: thread (channel d, group of rows) reads its channel's codes.
  * Tile modes as on CUDA: low tiles (FP8/NVFP4/MXFP4 pages) for the keys a
  * row sees in full, then the high tiles (the slot ring's diagonal tiles, or
