@@ -1,10 +1,12 @@
-{#- The HIP half of the paged decode (kernel_decode.cu.j2 includes it for
-    dialect 'hip'; the CUDA half is lp_gpu_decode.cuh). Portable code: FMAs
-    over dequantized values, no matrix cores, no asynchronous copies, so the
-    same text runs on wave64 (CDNA), wave32 (RDNA) and the HIP-on-CUDA shim.
-    Context: v (the variant), kname, ns. -#}
-namespace {{ ns }} {
-{% raw %}
+/* The HIP half of the paged decode (kernel_decode.cu.j2 includes it for
+ * dialect 'hip'; the CUDA half is lp_gpu_decode.cuh). Portable code: FMAs
+ * over dequantized values, no matrix cores, no asynchronous copies, so the
+ * same text runs on wave64 (CDNA), wave32 (RDNA) and the HIP-on-CUDA shim.
+ */
+#ifndef LP_GPU_DECODE_HIP_CUH
+#define LP_GPU_DECODE_HIP_CUH
+#include "lp_gpu_ns.cuh"
+namespace LP_GPU_NS {
 /* Paged decode (SPEC 9, SEMANTICS "Decode") on HIP: one block of 256
  * threads per (chunk of LP_DECODE_CHUNK_TILES tiles, kv head x block of 8
  * query rows, sequence), the rows being the GQA group's q heads x Sq
@@ -336,24 +338,5 @@ static inline dim3 lph_grid(const lp_gpu_pdecode_args *a) {
   const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + LPH_R - 1) / LPH_R;
   return dim3((unsigned)a->nchunk, (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
 }
-{% endraw %}
-} // namespace {{ ns }}
-
-/* The kernels: the variant's name decodes HIGH pools; the low formats add
- * their name (the host entry below picks one). */
-{% for f in [('', -1), ('_nvfp4', 0), ('_mxfp4', 1), ('_fp8', 2)] %}
-extern "C" __global__ void __launch_bounds__(LPH_NT) {{ kname }}{{ f[0] }}(const lp_gpu_pdecode_args a) {
-  {{ ns }}::lph_body<{{ ns }}::gpu_{{ v.dtype }}, {{ v.head_dim }}, {{ f[1] }}>(a);
-}
-{% endfor %}
-
-namespace {{ ns }} {
-lpattn_status {{ kname }}(const lp_gpu_pdecode_args *a, cudaStream_t s) {
-  const dim3 grid = lph_grid(a);
-  if (!a->pool.has_low) ::{{ kname }}<<<grid, LPH_NT, 0, s>>>(*a);
-  else if (a->pool.fmt == LPATTN_FMT_NVFP4) ::{{ kname }}_nvfp4<<<grid, LPH_NT, 0, s>>>(*a);
-  else if (a->pool.fmt == LPATTN_FMT_MXFP4) ::{{ kname }}_mxfp4<<<grid, LPH_NT, 0, s>>>(*a);
-  else ::{{ kname }}_fp8<<<grid, LPH_NT, 0, s>>>(*a);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-} // namespace {{ ns }}
+} // namespace LP_GPU_NS
+#endif
