@@ -4,9 +4,9 @@ A variant fixes some axes at compile time and leaves the rest to run time.
 Axis values: None = decided at run time by the kernel, otherwise fixed.
 The manifest decides which variants exist: render.py renders every template
 of a backend for exactly the variants listed here. Which kernel a call runs
-is still decided partly inside the templates (kernel_attn.cu.j2 and
+is still decided partly inside the instance templates (kernel_attn.cu.j2 and
 kernel_decode.cu.j2 pick tile shapes per head dim / dtype / precision, the
-sm_90a host checks of inc/wg_host.j2 choose wgmma or mma.sync), partly in
+sm_90a host checks of lp_gpu_wg_host.cuh choose wgmma or mma.sync), partly in
 backends/gpu (issue 30: one dispatch plan is the goal). Only axes that some variant
 fixes are declared (issue 10): precision, mask, PASA and entropy are run-time
 branches of every kernel, so they are no axes here. gen/registry.inc is the
@@ -22,9 +22,9 @@ OPS = ("attn", "quant", "dequant", "merge", "decode", "bwd")  # decode: the page
 DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
 
-# Per backend: the language dialect its templates expand the shared macros in
-# (templates/common/*.j2), the template folder it renders (CUDA and HIP share
-# templates/gpu), the C++ namespace that keeps two GPU backends apart in one
+# Per backend: its language dialect, the template folder of its instance files
+# (CUDA and HIP share templates/gpu; the kernels themselves are plain code in
+# backends/gpu/kernels and backends/math), the C++ namespace that keeps two GPU backends apart in one
 # library, and how output extensions are spelled for its compiler.
 BACKENDS = {
     "cpu": {"dialect": "cpp", "templates": "cpu"},

@@ -2,7 +2,7 @@
  * "Backward"): precision HIGH and the low formats, causal or not, GQA, the
  * head dims and 16-bit input types of the bwd variants (CUDA: D = 64, 128, 256;
  * HIP has none yet). One call = three asynchronous launches
- * (gen/lp_gpu_bwd.cuh) after two workspace rows per query row (Delta, LSE).
+ * (kernels/lp_gpu_bwd.cuh) after two workspace rows per query row (Delta, LSE).
  *
  * Validated on an H100 (tests/cuda/test_cuda_backward.c against the f64 ref).
  *
@@ -14,7 +14,7 @@
  * * 0x9E3779B97F4A7C15; its SR index is already the logical one) and expanded
  * to exact bf16 codes * group scale (as gpu_dequant_kv does), outer scales
  * kept apart; P_r and dS_r (dkdv) and dS_c (dq) are quantized in the kernel,
- * in registers (inc/bwd_sr.j2: a row's 4 lanes per 64-value domain, each
+ * in registers (lp_gpu_bwd_sr.cuh: a row's 4 lanes per 64-value domain, each
  * Philox block, 16 elements' random bytes, computed once and its bytes
  * shuffled to the lanes that need them, index ((b Hq + h) Sq + r) Skv + c).
  * The low products are then gpu_mm_scores<LO> and gpu_mm_pv_low with the

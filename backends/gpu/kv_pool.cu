@@ -104,7 +104,7 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
     return LPATTN_ERR_UNSUPPORTED;
   if (p->pasa && p->high_dtype != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* K' is f16 (SEMANTICS PASA) */
 #if defined(LPATTN_HIP)
-  /* the HIP decode kernel (templates/gpu/inc/decode_hip.j2) has no THRIFT / PASA tiles yet */
+  /* the HIP decode kernel (backends/gpu/kernels/lp_gpu_decode_hip.cuh) has no THRIFT / PASA tiles yet */
   if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED;
 #endif
   if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;

@@ -6,7 +6,7 @@ masked key must not reach the rows that do not attend it.
                           the masked future of rows <= t in their diagonal tile; prints, per
                           tensor and precision, how many of those rows of O, and of dQ with
                           dO zero after t, are non-finite (the contract: 0).
-  nan_masked.py ab OUT.md the cost of the masked-tile checks (inc/nonfinite.j2), same run:
+  nan_masked.py ab OUT.md the cost of the masked-tile checks (lp_gpu_nonfinite.cuh), same run:
                           LPATTN_NF_OFF=1 (checks off) against the default, alternating, 5
                           rounds, each round a fresh process per setting, with the sm_90a
                           kernels and with LPATTN_NO_WGMMA=1 (mma.sync); causal prefill

@@ -1,4 +1,4 @@
-// The backward's in-register SR quantizer of P and dS (templates/gpu/inc/bwd_sr.j2,
+// The backward's in-register SR quantizer of P and dS (backends/gpu/kernels/lp_gpu_bwd_sr.cuh,
 // gpu_bwd_sr_tile) against the reference domain step as the device compiles it
 // (lpk_quantize_domain with sr = 1, then gpu_deq_inner), on the same rows and
 // Philox indices: both tile orientations (dkdv: rows are keys, index row + col * Skv;

@@ -1,5 +1,5 @@
 // The quantizer primitives of backends/math/lpk_quant.h as the CUDA kernels
-// compile them (gen/lp_gpu.cuh), run on the device over the amax sweep
+// compile them (kernels/lp_gpu.cuh), run on the device over the amax sweep
 // (tests/quant_sweep.h) against core's lp_quantize_domain: the domain
 // quantizer built from the steps (every format, both MXFP4 scale rules, RNE
 // and SR) and the group-scale step alone, which the attention kernels' P

@@ -416,7 +416,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
           for (int o = 0; o < NO; o++) acc[hh][o] *= stp[hh].alpha;
       }
 
-      if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* inc/attn_plow.j2 */
+      if (low) gpu_p_low<W>(s, pout, fmt, a.mx_round_up); /* lp_gpu_attn_plow.cuh */
     }
     if (SM::SPLIT) { /* V takes K's place once every warp has its scores */
       __syncthreads();
@@ -425,7 +425,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
     }
     /* SPEC 2: a non-finite V element at a key that some row of the tile
      * does not see is zeroed before the product (nfm: per channel its first
-     * such key) and re-applied to the rows that see it (inc/nonfinite.j2) */
+     * such key) and re-applied to the rows that see it (lp_gpu_nonfinite.cuh) */
     bool vnf = false;
     if (a.causal && c1 > r0 + off && GPU_NF) {
       const bool tv = low && vt; /* [d][key] */

@@ -1,5 +1,5 @@
 /* The P quantizer of a low tile (SEMANTICS low tile step 4), a device function that
- * templates/gpu/lp_gpu_attn.cuh.j2 includes before the kernel body. */
+ * backends/gpu/kernels/lp_gpu_attn.cuh includes before the kernel body. */
 
 #if defined(GPU_P_SPLIT_SCALES)
 /* Lane i of a row's quad: the scale step (backends/math/lpk_quant.h group_scale) of

@@ -1,5 +1,5 @@
 /* The KV tile loaders of the attention kernel, expanded inside gpu_attn_body
- * (templates/gpu/lp_gpu_attn.cuh.j2 includes this text in place): cp.async
+ * (backends/gpu/kernels/lp_gpu_attn.cuh includes this text in place): cp.async
  * prefetch of a tile (issue), the PASA shift, and the in-step loads (load_k,
  * load_v) of the paths without prefetch, which decode low tiles from their
  * codes. */

@@ -1,7 +1,7 @@
 /* The sm_90a prefill kernel of precision HIGH (issue 16): warpgroup MMAs
  * (wgmma) on operands in 128-byte-swizzled shared memory. Rendered for
  * CUDA only; the HIP rendering is an empty header. The wgmma wrappers are
- * inc/wgmma.j2, included in place. */
+ * lp_gpu_wgmma.cuh, included in place. */
 
 /* Prefill attention on Hopper's warpgroup MMAs, precision HIGH (f16/bf16
  * inputs, f32 accumulation), the case gpu_attn_spec() calls 0: no PASA, no
@@ -269,7 +269,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   /* tile j's K (V) is in: its mbarrier's phase j / ST */
   auto kin = [&](int j) { gpu_mb_wait(br.kfull(j % ST), (uint32_t)(j / ST) & 1); };
   auto vin = [&](int j) { gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1); };
-  /* SPEC 2 (inc/nonfinite.j2): a tile that some row of the CTA does not see
+  /* SPEC 2 (lp_gpu_nonfinite.cuh): a tile that some row of the CTA does not see
    * in full has its V checked once it is in (all computing threads, named
    * barrier 1 + NW); non-finite elements are zeroed before P V and given
    * back after it to the rows that see them (nfm: per channel the first

@@ -1,5 +1,5 @@
 /* The sm_90a FP8 prefill kernel on E4M3 warpgroup MMAs (issue 16): the
- * structure of lp_gpu_attn_wgl.cuh.j2 over the quantized codes themselves
+ * structure of lp_gpu_attn_wgl.cuh over the quantized codes themselves
  * (no bf16 copy). CUDA only; the HIP rendering is an empty header. */
 
 /* Prefill attention for precision FP8 at D = 128 on Hopper's E4M3 wgmma:

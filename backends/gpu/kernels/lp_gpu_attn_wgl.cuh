@@ -1,5 +1,5 @@
 /* The sm_90a prefill kernel of the low precisions (issue 16): the warpgroup
- * structure of lp_gpu_attn_wg.cuh.j2 (copier, TMA stages, mbarriers, two
+ * structure of lp_gpu_attn_wg.cuh (copier, TMA stages, mbarriers, two
  * computing warpgroups) over bf16 operands, with SPEC 3's low-tile
  * arithmetic. CUDA only; the HIP rendering is an empty header. */
 
@@ -13,7 +13,7 @@
  *   S = (Q^ K^T) * (qout[row] kout[key]) * sm_scale, SPEC's 64-key tiles
  *   one after the other (a stage of 128 keys is two of them: each has its
  *   own running max, P quantizer domain and V outer scales);
- *   P^ = the tile's P quantized per row (gpu_p_low, inc/attn_plow.j2);
+ *   P^ = the tile's P quantized per row (gpu_p_low, lp_gpu_attn_plow.cuh);
  *   O = O alpha + (P^ V^) * (pout[row] vout[tile][chan]), P^ V^ on the
  *   tensor cores into a temporary accumulator of N channels.
  * Warpgroup 0 copies: thread 0 issues the TMA copies, warp 1 stages each

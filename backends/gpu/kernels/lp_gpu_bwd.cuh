@@ -1,7 +1,7 @@
 #ifdef LPATTN_HIP /* HIP */
 /* The attention backward has no cuda form yet: the kernels of
- * templates/gpu/lp_gpu_bwd.cuh.j2 are written against the mma.sync products
- * of the CUDA half (inc/attn_cuda.j2); this backend answers UNSUPPORTED. */
+ * backends/gpu/kernels/lp_gpu_bwd.cuh are written against the mma.sync products
+ * of the CUDA half (lp_gpu_attn_prelude.cuh / lp_gpu_attn_products.cuh); this backend answers UNSUPPORTED. */
 #else
 
 /* The attention backward (SPEC 10, SEMANTICS "Backward"), FlashAttention-2
@@ -19,7 +19,7 @@
  *     walks the visible key tiles, j increasing, with S = Q K^T, P, dP =
  *     dO V^T, dS and dQ += dS K (scaled by s at the end).
  * The matrix products are the forward's (gpu_mm_scores, gpu_mm_pv of
- * inc/attn_cuda.j2: ldmatrix + mma.sync m16n8k16, f32 accumulation), read
+ * lp_gpu_attn_prelude.cuh / lp_gpu_attn_products.cuh: ldmatrix + mma.sync m16n8k16, f32 accumulation), read
  * with the roles of their operands exchanged; P and dS enter a product in
  * the input type, as the forward's P does (bf16: as two terms, gpu_bwd_pv). Q/dO
  * (dkdv) and K/V (dq) tiles are double-buffered with cp.async in the HIGH
@@ -138,7 +138,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
                      [&](int hh, int sl) { return dp[hh][sl] - dl[lay.key(sl)]; }); /* dS^T */
     gpu_bwd_pv<T, D>(dk, s, Qs, lane); /* dK += dS^T Q */
   };
-  /* SPEC 2 on a step with masked pairs (inc/nonfinite.j2): non-finite Q
+  /* SPEC 2 on a step with masked pairs (lp_gpu_nonfinite.cuh): non-finite Q
    * and dO elements (the B operands of dK += dS^T Q, dV += P^T dO) are
    * zeroed in the step's tiles before it, nfq/nfo receive per channel the
    * last query row holding one, and after the step the keys that row sees
@@ -338,7 +338,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
                       [&](int hh, int sl) { return dp[hh][sl] - del[hh]; }); /* dS */
     gpu_bwd_pv<T, D>(dq, s, Ks, lane); /* dQ += dS K */
   };
-  /* SPEC 2 on a step with masked pairs (inc/nonfinite.j2): non-finite K
+  /* SPEC 2 on a step with masked pairs (lp_gpu_nonfinite.cuh): non-finite K
    * elements (the B operand of dQ += dS K) are zeroed in the step's tile
    * before it, nfk receives per channel the first key holding one, and after
    * the step the rows that see it get them back (their own S carries them

@@ -1,4 +1,4 @@
-/* The backward's masked pairs (templates/gpu/lp_gpu_bwd.cuh.j2 includes
+/* The backward's masked pairs (backends/gpu/kernels/lp_gpu_bwd.cuh includes
  * this in place): P of a tile with its masks, dS with the same masks. */
 
 /* whether slot (hh, sl) is a masked pair: a key past Skv, a query past Sq,

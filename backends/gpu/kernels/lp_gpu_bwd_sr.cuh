@@ -1,5 +1,5 @@
 /* The backward's stochastic rounding of P and dS in registers (SPEC 10,
- * SEMANTICS "Backward"), device functions that templates/gpu/lp_gpu_bwd.cuh.j2
+ * SEMANTICS "Backward"), device functions that backends/gpu/kernels/lp_gpu_bwd.cuh
  * includes before its kernels: the random bytes of a warp's 16 x 64
  * register tile (SPEC 2: 8 bits an element, 16 elements a Philox block),
  * each block computed once and its bytes shuffled to the lanes that hold

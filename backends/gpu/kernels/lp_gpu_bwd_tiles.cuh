@@ -1,5 +1,5 @@
 /* The backward kernels' tile loaders and shared-memory sizes (SPEC 10,
- * templates/gpu/lp_gpu_bwd.cuh.j2 includes this in place): 16-bit and
+ * backends/gpu/kernels/lp_gpu_bwd.cuh includes this in place): 16-bit and
  * low-operand tiles into shared memory, the outer scales of a low tile's
  * rows and channels, and the SR stream key of an operand. */
 

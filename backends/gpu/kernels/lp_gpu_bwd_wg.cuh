@@ -1,5 +1,5 @@
 /* The sm_90a attention backward of precision HIGH (issue 14): the dK/dV and
- * dQ kernels of templates/gpu/lp_gpu_bwd.cuh.j2 on warpgroup MMAs. CUDA
+ * dQ kernels of backends/gpu/kernels/lp_gpu_bwd.cuh on warpgroup MMAs. CUDA
  * only; the HIP rendering is an empty header. */
 
 /* The attention backward of precision HIGH on Hopper's warpgroup MMAs
@@ -201,7 +201,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dkdv(con
 #pragma unroll
   for (int o = 0; o < NO; o++) dk[o] = dv[o] = 0.0f;
   const float sl2 = a.sm_scale * L2E;
-  /* SPEC 2 (inc/nonfinite.j2): a step with masked pairs has its dO tile
+  /* SPEC 2 (lp_gpu_nonfinite.cuh): a step with masked pairs has its dO tile
    * (before the products) and its Q tile (after S^T has read it, before dK)
    * checked by all computing threads (named barrier 1); non-finite elements
    * are zeroed, and the last query row holding one per channel is kept as
@@ -340,7 +340,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
 #pragma unroll
   for (int o = 0; o < NO; o++) dq[o] = 0.0f;
   const float sl2 = a.sm_scale * L2E;
-  /* SPEC 2 (inc/nonfinite.j2): a key tile that some row of the CTA does not
+  /* SPEC 2 (lp_gpu_nonfinite.cuh): a key tile that some row of the CTA does not
    * see in full has its K checked after S has read it, before dQ += dS K,
    * by all computing threads (named barrier 1); non-finite elements are
    * zeroed, and the first key holding one per channel is kept as a running

@@ -32,8 +32,8 @@
  * The 4 warps' states are merged at the end into the chunk's partial state
  * (O, LSE, H), merged over chunks by the SPEC 7 merge kernel in chunk order.
  * A chunk depends only on its sequence: results are batch-invariant.
- * Files: lp_gpu_decode_prim.cuh.j2 (register primitives, CTA context),
- * lp_gpu_decode_low.cuh.j2 (low-tile step), lp_gpu_decode_high.cuh.j2
+ * Files: lp_gpu_decode_prim.cuh (register primitives, CTA context),
+ * lp_gpu_decode_low.cuh (low-tile step), lp_gpu_decode_high.cuh
  * (high-tile step), this one (Q, tile selection, the warps' merge, launch). */
 #ifndef LP_GPU_DECODE_CUH
 #define LP_GPU_DECODE_CUH

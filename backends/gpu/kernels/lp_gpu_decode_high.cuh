@@ -1,4 +1,4 @@
-/* Paged decode, the high-tile step (templates/gpu/lp_gpu_decode.cuh.j2):
+/* Paged decode, the high-tile step (backends/gpu/kernels/lp_gpu_decode.cuh):
  * f16/bf16 tiles (HIGH pages, the slot ring's high tiles), no quantization. */
 #ifndef LP_GPU_DECODE_HIGH_CUH
 #define LP_GPU_DECODE_HIGH_CUH
@@ -126,7 +126,7 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
       const float sum = lpd_qsum(ps[i]), sums = lpd_qsum(pss[i]);
       if (vis[i]) lpk_row_end(&A.st[i], &sp[i], sum, sums);
     }
-    { /* SPEC 2 (inc/nonfinite.j2): where a live row of the warp does not see
+    { /* SPEC 2 (lp_gpu_nonfinite.cuh): where a live row of the warp does not see
        * all 16 keys, non-finite V elements are given to the rows that see
        * them (before the product: NaN stays NaN) and zeroed in this warp's
        * sub-block, so that 0 x NaN does not reach the others */

@@ -1,4 +1,4 @@
-/* Paged decode, the low-tile step (templates/gpu/lp_gpu_decode.cuh.j2):
+/* Paged decode, the low-tile step (backends/gpu/kernels/lp_gpu_decode.cuh):
  * FP8/NVFP4/MXFP4 tiles of the chunk in rounds of 4 (one per warp), read
  * from the pages and dequantized in registers. */
 #ifndef LP_GPU_DECODE_LOW_CUH
@@ -14,7 +14,7 @@ namespace LP_GPU_NS {
  * channels), so the 8 query rows fill n. Key order: lane (g, t) holds keys
  * 16(g/2) + 4mt + (g&1) (+2) of m-tile mt, and after the transpose of P the
  * keys 16t..16t+15: one 16-key group. Row p (its query position) takes tile
- * j here where sel.low(j, p) (Sel: lp_gpu_decode.cuh.j2); a round whose
+ * j here where sel.low(j, p) (Sel: lp_gpu_decode.cuh); a round whose
  * tile no row of the warp takes costs only its copy and the max exchange.
  * Every warp of the CTA must call it (it synchronizes the CTA per round). */
 template <int D, int FMT, int RING, class Sel>

@@ -1,4 +1,4 @@
-/* Paged decode, register primitives (templates/gpu/lp_gpu_decode.cuh.j2
+/* Paged decode, register primitives (backends/gpu/kernels/lp_gpu_decode.cuh
  * says how they are used): code -> f16 conversions, f16x2 products, the
  * lane shuffles of the mma fragment layouts, the shared-memory layout of a
  * CTA and the per-CTA context the tile steps share (lpd_ctx, lpd_acc). */

@@ -1,5 +1,5 @@
 /* Non-finite operand elements of a masked tile (SPEC 2, docs/SEMANTICS.md
- * "Non-finite inputs"), written once for every GPU kernel (lp_gpu.cuh.j2
+ * "Non-finite inputs"), written once for every GPU kernel (lp_gpu.cuh
  * includes this in place; both dialects). */
 
 /* ---- Non-finite elements at masked pairs (SPEC 2) --------------------------

@@ -1,6 +1,6 @@
 /* The GPU quantizer of one domain (backends/math/lpk_quant.h's steps over a
  * warp): lpattn_quantize's kernel (kernel_quant.cu.j2) and the paged decode's
- * in-kernel quantization of its query rows (lp_gpu_decode.cuh.j2) run this
+ * in-kernel quantization of its query rows (lp_gpu_decode.cuh) run this
  * one function, so they give the same codes bit for bit. */
 #ifndef LP_GPU_QUANT_CUH
 #define LP_GPU_QUANT_CUH

@@ -1,5 +1,5 @@
 /* The host side of the sm_90a prefill kernels (included in place by
- * templates/gpu/lp_gpu_attn_wg.cuh.j2): TMA maps, the image check, the launch. */
+ * backends/gpu/kernels/lp_gpu_attn_wg.cuh): TMA maps, the image check, the launch. */
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (no
  * libcuda link), or NULL. */
