@@ -19,16 +19,22 @@ Precision is opt-in by name: LpattnCache(precision=...) takes KVPool's
 the model's dtype). Not supported (a clear error, nothing computed): padding
 masks (batches of prompts of different lengths), custom or packed-sequence
 masks, sliding windows, dropout, beam search (reorder_cache) and crop.
-Needs transformers >= 4.56 (cache layers) and PyTorch."""
+Needs transformers >= 5 (written and tested against 5.24) and PyTorch."""
 import inspect
 
 import torch
-from transformers import AttentionInterface
-from transformers.cache_utils import Cache, CacheLayerMixin
-from transformers.masking_utils import AttentionMaskInterface
+import transformers as _hf
 
-from ._kv import KVPool
-from .torch import attention as _torch_attention
+if int(_hf.__version__.split(".")[0]) < 5:
+    raise ImportError(f"lpattn.transformers needs transformers >= 5 (its cache-layer API); "
+                      f"found {_hf.__version__}")
+
+from transformers import AttentionInterface  # noqa: E402
+from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: E402
+from transformers.masking_utils import AttentionMaskInterface  # noqa: E402
+
+from ._kv import KVPool  # noqa: E402
+from .torch import attention as _torch_attention  # noqa: E402
 
 __all__ = ["LpattnCache", "LpattnLayer", "register", "attention_forward", "cache_kwarg"]
 
@@ -126,12 +132,11 @@ class LpattnLayer(CacheLayerMixin):
         outs, a, P = [], 0, self.page_size
         while a < n:
             c = min(n - a, P - (before + a) % P)
-            sl = slice(a, a + c)
+            qc, kc, vc = (x[:, :, a:a + c].contiguous() for x in (q, k, v))
             at = before + a
             lens_at = lens if a == 0 else torch.full_like(lens, at)
-            self.pool.append(k[:, :, sl], v[:, :, sl], self.slots, lens_at, self.page_table,
-                             q=q[:, :, sl], max_length=at)
-            outs.append(self.pool.decode(q[:, :, sl], self.slots, torch.full_like(lens, at + c),
+            self.pool.append(kc, vc, self.slots, lens_at, self.page_table, q=qc, max_length=at)
+            outs.append(self.pool.decode(qc, self.slots, torch.full_like(lens, at + c),
                                          self.page_table, max_length=at + c, **kw))
             a += c
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
