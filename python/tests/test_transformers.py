@@ -94,6 +94,21 @@ class TransformersTest(unittest.TestCase):
                                                                   use_prefill=False))
                     self.assertEqual(alt.tolist(), got.tolist())
 
+    def test_follow_up_turn(self):
+        """A second generate() on the same cache prefills the new turn's tokens
+        (Sq > 1 against a cached prefix), as sdpa with a DynamicCache does."""
+        def two_turns(impl, cache):
+            first = self.prompt
+            ids = torch.cat([first, self._generate(2, impl, cache, first)], dim=1)
+            ids = torch.cat([ids, self.prompt[:, :12]], dim=1)
+            return self._generate(2, impl, cache, ids)
+        want = two_turns("sdpa", transformers.DynamicCache(config=self.model.config))
+        got = two_turns("lpattn", lt.LpattnCache(self.model.config, 2 * (PROMPT + NEW),
+                                                 precision="high", page_size=32,
+                                                 backend=self.backend))
+        if DEVICE == "cpu":
+            self.assertEqual(got.tolist(), want.tolist())
+
     def test_without_cache(self):
         ids = self.prompt
         logits = {}
