@@ -1,9 +1,3 @@
-#ifdef LPATTN_HIP /* HIP */
-/* The attention backward has no cuda form yet: the kernels of
- * backends/gpu/kernels/lp_gpu_bwd.cuh are written against the mma.sync products
- * of the CUDA half (lp_gpu_attn_prelude.cuh / lp_gpu_attn_products.cuh); this backend answers UNSUPPORTED. */
-#else
-
 /* The attention backward (SPEC 10, SEMANTICS "Backward"), FlashAttention-2
  * style in three launches, each sum in a fixed order (no atomics), so the
  * gradients are bitwise the same on every run (low tiles: the LOW instances
@@ -26,6 +20,12 @@
  * instances; the LOW ones load each step's tiles in turn (gpu_bwd_smem). */
 #ifndef LP_GPU_BWD_CUH
 #define LP_GPU_BWD_CUH
+#ifdef LPATTN_HIP
+/* The attention backward has no HIP form yet: the kernels below are
+ * written against the mma.sync products of the CUDA half
+ * (lp_gpu_attn_prelude.cuh / lp_gpu_attn_products.cuh); the HIP backend
+ * answers UNSUPPORTED. */
+#else
 #include "lp_gpu_attn.cuh"
 #include "lp_gpu_bwd_args.h"
 
@@ -494,5 +494,5 @@ template <typename T, int D> static lpattn_status gpu_bwd_launch(const lp_gpu_bw
   }
 }
 } // namespace LP_GPU_NS
-#endif
-#endif
+#endif /* LPATTN_HIP */
+#endif /* LP_GPU_BWD_CUH */

@@ -1,5 +1,7 @@
 /* The backward's masked pairs (backends/gpu/kernels/lp_gpu_bwd.cuh includes
  * this in place): P of a tile with its masks, dS with the same masks. */
+#ifndef LP_GPU_BWD_MASK_CUH
+#define LP_GPU_BWD_MASK_CUH
 
 /* whether slot (hh, sl) is a masked pair: a key past Skv, a query past Sq,
  * a causal pair (KEYROWS (dkdv): the tile's rows are keys, its columns
@@ -49,3 +51,4 @@ __device__ __forceinline__ void gpu_bwd_ds(float (&s)[2][16], const gpu_lay<32> 
     for (int sl = 0; sl < 16; sl++)
       s[hh][sl] = gpu_bwd_masked<KEYROWS>(lay, hh, sl, rbase, cbase, a) ? 0.0f : s[hh][sl] * dd(hh, sl);
 }
+#endif /* LP_GPU_BWD_MASK_CUH */

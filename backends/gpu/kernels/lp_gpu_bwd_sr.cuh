@@ -5,6 +5,8 @@
  * each block computed once and its bytes shuffled to the lanes that hold
  * its elements, and the domain step of backends/math/lpk_quant.h
  * on the tile's row domains, a row's 4 lanes together. */
+#ifndef LP_GPU_BWD_SR_CUH
+#define LP_GPU_BWD_SR_CUH
 
 /* m[i] <- m[i ^ x] for a lane-dependent x < N (N a power of two): log2 N
  * stages of selects (no local memory). */
@@ -186,3 +188,4 @@ __device__ __forceinline__ void gpu_bwd_sr_tile(float (&x)[2][16], float (&rout)
     }
   }
 }
+#endif /* LP_GPU_BWD_SR_CUH */

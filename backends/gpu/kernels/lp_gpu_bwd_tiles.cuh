@@ -2,6 +2,8 @@
  * backends/gpu/kernels/lp_gpu_bwd.cuh includes this in place): 16-bit and
  * low-operand tiles into shared memory, the outer scales of a low tile's
  * rows and channels, and the SR stream key of an operand. */
+#ifndef LP_GPU_BWD_TILES_CUH
+#define LP_GPU_BWD_TILES_CUH
 
 /* Rows [row0, row0 + 64) of head h of a 16-bit [B, H, S, D] tensor into a
  * [64][LD] tile, zeros past nrows: cp.async when vec16, else in step. */
@@ -70,4 +72,4 @@ __device__ __forceinline__ void gpu_bwd_chan_outer(float *o, const float *src, i
 __device__ __forceinline__ uint64_t gpu_bwd_key(uint64_t seed, int o) {
   return seed + (uint64_t)(o + 1) * 0x9E3779B97F4A7C15ull;
 }
-
+#endif /* LP_GPU_BWD_TILES_CUH */

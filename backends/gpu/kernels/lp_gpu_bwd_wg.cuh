@@ -1,6 +1,6 @@
 /* The sm_90a attention backward of precision HIGH (issue 14): the dK/dV and
  * dQ kernels of backends/gpu/kernels/lp_gpu_bwd.cuh on warpgroup MMAs. CUDA
- * only; the HIP rendering is an empty header. */
+ * only: templates/gpu/kernel_bwd.cu.j2 includes it for the cuda dialect. */
 
 /* The attention backward of precision HIGH on Hopper's warpgroup MMAs
  * (wgmma), the sm_90a form of lp_gpu_bwd.cuh's gpu_bwd_dkdv / gpu_bwd_dq
