@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "gpu_backend.h"
 #include "kvpage.h"
 #include "lp_gpu_args.h"
 #include "lp_gpu_kv_args.h"
@@ -101,7 +103,8 @@ static gpu_pool_state *on_stream(lpattn_ctx *ctx, lpattn_kv_pool *p) {
 lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   const lpattn_kv_pool_params *p = &pool->p;
   if (p->page_size != 64 || (p->high_dtype != LPATTN_F16 && p->high_dtype != LPATTN_BF16))
-    return LPATTN_ERR_UNSUPPORTED;
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backend's pools take page_size 64 and an f16 or bf16 "
+                   "high_dtype (asked: page_size %lld, %s)", (long long)p->page_size, lp_dtype_name(p->high_dtype));
   if (p->pasa && p->high_dtype != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* K' is f16 (SEMANTICS PASA) */
 #if defined(LPATTN_HIP)
   /* the HIP decode kernel (backends/gpu/kernels/lp_gpu_decode_hip.cuh) has no THRIFT / PASA tiles yet */

@@ -109,8 +109,9 @@ static void parity(lpattn_ctx *gpu, lpattn_ctx *ref, prob_t *p, int prec, int ca
     aux.lse = l.h;
     CHECK_STATUS(lpattn_attention_varlen(ref, &tq, &tk, &tv, &to, &a, &b, &ap, &aux), LPATTN_OK);
     err = ct_maxabs(&p->o.h, &o.h);
-    /* both sides rounded to the output dtype: one bf16 ulp near 1 is 2^-8 */
-    const double tol = p->o.h.dtype == LPATTN_BF16 ? 8e-3 : 2e-3;
+    /* f32 output; with bf16 inputs the kernel's P and V are bf16 (P's
+     * rounding alone is 2^-9 relative): one bf16 ulp near 1 is 2^-8 */
+    const double tol = p->q.h.dtype == LPATTN_BF16 ? 8e-3 : 2e-3;
     CHECK(err < tol, "D=%lld high causal %d: max |gpu - ref| = %g", (long long)p->D, causal, err);
   }
   printf("D=%lld %-10s causal %d: varlen %s per-sequence calls; max |gpu - ref| %g\n", (long long)p->D,
