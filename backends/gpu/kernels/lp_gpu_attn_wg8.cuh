@@ -277,7 +277,13 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
      * no second accumulator), O rescaled before each SPEC tile's product.
      * Tile j's second product (P_j V_j, keys 64..127) is still in flight
      * while tile j + 1's softmax runs; its P^ fragments are written once
-     * that product is done (it reads them from registers). */
+     * that product is done (it reads them from registers). Measured and
+     * dropped (H200, session 16, bench/RESULTS_cuda_h100.md): S_(j+1)
+     * issued before P_j V_j (FlashAttention-3's order inside a warpgroup)
+     * with both products back to back when no row rescales O between them,
+     * 2.5-5% slower; a 192-key step (three SPEC tiles, n = 64 products for
+     * S) spills ~1.5 KB at 232 registers: this loop already keeps ~230
+     * live (S and its scaled copy, O, P^ fragments in flight). */
     auto scale_o = [&](int hv) {
       if (gpu_warp_any(alph[hv][0] != 1.0f || alph[hv][1] != 1.0f))
 #pragma unroll
