@@ -140,15 +140,15 @@ class View:
         the CPU or a CUDA/ROCm device (what its DLPack export would say, at a
         fraction of the cost); False: take the DLPack path."""
         torch, dtypes = _torch_dtypes()
-        dt = dtypes.get(t.dtype)
-        if dt is None or t.layout is not torch.strided or t.is_conj() or t.is_neg():
+        dt = dtypes.get(t.dtype)  # real dtypes only: no conjugate bit to check
+        if dt is None or t.layout is not torch.strided or t.is_neg():
             return False
-        dev = t.device
-        if dev.type == "cpu":
-            self.device_type, self.device_id = CPU, 0
-        elif dev.type == "cuda":
+        # is_cuda / is_cpu / get_device: a fifth of the cost of t.device.type
+        if t.is_cuda:
             self.device_type = ROCM if torch.version.hip else CUDA
-            self.device_id = dev.index if dev.index is not None else torch.cuda.current_device()
+            self.device_id = t.get_device()
+        elif t.is_cpu:
+            self.device_type, self.device_id = CPU, 0
         else:
             return False
         self._set_dtype(dt[0], dt[2], dt[1])
@@ -205,7 +205,7 @@ class View:
             shape, strides = (1,) * pad + shape, (0,) * pad + strides
         if len(shape) != 4:
             self.need_rank(4, layout)
-        if perm is not None:
+        if perm is not None and perm != _IDENTITY:
             a, b, c, d = perm
             shape = (shape[a], shape[b], shape[c], shape[d])
             strides = (strides[a], strides[b], strides[c], strides[d])
@@ -214,6 +214,9 @@ class View:
             raise TypeError(f"{self.name}: int64 is not accepted here; use int32")
         # packed in one go: a few times cheaper than the Structure's constructor
         return _lib.Tensor.from_buffer_copy(_TENSOR.pack(self.ptr, dt, *shape, *strides))
+
+
+_IDENTITY = (0, 1, 2, 3)
 
 
 def _dense(shape):
