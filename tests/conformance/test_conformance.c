@@ -237,7 +237,10 @@ int main(int argc, char **argv) {
     printf("SKIP: this binary has no device memory for %s (build tests/conformance with it)\n", E.name);
     return 77;
   }
-  if (lpattn_create(E.backend, NULL, &E.be) != LPATTN_OK) {
+  lpattn_context_params cp;
+  lpattn_context_params_init(&cp); /* LPATTN_CPU_TEST_THREADS as tests/cpu (qemu-user: 1) */
+  if (getenv("LPATTN_CPU_TEST_THREADS")) cp.num_threads = atoi(getenv("LPATTN_CPU_TEST_THREADS"));
+  if (lpattn_create(E.backend, &cp, &E.be) != LPATTN_OK) {
     printf("SKIP: no %s context: %s\n", E.name, lpattn_last_error());
     return 77;
   }
