@@ -22,8 +22,9 @@
 /* lpattn_attention: every precision (THRIFT with each low format, PASA on
  * HIGH and low tiles), causal and not, GQA, Sq < Skv and Sq > Skv (rows that
  * see no key), head dims 8, 40, 64, 80, 111, 128, f32/f16/bf16 in and out.
- * aux 2: lse + entropy (+ THRIFT's selection), 1: lse only. Block sizes
- * 64, THRIFT budget 0.3 (as tests/cpu and tests/cuda). */
+ * aux 2: lse + entropy (+ THRIFT's selection), 1: lse only; a sliding
+ * window, a softcap. Block sizes 64, THRIFT budget 0.3 (as tests/cpu and
+ * tests/cuda). */
 typedef struct {
   lpattn_precision prec;
   lpattn_format low; /* THRIFT's low format */
@@ -31,32 +32,38 @@ typedef struct {
   lpattn_dtype in, out;
   int64_t B, Hq, Hkv, Sq, Skv, D;
   int aux;
+  int win, wl, wr; /* win 1: window_left/right = wl/wr (-1 unbounded) */
+  float softcap;
 } conf_attn_case;
 
 static const conf_attn_case conf_attn_cases[] = {
-    {HI, FNV, 1, 0, T32, T32, 1, 4, 2, 160, 224, 64, 2},
-    {HI, FNV, 0, 0, T16, T32, 1, 4, 1, 100, 230, 128, 2},
-    {HI, FNV, 1, 0, TBF, TBF, 1, 2, 2, 150, 90, 64, 2},
-    {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 113, 203, 40, 2},
-    {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 70, 70, 8, 1},
-    {F8, FNV, 1, 0, T16, T32, 2, 4, 2, 200, 200, 64, 2},
-    {F8, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2},
-    {F8, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 160, 80, 2},
-    {NV, FNV, 1, 0, T16, T32, 1, 2, 1, 192, 192, 128, 2},
-    {NV, FNV, 0, 0, T16, TBF, 1, 4, 2, 150, 90, 64, 2},
-    {NV, FNV, 1, 0, T16, T32, 1, 2, 1, 129, 129, 111, 1},
-    {NV, FNV, 1, 0, T32, T32, 1, 2, 1, 129, 129, 64, 2},
-    {MX, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2},
-    {MX, FNV, 0, 0, T32, T32, 1, 2, 1, 96, 130, 40, 2},
-    {MX, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2},
-    {TH, FNV, 1, 0, T16, T32, 1, 2, 2, 256, 256, 64, 2},
-    {TH, FF8, 0, 0, T16, T32, 1, 2, 1, 128, 320, 64, 2},
-    {TH, FMX, 1, 0, TBF, T32, 1, 4, 2, 200, 200, 64, 2},
-    {HI, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 192, 128, 2},
-    {HI, FNV, 0, 1, T16, T32, 1, 2, 1, 129, 129, 64, 2},
-    {F8, FNV, 1, 1, T16, T32, 1, 2, 1, 129, 129, 64, 2},
-    {NV, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 256, 128, 2},
-    {TH, FNV, 1, 1, T16, T32, 1, 2, 1, 256, 256, 64, 2},
+    {HI, FNV, 1, 0, T32, T32, 1, 4, 2, 160, 224, 64, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 0, 0, T16, T32, 1, 4, 1, 100, 230, 128, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 1, 0, TBF, TBF, 1, 2, 2, 150, 90, 64, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 113, 203, 40, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 70, 70, 8, 1, 0, 0, 0, 0.0f},
+    {F8, FNV, 1, 0, T16, T32, 2, 4, 2, 200, 200, 64, 2, 0, 0, 0, 0.0f},
+    {F8, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2, 0, 0, 0, 0.0f},
+    {F8, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 160, 80, 2, 0, 0, 0, 0.0f},
+    {NV, FNV, 1, 0, T16, T32, 1, 2, 1, 192, 192, 128, 2, 0, 0, 0, 0.0f},
+    {NV, FNV, 0, 0, T16, TBF, 1, 4, 2, 150, 90, 64, 2, 0, 0, 0, 0.0f},
+    {NV, FNV, 1, 0, T16, T32, 1, 2, 1, 129, 129, 111, 1, 0, 0, 0, 0.0f},
+    {NV, FNV, 1, 0, T32, T32, 1, 2, 1, 129, 129, 64, 2, 0, 0, 0, 0.0f},
+    {MX, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2, 0, 0, 0, 0.0f},
+    {MX, FNV, 0, 0, T32, T32, 1, 2, 1, 96, 130, 40, 2, 0, 0, 0, 0.0f},
+    {MX, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2, 0, 0, 0, 0.0f},
+    {TH, FNV, 1, 0, T16, T32, 1, 2, 2, 256, 256, 64, 2, 0, 0, 0, 0.0f},
+    {TH, FF8, 0, 0, T16, T32, 1, 2, 1, 128, 320, 64, 2, 0, 0, 0, 0.0f},
+    {TH, FMX, 1, 0, TBF, T32, 1, 4, 2, 200, 200, 64, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 192, 128, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 0, 1, T16, T32, 1, 2, 1, 129, 129, 64, 2, 0, 0, 0, 0.0f},
+    {F8, FNV, 1, 1, T16, T32, 1, 2, 1, 129, 129, 64, 2, 0, 0, 0, 0.0f},
+    {NV, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 256, 128, 2, 0, 0, 0, 0.0f},
+    {TH, FNV, 1, 1, T16, T32, 1, 2, 1, 256, 256, 64, 2, 0, 0, 0, 0.0f},
+    /* sliding window and softcap (host backends; cuda/hip: UNSUPPORTED) */
+    {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2, 1, 100, -1, 0.0f},
+    {NV, FNV, 0, 0, T16, T32, 1, 2, 1, 150, 230, 64, 2, 1, 64, 32, 30.0f},
+    {HI, FNV, 1, 0, TBF, T32, 1, 2, 1, 129, 129, 128, 2, 0, 0, 0, 20.0f},
 };
 
 /* lpattn_quantize + lpattn_dequantize: every format and axis, RNE and

@@ -43,7 +43,8 @@ static lpattn_status attn_run(lpattn_ctx *ctx, int dev, const conf_attn_case *c,
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
   p.precision = prec, p.causal = c->causal, p.pasa = pasa, p.thrift_low = c->low;
-  p.thrift_budget = 0.3f;
+  p.thrift_budget = 0.3f, p.softcap = c->softcap;
+  if (c->win) p.window_left = c->wl, p.window_right = c->wr;
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   aux.lse = cb_t4(&r->lse, dev, LPATTN_F32, c->B, c->Hq, c->Sq, 1);
@@ -113,7 +114,11 @@ static void attn_case(const conf_attn_case *c) {
            c->prec == LPATTN_PREC_THRIFT ? FN[c->low] : "", c->pasa ? "pasa " : "",
            DN[c->in], DN[c->out], (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
            (long long)c->Sq, (long long)c->Skv, (long long)c->D);
-  conf_report(OP_ATTN, params, sb, sr, qs, n);
+  char full[260];
+  int at = snprintf(full, sizeof full, "%s", params);
+  if (c->win) at += snprintf(full + at, sizeof full - (size_t)at, " win %d,%d", c->wl, c->wr);
+  if (c->softcap > 0) snprintf(full + at, sizeof full - (size_t)at, " softcap %g", c->softcap);
+  conf_report(OP_ATTN, full, sb, sr, qs, n);
   attn_out_free(&rb), attn_out_free(&rr);
   cb_free(&q), cb_free(&k), cb_free(&v);
 }
