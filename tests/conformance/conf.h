@@ -28,7 +28,7 @@ typedef struct {
 extern conf_env E;
 
 /* Ops, each with its own counts in the summary. */
-typedef enum { OP_ATTN, OP_QUANT, OP_BWD, OP_PAGED, OP_PREFILL, OP_VARLEN, OP_MERGE, OP_N } conf_op;
+typedef enum { OP_ATTN, OP_QUANT, OP_BWD, OP_PAGED, OP_PREFILL, OP_CACHE, OP_VARLEN, OP_MERGE, OP_N } conf_op;
 
 /* A buffer: h in host memory (inputs are written there, results read back
  * there), d on the backend's side (device memory when E.dev). */

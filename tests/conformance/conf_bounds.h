@@ -58,6 +58,18 @@ static inline conf_attn_bound conf_bound_paged(lpattn_precision prec) {
   return b;
 }
 
+/* Decode against lpattn_kv_cache, against ref's cache fed the same tokens:
+ * cpu tests/cpu/test_cpu_attention.cc Decode() (O < 0.01 * own + 1e-5 with
+ * own ref's cache against a ref HIGH cache; LSE max rel 2e-3); gpu
+ * tests/cuda/test_cuda_decode.c decode_case (f16 tiles: O 2e-3, LSE and H
+ * max abs 1e-3). The entropy is compared on gpu only (cpu's test does not). */
+static inline conf_attn_bound conf_bound_cache(double own) {
+  conf_attn_bound b = {0, 0, 0, 1};
+  if (E.kind == CONF_CPU) b.o = 0.01 * own + 1e-5, b.lse = 2e-3, b.ent = INFINITY;
+  if (E.kind == CONF_GPU) b.o = 2e-3, b.lse = b.ent = 1e-3, b.lse_rel = 0;
+  return b;
+}
+
 /* Merge (SPEC 7) of f32 states: cpu tests/cpu/test_cpu_attention.cc Merge()
  * (O 1e-6, LSE 1e-6 max rel, H 1e-5); gpu tests/cuda/test_cuda_quant.c
  * merge_case (O 1e-2, LSE and H 1e-5 max abs). */

@@ -115,6 +115,17 @@ static const conf_paged_case conf_paged_cases[] = {
     {HI, 0, 1}, {NV, 0, 1},
 };
 
+/* lpattn_kv_cache (the same three sequences appended 50 tokens a call,
+ * f16 high tiles, tile 64), then lpattn_decode of all three, Sq 1 and 3. */
+typedef struct {
+  lpattn_precision prec;
+  int pasa;
+} conf_cache_case;
+
+static const conf_cache_case conf_cache_cases[] = {
+    {HI, 0}, {F8, 0}, {NV, 0}, {MX, 0}, {TH, 0}, {NV, 1},
+};
+
 /* lpattn_attention_varlen: packed BSHD f16 (one bf16), sequences with no
  * queries, a decode row, Sq > Skv, several tiles. */
 typedef struct {

@@ -1,7 +1,7 @@
-/* Conformance cases of the serving ops (conf.h): the paged pool (append,
- * then lpattn_paged_decode or lpattn_paged_prefill) and ragged batches
- * (lpattn_attention_varlen), the backend against ref with conf_bounds.h's
- * bounds. */
+/* Conformance cases of the serving ops (conf.h): lpattn_kv_cache (append,
+ * lpattn_decode), the paged pool (append, then lpattn_paged_decode or
+ * lpattn_paged_prefill) and ragged batches (lpattn_attention_varlen), the
+ * backend against ref with conf_bounds.h's bounds. */
 #include "conf_bounds.h"
 #include "conf_cases.h"
 
@@ -158,8 +158,81 @@ static void paged_case(const conf_paged_case *c, int64_t Sq) {
   for (int s = 0; s < 2; s++) cb_free(&r[s].o), cb_free(&r[s].l), cb_free(&r[s].h);
 }
 
+/* One side's lpattn_kv_cache run: the three sequences appended, then one
+ * lpattn_decode of their last Sq positions into o, l, h. */
+static lpattn_status cache_side(lpattn_ctx *ctx, int side, lpattn_precision prec, int pasa, int64_t Sq,
+                                pout *r) {
+  lpattn_kv_cache_params cp;
+  lpattn_kv_cache_params_init(&cp);
+  cp.num_seqs = PNS, cp.num_kv_heads = PHKV, cp.num_q_heads = PHQ, cp.head_dim = PD;
+  cp.max_tokens = PL, cp.tile = PT, cp.high_dtype = LPATTN_F16, cp.precision = prec, cp.pasa = pasa;
+  cp.thrift_low = LPATTN_FMT_NVFP4;
+  lpattn_kv_cache *cache = NULL;
+  lpattn_status st = lpattn_kv_cache_create(ctx, &cp, &cache);
+  if (st != LPATTN_OK) return st;
+  for (int s = 0; s < PNS; s++)
+    for (int32_t a = 0; a < plen[s] && st == LPATTN_OK; a += 50) {
+      const int32_t m = plen[s] - a < 50 ? plen[s] - a : 50;
+      lpattn_tensor k = tok(&pk[s], side, PHKV, a, m), v = tok(&pv[s], side, PHKV, a, m);
+      lpattn_tensor q = tok(&pq[s], side, PHQ, a, m);
+      st = lpattn_kv_cache_append(ctx, cache, s, &k, &v, &q);
+    }
+  if (st == LPATTN_OK) {
+    const size_t row = (size_t)Sq * PD * 2;
+    cbuf nq = cb_make((size_t)PNS * PHQ * row);
+    for (int s = 0; s < PNS; s++)
+      for (int h = 0; h < PHQ; h++)
+        memcpy((char *)nq.h + ((size_t)s * PHQ + h) * row, (char *)pq[s].h + ((size_t)h * PL + plen[s] - Sq) * PD * 2, row);
+    cb_up(&nq);
+    lpattn_tensor tq = cb_t4(&nq, side, LPATTN_F16, PNS, PHQ, Sq, PD);
+    lpattn_tensor o = cb_t4(&r->o, side, LPATTN_F32, PNS, PHQ, Sq, PD);
+    lpattn_attn_params p;
+    lpattn_attn_params_init(&p);
+    p.thrift_budget = 0.3f; /* tests/cpu Decode() */
+    lpattn_attn_aux aux;
+    lpattn_attn_aux_init(&aux);
+    aux.lse = cb_t4(&r->l, side, LPATTN_F32, PNS, PHQ, Sq, 1);
+    aux.entropy = cb_t4(&r->h, side, LPATTN_F32, PNS, PHQ, Sq, 1);
+    st = lpattn_decode(ctx, cache, &tq, &o, &p, &aux);
+    lpattn_synchronize(ctx);
+    cb_free(&nq);
+  }
+  lpattn_kv_cache_free(cache);
+  return st;
+}
+
+static void cache_case(const conf_cache_case *c, int64_t Sq) {
+  const int64_t rows = (int64_t)PNS * PHQ * Sq;
+  pout r[3]; /* backend, ref, ref HIGH */
+  for (int s = 0; s < 3; s++) {
+    r[s].o = cb_make((size_t)(rows * PD) * 4), r[s].l = cb_make((size_t)rows * 4), r[s].h = cb_make((size_t)rows * 4);
+    cb_poison(&r[s].o), cb_poison(&r[s].l), cb_poison(&r[s].h);
+  }
+  const lpattn_status sr = cache_side(E.ref, 0, c->prec, c->pasa, Sq, &r[1]);
+  const lpattn_status sb = cache_side(E.be, 1, c->prec, c->pasa, Sq, &r[0]);
+  cb_down(&r[0].o), cb_down(&r[0].l), cb_down(&r[0].h);
+  double own = 0;
+  if (E.kind == CONF_CPU && sr == LPATTN_OK && (c->prec != LPATTN_PREC_HIGH || c->pasa) &&
+      cache_side(E.ref, 0, LPATTN_PREC_HIGH, 0, Sq, &r[2]) == LPATTN_OK)
+    own = conf_relerr(r[1].o.h, r[2].o.h, LPATTN_F32, rows * PD);
+  const conf_attn_bound b = conf_bound_cache(own);
+  double (*m)(const float *, const float *, int64_t) = b.lse_rel ? conf_maxrel : conf_maxabs;
+  const conf_q qs[3] = {{"O", conf_relerr(r[0].o.h, r[1].o.h, LPATTN_F32, rows * PD), b.o},
+                        {"LSE", m(r[0].l.h, r[1].l.h, rows), b.lse},
+                        {"H", m(r[0].h.h, r[1].h.h, rows), b.ent}};
+  char params[128];
+  snprintf(params, sizeof params, "%s%s Sq%lld lens 300,70,129 Hq8 Hkv2 D128 tile64", c->pasa ? "pasa " : "",
+           PN[c->prec], (long long)Sq);
+  conf_report(OP_CACHE, params, sb, sr, qs, E.kind == CONF_CPU ? 2 : 3);
+  for (int s = 0; s < 3; s++) cb_free(&r[s].o), cb_free(&r[s].l), cb_free(&r[s].h);
+}
+
 void conf_paged(void) {
   streams();
+  for (size_t i = 0; i < sizeof conf_cache_cases / sizeof conf_cache_cases[0]; i++) {
+    cache_case(&conf_cache_cases[i], 1);
+    cache_case(&conf_cache_cases[i], 3);
+  }
   for (size_t i = 0; i < sizeof conf_paged_cases / sizeof conf_paged_cases[0]; i++) {
     const conf_paged_case *c = &conf_paged_cases[i];
     if (c->prefill) {

@@ -167,8 +167,8 @@ double conf_maxabs(const float *a, const float *b, int64_t n) {
   return m != m ? INFINITY : m;
 }
 
-static const char *OPN[OP_N] = {"attention", "quantize", "backward", "paged_decode",
-                                "paged_prefill", "varlen", "merge"};
+static const char *OPN[OP_N] = {"attention", "quantize",      "backward", "paged_decode",
+                                "paged_prefill", "kvcache_decode", "varlen", "merge"};
 static int cnt[OP_N][3]; /* pass, fail, unsupported */
 
 int conf_report(conf_op op, const char *params, lpattn_status st, lpattn_status ref_st,

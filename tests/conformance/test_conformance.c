@@ -6,8 +6,8 @@
  * FAIL and unsupported (LPATTN_ERR_UNSUPPORTED is a gap, not a failure).
  * Exit 77 when the backend is not built or has no device. This file: the
  * driver, lpattn_attention (with lse/entropy/selection) and
- * lpattn_quantize/dequantize; conf_serving.c: paged pool and varlen;
- * conf_grad.c: backward and merge. */
+ * lpattn_quantize/dequantize; conf_serving.c: KV cache, paged pool and
+ * varlen; conf_grad.c: backward and merge. */
 #include "conf_bounds.h"
 #include "conf_cases.h"
 
