@@ -90,6 +90,7 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
       lpattn_tensor k = tok(&pk[seq[i]], side, PHKV, a, m), v = tok(&pv[seq[i]], side, PHKV, a, m);
       lpattn_tensor q = tok(&pq[seq[i]], side, PHQ, a, m);
       st = lpattn_kv_append(ctx, pool, &kb, &k, &v, &q);
+      lpattn_synchronize(ctx); /* GPU: the call is queued; its ids are freed next */
       ids_free(&b);
     }
     len[i] = plen[seq[i]], max_len = len[i] > max_len ? len[i] : max_len;
@@ -123,6 +124,7 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
     lpattn_tensor tk = cb_t4(&nk, side, LPATTN_F16, n, PHKV, Sq, PD), tv = cb_t4(&nv, side, LPATTN_F16, n, PHKV, Sq, PD);
     st = c->prefill ? lpattn_paged_prefill(ctx, pool, &kb, &tk, &tv, &tq, &o, &p, &aux)
                     : lpattn_paged_decode(ctx, pool, &kb, &tq, &o, &p, &aux);
+    lpattn_synchronize(ctx);
     cb_free(&nk), cb_free(&nv), cb_free(&nq);
     ids_free(&b);
   }
