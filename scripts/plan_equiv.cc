@@ -217,6 +217,28 @@ int main(void) {
       if (bad) return 1;
     }
   }
+  /* tests/cuda/test_cuda_attn.c: wg8_takes (the plan of an f16 call) against its old
+   * wg8_device rule (D == 128, no PASA, a 9.0 device, LPATTN_NO_WGMMA unset) */
+  long ntest = 0;
+  for (int ic = 0; ic < 5; ic++) for (int nowg = 0; nowg < 2; nowg++) for (int id = 0; id < 4; id++)
+  for (int pasa = 0; pasa < 2; pasa++) for (int prec = 0; prec <= LPATTN_PREC_FP8_STATIC; prec++) {
+    const int64_t D = Ds[id];
+    lp_gpu_dev dev = {ccs[ic], 32, 1, nowg, 1, 1, built};
+    lpattn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;
+    lpattn_attn_problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.q = pr.k = pr.v = pr.out = &t;
+    pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
+    pr.precision = (lpattn_precision)prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
+    lp_gpu_attn_plan p;
+    const int now = prec == LPATTN_PREC_FP8 && lp_gpu_attn_plan_make(&pr, &dev, &p) && p.path == LP_PATH_WG8;
+    const int old = prec == LPATTN_PREC_FP8 && D == 128 && !pasa && ccs[ic] == 90 && !nowg;
+    ntest++;
+    if (now != old) return fprintf(stderr, "DIFF test rule cc=%d nowg=%d D=%lld pasa=%d prec=%d\n", ccs[ic], nowg, (long long)D, pasa, prec), 1;
+  }
+  printf("plan_equiv: the test's wg8 rule: %ld points, all the same\n", ntest);
   printf("plan_equiv: %ld points, all the same (%ld taken: mma %ld, wg %ld, wgl %ld, wg8 %ld, wg8s %ld)\n", npts, ntaken,
          npath[LP_PATH_MMA], npath[LP_PATH_WG], npath[LP_PATH_WGL], npath[LP_PATH_WG8], npath[LP_PATH_WG8S]);
   return 0;

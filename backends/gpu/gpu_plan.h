@@ -176,7 +176,7 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
    * have their bf16 copies, so both backends' low calls take 1 + fmt) */
   if (pr->pasa || pr->score_f16) p->spec = -1;
   else if (!p->low) p->spec = 0;
-  else p->spec = pr->low >= 0 && pr->low <= 2 ? 1 + pr->low : -1;
+  else p->spec = (int)pr->low >= 0 && (int)pr->low <= 2 ? 1 + (int)pr->low : -1;
   p->st = LPATTN_OK;
   p->vec16 = lp_plan_vec16(pr->q) && lp_plan_vec16(pr->k) && lp_plan_vec16(pr->v);
   const int wg_ok = wg_dev && dev->wgmma && dev->wg_image && dev->warp == 32; /* gpu_wg_ok's device half */
