@@ -63,6 +63,29 @@ def _gpu(backend, which):
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
 
 
+# The kernel paths of an attn variant (issue 30 item 2): which extern "C"
+# kernels its entry has (templates/gpu/kernel_attn.cu.j2 renders them from
+# this) and so which the dispatch plan may choose (backends/gpu/gpu_plan.h,
+# through gen/paths.inc). "mma": the mma.sync / HIP kernels (every variant);
+# the sm_90a ones (CUDA only, used on a 9.0 device): "wg" (HIGH), "wgl" (the
+# low formats on bf16 copies), "wg8" (FP8 on E4M3 wgmma: rows of 128 codes,
+# so D = 128, in place of wgl's FP8), "wg8s" (static-scale FP8: its inputs
+# are codes, so only the f16 variant at D = 128).
+PATHS = ("mma", "wg", "wgl", "wg8", "wg8s")
+
+
+def attn_paths(v):
+    """The kernel paths of attn variant v, in PATHS order."""
+    out = ["mma"]
+    if BACKENDS[v.backend]["dialect"] == "cuda":
+        out += ["wg", "wgl"]
+        if v.head_dim == 128:
+            out.append("wg8")
+            if v.dtype == "f16":
+                out.append("wg8s")
+    return tuple(out)
+
+
 def variants(which="default", backend=None):
     """All variants of set `which` ('default' or 'all'), optionally of one backend."""
     if which not in ("default", "all"):

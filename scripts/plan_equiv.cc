@@ -36,7 +36,12 @@ static int old_spec(int pasa, int score_f16, int prec, int sel, int kd, int low,
   if (async && !kd) return -1;
   return low >= 0 && low <= 2 ? 1 + low : -1;
 }
-static void old_decide(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, Old *o) {
+struct OldDev { /* the old code's view of the device */
+  int cc, warp, dequant_kv, no_wgmma, wg_image;
+  int (*has_variant)(int64_t D, int dtype);
+  int cuda; /* the entries have the sm_90a kernels */
+};
+static void old_decide(const lpattn_attn_problem *pr, const OldDev *dev, Old *o) {
   memset(o, 0, sizeof *o);
   const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq, Skv = (int)pr->Skv, D = (int)pr->D;
   const int64_t GPU_OFF_MAX = 1 << 30;
@@ -55,7 +60,7 @@ static void old_decide(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, Old
     o->codes_in = codes_in;
     /* the f16 d128 entry: gpu_wg8s_ok (have: the image, LPATTN_NO_WGMMA) */
     int have = dev->cc == 90 ? (dev->no_wgmma ? 0 : dev->wg_image) : -1;
-    if (!dev->wgmma || !(have > 0 && dev->cc == 90 && dev->warp == 32)) /* HIP's entry: UNSUPPORTED */ { o->st = 1, o->why = LP_PLAN_FP8S_IMAGE; return; }
+    if (!dev->cuda || !(have > 0 && dev->cc == 90 && dev->warp == 32)) /* HIP's entry: UNSUPPORTED */ { o->st = 1, o->why = LP_PLAN_FP8S_IMAGE; return; }
     o->path = LP_PATH_WG8S, o->spec = -1;
     o->grid[0] = (unsigned)((Sq + 127) / 128), o->grid[1] = Hq, o->grid[2] = B, o->block = 384; /* gpu_wg8_cfg */
     return;
@@ -103,7 +108,7 @@ static void old_decide(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, Old
   const int spec = old_spec(pr->pasa, pr->score_f16, pr->precision, o->sel, o->kd, pr->low, GPU_DEQUANT_KV);
   o->spec = spec;
   int have = dev->cc == 90 ? (dev->no_wgmma ? 0 : dev->wg_image) : -1;
-  bool ok = dev->wgmma; /* the HIP entry has no sm_90a kernels */
+  bool ok = dev->cuda; /* the HIP entry has no sm_90a kernels */
   if (have <= 0 || dev->cc != 90 || dev->warp != 32) ok = false;
   bool wg = false;
   if (ok && spec == 0) wg = vec16;
@@ -122,16 +127,34 @@ static void old_decide(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, Old
 }
 
 /* ---- the grid --------------------------------------------------------------- */
+/* the built variants: the old code found them in the registry, the plan reads gen/paths.inc */
 static int built(int64_t D, int dt) { return (D == 64 || D == 128 || D == 256) && (dt == LPATTN_F16 || dt == LPATTN_BF16); }
 static int built_hip(int64_t D, int dt) { return (D == 64 || D == 128) && (dt == LPATTN_F16 || dt == LPATTN_BF16); }
+#define LPATTN_ATTN_PATHS(set, hd, dt, paths) {#set[0] == 'D', hd, dt, paths},
+static const int cuda_rows[][4] = {
+#include "../backends/cuda/gen/paths.inc"
+    {0, 0, 0, 0}};
+static const int hip_rows[][4] = {
+#include "../backends/hip/gen/paths.inc"
+    {0, 0, 0, 0}};
+#undef LPATTN_ATTN_PATHS
+static int find_paths(const int (*rows)[4], int64_t D, int dt) {
+  for (int i = 0; rows[i][3]; i++)
+    if (rows[i][0] && rows[i][1] == D && rows[i][2] == dt) return rows[i][3]; /* DEFAULT rows */
+  return 0;
+}
+static int paths_cuda(int64_t D, int dt) { return find_paths(cuda_rows, D, dt); }
+static int paths_hip(int64_t D, int dt) { return find_paths(hip_rows, D, dt); }
 
 static long npts, ntaken, npath[6];
-static int cmp(const lpattn_attn_problem *pr, const lp_gpu_dev *dev) {
+static int cmp(const lpattn_attn_problem *pr, const OldDev *dev) {
   Old o;
   lp_gpu_attn_plan p;
   old_decide(pr, dev, &o);
-  const int taken = lp_gpu_attn_plan_make(pr, dev, &p);
-  /* the HIP entry has no sm_90a kernels: its fronts plan with cc 0 (no wgmma) */
+  const lp_gpu_dev nd = {dev->cc, dev->warp, dev->dequant_kv, dev->no_wgmma, dev->wg_image,
+                         dev->cuda ? paths_cuda : paths_hip};
+  const int taken = lp_gpu_attn_plan_make(pr, &nd, &p);
+  /* HIP: the paths of its gen/paths.inc (no sm_90a kernels), whatever its cc */
   npts++;
   bool same = true;
   if (o.st) {
@@ -150,7 +173,7 @@ static int cmp(const lpattn_attn_problem *pr, const lp_gpu_dev *dev) {
             "cc=%d nowg=%d img=%d cuda=%d: old st=%d why=%d path=%d spec=%d ws=%zu grid=%u,%u,%u block %u; new taken=%d "
             "why=%d path=%d spec=%d ws=%zu grid=%u,%u,%u block %u\n", pr->precision, (long long)pr->D, pr->q->dtype,
             pr->causal, pr->leaky, pr->pasa, pr->score_f16, (long long)pr->Sq, (long long)pr->Skv, (long long)pr->Hq,
-            (long long)pr->Hkv, dev->cc, dev->no_wgmma, dev->wg_image, dev->wgmma, o.st, o.why, o.path, o.spec, o.used,
+            (long long)pr->Hkv, dev->cc, dev->no_wgmma, dev->wg_image, dev->cuda, o.st, o.why, o.path, o.spec, o.used,
             o.grid[0], o.grid[1], o.grid[2], o.block, taken, p.why, p.path, p.spec, p.ws, p.grid[0], p.grid[1], p.grid[2],
             p.block);
     return 1;
@@ -176,7 +199,7 @@ int main(void) {
   for (int ic = 0; ic < 5; ic++) for (int nowg = 0; nowg < 2; nowg++) for (int img = 0; img < 2; img++)
   for (int warp = 32; warp <= 64; warp += 32) {
     if (back == 0 && warp == 64) continue;
-    lp_gpu_dev dev = {ccs[ic], warp, back ? 0 : 1, nowg, !back, img, back ? built_hip : built};
+    OldDev dev = {ccs[ic], warp, back ? 0 : 1, nowg, img, back ? built_hip : built, !back};
     for (int prec = 0; prec <= LPATTN_PREC_FP8_STATIC; prec++) for (int lowf = 0; lowf < 3; lowf++)
     for (unsigned id = 0; id < 4; id++) for (unsigned idt = 0; idt < 4; idt++)
     for (int mask = 0; mask < 4; mask++) for (int feat = 0; feat < 4; feat++) /* pasa, score_f16 */
@@ -223,7 +246,7 @@ int main(void) {
   for (int ic = 0; ic < 5; ic++) for (int nowg = 0; nowg < 2; nowg++) for (int id = 0; id < 4; id++)
   for (int pasa = 0; pasa < 2; pasa++) for (int prec = 0; prec <= LPATTN_PREC_FP8_STATIC; prec++) {
     const int64_t D = Ds[id];
-    lp_gpu_dev dev = {ccs[ic], 32, 1, nowg, 1, 1, built};
+    lp_gpu_dev dev = {ccs[ic], 32, 1, nowg, 1, paths_cuda};
     lpattn_tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;

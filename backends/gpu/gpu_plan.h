@@ -34,15 +34,19 @@ typedef enum {
   LP_PATH_WG8S      /* static-scale FP8: _wg8s (lp_gpu_attn_wg8.cuh) */
 } lp_gpu_path;
 
+/* the kernels a variant's entry has (gen/paths.inc, from codegen/manifest.py attn_paths) */
+enum { LP_PATHS_MMA = 1, LP_PATHS_WG = 2, LP_PATHS_WGL = 4, LP_PATHS_WG8 = 8, LP_PATHS_WG8S = 16 };
+
 /* the device a call is planned for */
 typedef struct {
   int cc;        /* compute capability, major * 10 + minor */
   int warp;      /* lanes of a warp (wave) */
   int dequant_kv;/* GPU_DEQUANT_KV: bf16 copies of low K/V that cp.async streams (CUDA) */
   int no_wgmma;  /* LPATTN_NO_WGMMA=1 */
-  int wgmma;     /* the entries have the sm_90a kernels (CUDA; HIP: none, its cc 90 is gfx90a) */
   int wg_image;  /* the entry's kernels have sm_90a images here (gpu_wg_image; 1 unless known not) */
-  int (*has_variant)(int64_t D, int dtype); /* a compiled attn variant (registry) */
+  /* LP_PATHS_* of the compiled attn variant (D, dtype), 0 where none (gen/paths.inc:
+   * HIP's have no sm_90a kernels, though its cc of gfx90a reads 90) */
+  int (*paths)(int64_t D, int dtype);
 } lp_gpu_dev;
 
 /* why a call is not taken (all LPATTN_ERR_UNSUPPORTED) */
@@ -110,7 +114,8 @@ static inline int lp_gpu_plan_fp8s(const lpattn_attn_problem *pr, const lp_gpu_d
   const int64_t B = pr->B, Hq = pr->Hq, Hkv = pr->Hkv, Sq = pr->Sq, Skv = pr->Skv, D = pr->D;
   const int64_t Sp = (Skv + 63) / 64 * 64, offmax = (int64_t)1 << 30;
   p->dtype = LPATTN_F16;
-  if (!dev->has_variant(D, LPATTN_F16) || D != 128 || dev->cc != 90 || dev->no_wgmma ||
+  const int paths = dev->paths(D, LPATTN_F16);
+  if (!paths || D != 128 || dev->cc != 90 || dev->no_wgmma || /* the front's check (its detail says D = 128) */
       (pr->causal && (pr->off > offmax || pr->off < -offmax)))
     return p->why = LP_PLAN_FP8S_DEV, 0;
   if (pr->Bk != 64) return p->why = LP_PLAN_FP8S_BK, 0;
@@ -122,7 +127,7 @@ static inline int lp_gpu_plan_fp8s(const lpattn_attn_problem *pr, const lp_gpu_d
     lp_plan_carve(p, LP_WS_K8, (size_t)(B * Hkv * Skv * D));
   }
   /* gpu_wg8s_ok: an sm_90a image and 32-lane warps, else the entry answers UNSUPPORTED */
-  if (!dev->wgmma || !dev->wg_image || dev->warp != 32) return p->why = LP_PLAN_FP8S_IMAGE, 0;
+  if (!(paths & LP_PATHS_WG8S) || !dev->wg_image || dev->warp != 32) return p->why = LP_PLAN_FP8S_IMAGE, 0;
   p->path = LP_PATH_WG8S, p->spec = -1, p->st = LPATTN_OK;
   lp_plan_grid(p->grid, Sq, 128, Hq, B), p->block = 384;
   return 1;
@@ -144,7 +149,9 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   if (pr->Bq != 64 || pr->Bk != 64) return p->why = LP_PLAN_ARGS, 0;
   if (pr->causal && (pr->off > offmax || pr->off < -offmax)) return p->why = LP_PLAN_ARGS, 0;
   if (pr->pasa && dt != LPATTN_F16) return p->why = LP_PLAN_ARGS, 0;
-  if (!dev->has_variant(D, dt)) return p->why = LP_PLAN_ARGS, 0;
+  const int paths = dev->paths(D, dt);
+  if (!paths) return p->why = LP_PLAN_ARGS, 0;
+  const int wg8 = pr->low == LPATTN_FMT_FP8 && (paths & LP_PATHS_WG8); /* FP8 on E4M3 wgmma */
   const int64_t nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   const int thrift = pr->precision == LPATTN_PREC_THRIFT, wg_dev = dev->cc == 90 && !dev->no_wgmma;
   p->low = pr->precision != LPATTN_PREC_HIGH;
@@ -152,7 +159,7 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   /* the sm_90a low kernels take calls whose every tile is low */
   const int wgl = p->kv_bf16 && !thrift && !pr->pasa && !pr->score_f16 && wg_dev;
   p->split = wgl && pr->causal && !pr->leaky;
-  p->q_bf16 = wgl && !lp_gpu_wg8_takes(pr->low, (int)D); /* the E4M3 kernel reads Q's codes */
+  p->q_bf16 = wgl && !wg8; /* the E4M3 kernel reads Q's codes */
   p->kmean = thrift || pr->pasa, p->sel = thrift;
   const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
   if (p->low) {
@@ -179,13 +186,13 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   else p->spec = (int)pr->low >= 0 && (int)pr->low <= 2 ? 1 + (int)pr->low : -1;
   p->st = LPATTN_OK;
   p->vec16 = lp_plan_vec16(pr->q) && lp_plan_vec16(pr->k) && lp_plan_vec16(pr->v);
-  const int wg_ok = wg_dev && dev->wgmma && dev->wg_image && dev->warp == 32; /* gpu_wg_ok's device half */
+  const int wg_ok = wg_dev && dev->wg_image && dev->warp == 32; /* gpu_wg_ok's device half */
   p->path = LP_PATH_MMA;
-  if (p->spec == 0 && wg_ok && p->vec16) p->path = LP_PATH_WG;
+  if (p->spec == 0 && wg_ok && (paths & LP_PATHS_WG) && p->vec16) p->path = LP_PATH_WG;
   /* gpu_wg_ok: bf16 copies (Q's unless E4M3), no selection, causal: leaky or split */
-  else if (p->spec > 0 && wg_ok && (p->q_bf16 || lp_gpu_wg8_takes(pr->low, (int)D)) && p->kv_bf16 && !p->sel &&
-           (!pr->causal || pr->leaky || p->split))
-    p->path = lp_gpu_wg8_takes(pr->low, (int)D) ? LP_PATH_WG8 : LP_PATH_WGL;
+  else if (p->spec > 0 && wg_ok && (paths & (wg8 ? LP_PATHS_WG8 : LP_PATHS_WGL)) && (p->q_bf16 || wg8) &&
+           p->kv_bf16 && !p->sel && (!pr->causal || pr->leaky || p->split))
+    p->path = wg8 ? LP_PATH_WG8 : LP_PATH_WGL;
   p->second = p->split && (p->path == LP_PATH_WGL || p->path == LP_PATH_WG8); /* else the entry drops init_o */
   lp_plan_grid(p->mma_grid, Sq, 64, Hq, B), p->mma_block = (unsigned)(4 * dev->warp);
   if (p->path == LP_PATH_MMA) {

@@ -19,19 +19,14 @@ static bool wgmma_off() {
   return v == 1;
 }
 
-#if defined(LPATTN_HIP)
-#define GPU_IS_HIP 1
-#else
-#define GPU_IS_HIP 0
-#endif
-static int has_attn(int64_t D, int dt) { return find_attn(D, (lpattn_dtype)dt) != NULL; }
+static int attn_paths(int64_t D, int dt) { return find_attn_paths(D, (lpattn_dtype)dt); }
 
 /* The device a call is planned for (gpu_plan.h); the sm_90a image check
  * stays with the entry (gpu_wg_ok), so the plan assumes one. */
 static lp_gpu_dev dev_of(const gpu_impl *im) {
   lp_gpu_dev d;
   d.cc = im->cc, d.warp = im->warp, d.dequant_kv = GPU_DEQUANT_KV, d.no_wgmma = wgmma_off();
-  d.wgmma = !GPU_IS_HIP, d.wg_image = 1, d.has_variant = has_attn;
+  d.wg_image = 1, d.paths = attn_paths;
   return d;
 }
 

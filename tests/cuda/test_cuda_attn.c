@@ -60,9 +60,15 @@ static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
 
 #if !defined(LPATTN_TEST_HIP)
 #include "../../backends/gpu/gpu_plan.h" /* the dispatch plan of the CUDA prefill */
-static int tv_has_attn(int64_t D, int dt) {
-  for (int i = 0; i < TV_COUNT; i++)
-    if (tv_variants[i].op == TV_ATTN && tv_variants[i].head_dim == D && tv_variants[i].dtype == dt) return 1;
+/* the kernel paths of the built attn variants (gen/paths.inc) */
+static int tv_attn_paths(int64_t D, int dt) {
+  static const int rows[][3] = {
+#define LPATTN_ATTN_PATHS(set, hd, dt, paths) TV_SET_##set({hd, dt, paths}, )
+#include "../../backends/cuda/gen/paths.inc"
+#undef LPATTN_ATTN_PATHS
+      {0, 0, 0}};
+  for (int i = 0; rows[i][2]; i++)
+    if (rows[i][0] == D && rows[i][1] == dt) return rows[i][2];
   return 0;
 }
 /* The kernel path the library plans for an f16 call of precision prec, head
@@ -79,7 +85,7 @@ static lp_gpu_path plan_path(lpattn_precision prec, int64_t D, int pasa) {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
       major = minor = 0;
     dev.cc = major * 10 + minor, dev.warp = 32, dev.dequant_kv = 1, dev.no_wgmma = e && e[0] == '1';
-    dev.wgmma = 1, dev.wg_image = 1, dev.has_variant = tv_has_attn;
+    dev.wg_image = 1, dev.paths = tv_attn_paths;
   }
   lpattn_tensor t;
   memset(&t, 0, sizeof t);
