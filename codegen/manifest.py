@@ -3,11 +3,10 @@
 A variant fixes some axes at compile time and leaves the rest to run time.
 Axis values: None = decided at run time by the kernel, otherwise fixed.
 The manifest decides which variants exist: render.py renders every template
-of a backend for exactly the variants listed here. Which kernel a call runs
-is still decided partly inside the instance templates (kernel_attn.cu.j2 and
-kernel_decode.cu.j2 pick tile shapes per head dim / dtype / precision, the
-sm_90a host checks of lp_gpu_wg_host.cuh choose wgmma or mma.sync), partly in
-backends/gpu (issue 30: one dispatch plan is the goal). Only axes that some variant
+of a backend for exactly the variants listed here, and which kernel paths an
+attn variant has (attn_paths: gen/paths.inc), among which the prefill plan
+(backends/gpu/gpu_plan.h) chooses per call. Tile shapes per head dim / dtype
+are still the instance templates' (kernel_attn.cu.j2, kernel_decode.cu.j2). Only axes that some variant
 fixes are declared (issue 10): precision, mask, PASA and entropy are run-time
 branches of every kernel, so they are no axes here. gen/registry.inc is the
 variants table the backends dispatch through and the parity tests iterate
