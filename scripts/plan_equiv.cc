@@ -166,6 +166,9 @@ static int cmp(const lpattn_attn_problem *pr, const OldDev *dev) {
            (p.q_bf16 != 0) == (o.qd != 0) && (p.kv_bf16 != 0) == (o.kd != 0) && (p.split != 0) == (o.init_o != 0) &&
            (p.sel != 0) == (o.sel != 0);
     for (int i = 0; i < LP_WS_N; i++) same = same && p.at[i] == o.at[i];
+    if (p.path != LP_PATH_WG8S) /* a.nqx of the mma.sync launch (fallback, split's second): old nqt */
+      same = same && p.mma_grid[0] == (unsigned)((pr->Sq + 63) / 64) && p.mma_grid[1] == (unsigned)pr->Hq &&
+             p.mma_grid[2] == (unsigned)pr->B && p.mma_block == (unsigned)(4 * dev->warp);
     if (same) ntaken++, npath[p.path]++;
   }
   if (!same) {

@@ -204,7 +204,7 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
   a.causal = pr->causal, a.off = off, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
   a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
-  a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt;
+  a.nkt = nkt, a.nqx = (int)p.mma_grid[0], a.kmean = kmean, a.kmean_tiles = nkt; /* the mma.sync grid: the plan's */
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
   a.warp = im->warp;
   a.cc = im->cc;
