@@ -3,11 +3,10 @@
 A variant fixes some axes at compile time and leaves the rest to run time.
 Axis values: None = decided at run time by the kernel, otherwise fixed.
 The manifest decides which variants exist: render.py renders every template
-of a backend for exactly the variants listed here. Which kernel a call runs
-is still decided partly inside the instance templates (kernel_attn.cu.j2 and
-kernel_decode.cu.j2 pick tile shapes per head dim / dtype / precision, the
-sm_90a host checks of lp_gpu_wg_host.cuh choose wgmma or mma.sync), partly in
-backends/gpu (issue 30: one dispatch plan is the goal). Only axes that some variant
+of a backend for exactly the variants listed here, and which kernel paths an
+attn variant has (attn_paths: gen/paths.inc), among which the prefill plan
+(backends/gpu/gpu_plan.h) chooses per call. Tile shapes per head dim / dtype
+are still the instance templates' (kernel_attn.cu.j2, kernel_decode.cu.j2). Only axes that some variant
 fixes are declared (issue 10): precision, mask, PASA and entropy are run-time
 branches of every kernel, so they are no axes here. gen/registry.inc is the
 variants table the backends dispatch through and the parity tests iterate
@@ -61,6 +60,29 @@ def _gpu(backend, which):
     if backend == "cuda":
         out += [Variant(backend, "bwd", d, t) for d in dims for t in ("f16", "bf16")]
     return out + [Variant(backend, op) for op in ("quant", "dequant", "merge")]
+
+
+# The kernel paths of an attn variant (issue 30 item 2): which extern "C"
+# kernels its entry has (templates/gpu/kernel_attn.cu.j2 renders them from
+# this) and so which the dispatch plan may choose (backends/gpu/gpu_plan.h,
+# through gen/paths.inc). "mma": the mma.sync / HIP kernels (every variant);
+# the sm_90a ones (CUDA only, used on a 9.0 device): "wg" (HIGH), "wgl" (the
+# low formats on bf16 copies), "wg8" (FP8 on E4M3 wgmma: rows of 128 codes,
+# so D = 128, in place of wgl's FP8), "wg8s" (static-scale FP8: its inputs
+# are codes, so only the f16 variant at D = 128).
+PATHS = ("mma", "wg", "wgl", "wg8", "wg8s")
+
+
+def attn_paths(v):
+    """The kernel paths of attn variant v, in PATHS order."""
+    out = ["mma"]
+    if BACKENDS[v.backend]["dialect"] == "cuda":
+        out += ["wg", "wgl"]
+        if v.head_dim == 128:
+            out.append("wg8")
+            if v.dtype == "f16":
+                out.append("wg8s")
+    return tuple(out)
 
 
 def variants(which="default", backend=None):

@@ -48,6 +48,8 @@ namespace GPU_NS {
 typedef lpattn_status (*gpu_attn_fn)(const lp_gpu_attn_args *, cudaStream_t);
 /* the attention kernel for head dim D and input dtype dt, or NULL */
 gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt);
+/* its kernel paths (LP_PATHS_* of gpu_plan.h, gen/paths.inc), 0 where none */
+int find_attn_paths(int64_t D, lpattn_dtype dt);
 typedef lpattn_status (*gpu_bwd_fn)(const lp_gpu_bwd_args *, cudaStream_t);
 /* the backward kernels for head dim D and input dtype dt, or NULL */
 gpu_bwd_fn find_bwd(int64_t D, lpattn_dtype dt);

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "gpu_backend.h"
+#include "gpu_plan.h"
 
 namespace GPU_NS {
 
@@ -16,6 +17,17 @@ static bool wgmma_off() {
     v = e && e[0] == '1';
   }
   return v == 1;
+}
+
+static int attn_paths(int64_t D, int dt) { return find_attn_paths(D, (lpattn_dtype)dt); }
+
+/* The device a call is planned for (gpu_plan.h); the sm_90a image check
+ * stays with the entry (gpu_wg_ok), so the plan assumes one. */
+static lp_gpu_dev dev_of(const gpu_impl *im) {
+  lp_gpu_dev d;
+  d.cc = im->cc, d.warp = im->warp, d.dequant_kv = GPU_DEQUANT_KV, d.no_wgmma = wgmma_off();
+  d.wg_image = 1, d.paths = attn_paths;
+  return d;
 }
 
 /* A descale view (f32 {1, 1, B, Hkv}) as pointer + element strides of (b, kv head). */
@@ -31,23 +43,21 @@ static const float *desc_of(const lpattn_tensor *t, int64_t sd[2]) {
 static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem *pr) {
   const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
             Skv = (int)pr->Skv, D = (int)pr->D;
-  gpu_attn_fn fn = find_attn(pr->D, LPATTN_F16); /* the kernel reads codes: the f16 variant has it */
-  if (!fn || D != 128 || im->cc != 90 || wgmma_off() || pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX)) {
+  const lp_gpu_dev dev = dev_of(im);
+  lp_gpu_attn_plan p;
+  if (!lp_gpu_attn_plan_make(pr, &dev, &p) && p.why == LP_PLAN_FP8S_DEV) {
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "static FP8 (precision FP8_STATIC) needs the sm_90a kernels at "
                    "D = 128 on CUDA (this call: D = %d, compute capability %d.%d)", D, im->cc / 10, im->cc % 10);
   }
-  if (pr->Bk != 64)
+  if (p.why == LP_PLAN_FP8S_BK)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "static FP8 on " GPU_NAME " takes block_k = 64 (this call: %d)", pr->Bk);
+  gpu_attn_fn fn = find_attn(pr->D, p.dtype); /* the kernel reads codes: the f16 variant has it */
   /* E4M3 Q and K go to the kernel's TMA as they are when each row's codes
-   * are contiguous; other strides (and 16-bit inputs) through the cast */
-  const bool codes_in = pr->q->dtype == LPATTN_E4M3 && pr->q->stride[3] == 1 && pr->k->stride[3] == 1;
+   * are contiguous (p.codes_in); other strides (and 16-bit inputs) through the cast */
+  const bool codes_in = p.codes_in;
   const int64_t Sp = ((int64_t)Skv + 63) / 64 * 64;
-  gpu_carve c = {0};
-  const size_t v_at = carve(&c, (size_t)B * Hkv * D * Sp);
-  const size_t jmin_at = carve(&c, (size_t)B * Hkv * D * 4);
-  const size_t q_at = codes_in ? 0 : carve(&c, (size_t)B * Hq * Sq * D);
-  const size_t k_at = codes_in ? 0 : carve(&c, (size_t)B * Hkv * Skv * D);
-  TRY(ensure_ws(im, c.used));
+  const size_t v_at = p.at[LP_WS_V8], jmin_at = p.at[LP_WS_JMIN], q_at = p.at[LP_WS_Q8], k_at = p.at[LP_WS_K8];
+  TRY(ensure_ws(im, p.ws));
   char *ws = (char *)im->ws;
   lp_gpu_attn_args a;
   memset(&a, 0, sizeof a);
@@ -110,51 +120,33 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
     CK(cudaSetDevice(im->device));
     return gpu_attention_fp8s(im, pr);
   }
-  if (pr->thrift_rule) /* the selection kernel has SPEC 5's rule only (SEMANTICS) */
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.thrift_rule = %d: " GPU_NAME " selects by SPEC 5's "
-                   "rule only (thrift_rule = 0; the host backends take the rules)", pr->thrift_rule);
+  const lp_gpu_dev dev = dev_of(im);
+  lp_gpu_attn_plan p; /* kernel path, grid, every workspace buffer (gpu_plan.h) */
+  if (!lp_gpu_attn_plan_make(pr, &dev, &p)) {
+    if (p.why == LP_PLAN_THRIFT_RULE) /* the selection kernel has SPEC 5's rule only (SEMANTICS) */
+      return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.thrift_rule = %d: " GPU_NAME " selects by SPEC 5's "
+                     "rule only (thrift_rule = 0; the host backends take the rules)", pr->thrift_rule);
+    if (p.st != LPATTN_ERR_UNSUPPORTED) CK(cudaSetDevice(im->device)); /* as before: a sizes error after it */
+    return p.st;
+  }
   const lpattn_dtype dt = pr->q->dtype;
-  if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return LPATTN_ERR_UNSUPPORTED;
-  if (pr->Bq != 64 || pr->Bk != 64) return LPATTN_ERR_UNSUPPORTED;
-  /* causal offsets (lpattn.h "Absolute positions") in the kernels' int range */
-  if (pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX)) return LPATTN_ERR_UNSUPPORTED;
   const int off = pr->causal ? (int)pr->off : 0; /* non-causal calls ignore the starts */
-  if (pr->pasa && dt != LPATTN_F16) return LPATTN_ERR_UNSUPPORTED; /* f16 scores need f16 Q */
   gpu_attn_fn fn = find_attn(pr->D, dt);
-  if (!fn) return LPATTN_ERR_UNSUPPORTED;
   CK(cudaSetDevice(im->device));
   const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
             Skv = (int)pr->Skv, D = (int)pr->D;
   const int nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
-  const bool low = pr->precision != LPATTN_PREC_HIGH, thrift = pr->precision == LPATTN_PREC_THRIFT;
-  gpu_carve c = {0};
+  const bool low = p.low, thrift = p.sel;
   /* workspace offsets: quantized Q/K/V, their bf16 copies, key means, selection */
-  size_t q_low_at[3] = {0, 0, 0}, k_low_at[3] = {0, 0, 0}, v_low_at[3] = {0, 0, 0};
-  size_t q_bf16_at = 0, k_bf16_at = 0, v_bf16_at = 0, kmean_at = 0, sel_at = 0;
+  const size_t *q_low_at = &p.at[LP_WS_QLOW], *k_low_at = &p.at[LP_WS_KLOW], *v_low_at = &p.at[LP_WS_VLOW];
+  const size_t q_bf16_at = p.at[LP_WS_QBF16], k_bf16_at = p.at[LP_WS_KBF16], v_bf16_at = p.at[LP_WS_VBF16];
+  const size_t kmean_at = p.at[LP_WS_KMEAN], sel_at = p.at[LP_WS_SEL];
+  const size_t init_o_at = p.at[LP_WS_INIT_O], init_st_at = p.at[LP_WS_INIT_ST];
   /* calls the sm_90a low kernel may take (every tile low: gpu_wg_ok) also
-   * get Q's bf16 copy */
-  const bool wgl = GPU_DEQUANT_KV && low && !thrift && !pr->pasa && !pr->score_f16 && im->cc == 90 && !wgmma_off();
-  const bool wgl_part = wgl && pr->causal && !pr->leaky; /* + its state for the mma.sync kernel */
-  const bool qcopy = wgl && !lp_gpu_wg8_takes(pr->low, (int)pr->D); /* the FP8 wgmma kernel reads Q's codes */
-  size_t init_o_at = 0, init_st_at = 0;
-  const int64_t qs[4] = {B, Hq, Sq, D}, ks[4] = {B, Hkv, Skv, D};
-  if (low) {
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, qs, q_low_at));
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_D, 64, ks, k_low_at));
-    TRY(qview_alloc(&c, pr->low, LPATTN_AXIS_S, 64, ks, v_low_at));
-    if (GPU_DEQUANT_KV) { /* exact bf16 copies that cp.async streams in */
-      k_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
-      v_bf16_at = carve(&c, (size_t)B * Hkv * Skv * D * 2);
-      if (qcopy) q_bf16_at = carve(&c, (size_t)B * Hq * Sq * D * 2);
-      if (wgl_part) {
-        init_o_at = carve(&c, (size_t)B * Hq * Sq * D * 4);
-        init_st_at = carve(&c, (size_t)B * Hq * Sq * 16);
-      }
-    }
-  }
-  if (thrift || pr->pasa) kmean_at = carve(&c, (size_t)B * Hkv * nkt * D * 4);
-  if (thrift) sel_at = carve(&c, (size_t)B * Hq * nqt * pr->thrift_k * 4);
-  TRY(ensure_ws(im, c.used));
+   * get Q's bf16 copy (not the FP8 wgmma kernel: it reads Q's codes), causal
+   * ones its state for the mma.sync kernel */
+  const bool qcopy = p.q_bf16, wgl_part = p.split;
+  TRY(ensure_ws(im, p.ws));
   char *ws = (char *)im->ws;
   float *kmean = (thrift || pr->pasa) ? (float *)(ws + kmean_at) : NULL;
 
@@ -212,7 +204,7 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
   a.causal = pr->causal, a.off = off, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
   a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
-  a.nkt = nkt, a.nqx = nqt, a.kmean = kmean, a.kmean_tiles = nkt;
+  a.nkt = nkt, a.nqx = (int)p.mma_grid[0], a.kmean = kmean, a.kmean_tiles = nkt; /* the mma.sync grid: the plan's */
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v);
   a.warp = im->warp;
   a.cc = im->cc;

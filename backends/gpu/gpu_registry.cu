@@ -3,6 +3,7 @@
  * attention (and backward) table searched by head dim and dtype, and the one quantize,
  * dequantize and merge kernel. */
 #include "gpu_backend.h"
+#include "gpu_plan.h"
 
 namespace GPU_NS {
 
@@ -64,6 +65,22 @@ gpu_bwd_fn find_bwd(int64_t D, lpattn_dtype dt) {
   for (size_t i = 0; gpu_bwd_table[i].fn; i++)
     if (gpu_bwd_table[i].head_dim == D && gpu_bwd_table[i].dtype == (int)dt) return gpu_bwd_table[i].fn;
   return NULL;
+}
+
+/* the kernel paths of each attention variant (gen/paths.inc, manifest.attn_paths) */
+static const struct {
+  int head_dim, dtype, paths;
+} gpu_paths_table[] = {
+#define LPATTN_ATTN_PATHS(set, hd, dt, paths) GPU_SET_##set({hd, dt, paths}, )
+#include "paths.inc"
+#undef LPATTN_ATTN_PATHS
+    {0, 0, 0}};
+
+int find_attn_paths(int64_t D, lpattn_dtype dt) {
+  if (!find_attn(D, dt)) return 0;
+  for (size_t i = 0; gpu_paths_table[i].paths; i++)
+    if (gpu_paths_table[i].head_dim == D && gpu_paths_table[i].dtype == (int)dt) return gpu_paths_table[i].paths;
+  return 0;
 }
 
 gpu_attn_fn find_attn(int64_t D, lpattn_dtype dt) {

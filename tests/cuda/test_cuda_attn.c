@@ -58,21 +58,55 @@ static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r, const
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
 
-/* Whether FP8 calls at D = 128 without PASA or f16 scores run the E4M3
- * wgmma kernel here: a 9.0 device, LPATTN_NO_WGMMA unset (CUDA only). */
-static int wg8_device(void) {
-#if defined(LPATTN_TEST_HIP)
+#if !defined(LPATTN_TEST_HIP)
+#include "../../backends/gpu/gpu_plan.h" /* the dispatch plan of the CUDA prefill */
+/* the kernel paths of the built attn variants (gen/paths.inc) */
+static int tv_attn_paths(int64_t D, int dt) {
+  static const int rows[][3] = {
+#define LPATTN_ATTN_PATHS(set, hd, dt, paths) TV_SET_##set({hd, dt, paths}, )
+#include "../../backends/cuda/gen/paths.inc"
+#undef LPATTN_ATTN_PATHS
+      {0, 0, 0}};
+  for (int i = 0; rows[i][2]; i++)
+    if (rows[i][0] == D && rows[i][1] == dt) return rows[i][2];
   return 0;
-#else
-  static int v = -1;
-  if (v < 0) {
+}
+/* The kernel path the library plans for an f16 call of precision prec, head
+ * dim D (PASA or f16 scores: pasa) on device 0, as gpu_prefill.cu plans it
+ * (backends/gpu/gpu_plan.h; LPATTN_NO_WGMMA read the same way). */
+static lp_gpu_path plan_path(lpattn_precision prec, int64_t D, int pasa) {
+  static lp_gpu_dev dev;
+  static int init = 0;
+  if (!init) {
     int major = 0, minor = 0;
     const char *e = getenv("LPATTN_NO_WGMMA");
-    v = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess && major == 9 &&
-        minor == 0 && !(e && e[0] == '1');
+    init = 1;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess)
+      major = minor = 0;
+    dev.cc = major * 10 + minor, dev.warp = 32, dev.dequant_kv = 1, dev.no_wgmma = e && e[0] == '1';
+    dev.wg_image = 1, dev.paths = tv_attn_paths;
   }
-  return v;
+  lpattn_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;
+  lpattn_attn_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.q = pr.k = pr.v = pr.out = &t;
+  pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
+  pr.precision = prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
+  lp_gpu_attn_plan p;
+  return lp_gpu_attn_plan_make(&pr, &dev, &p) ? p.path : LP_PATH_NONE;
+}
+#endif
+/* Whether FP8 calls of head dim D (PASA or f16 scores: pasa) run the E4M3
+ * wgmma kernel here (CUDA only). */
+static int wg8_takes(lpattn_precision prec, int64_t D, int pasa) {
+#if defined(LPATTN_TEST_HIP)
+  (void)prec, (void)D, (void)pasa;
+  return 0;
+#else
+  return prec == LPATTN_PREC_FP8 && plan_path(prec, D, pasa) == LP_PATH_WG8;
 #endif
 }
 /* That kernel multiplies the E4M3 codes on the tensor cores, whose
@@ -81,7 +115,7 @@ static int wg8_device(void) {
  * from the f64 oracle by up to ~5e-3 (measured on an H200), the scores by
  * ~4e-4. Every other path keeps tol. */
 static double fp8_wgmma_tol(lpattn_precision prec, int64_t D, int pasa, double tol) {
-  return prec == LPATTN_PREC_FP8 && D == 128 && !pasa && wg8_device() ? 1e-2 : tol;
+  return wg8_takes(prec, D, pasa) ? 1e-2 : tol;
 }
 
 /* The call ap on both backends, compared (ap.thrift_budget 0.3 under THRIFT). */

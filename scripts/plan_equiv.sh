@@ -1,0 +1,14 @@
+#!/bin/sh
+# Builds and runs scripts/plan_equiv.cc (host only: no GPU, no CUDA): the
+# prefill dispatch plan (backends/gpu/gpu_plan.h) against the decisions it replaced.
+set -e
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${TMPDIR:-/tmp}/plan_equiv.$$
+mkdir -p "$out"
+for f in quant error formats status; do
+  cc -std=c11 -O1 -I"$here/include" -I"$here/core" -I"$here/backends/math" -c "$here/core/$f.c" -o "$out/$f.o"
+done
+c++ -std=c++17 -O1 -Wall -Wextra -I"$here/include" -I"$here/core" -I"$here/backends/gpu" -I"$here/backends/math" \
+  "$here/scripts/plan_equiv.cc" "$out"/*.o -lm -o "$out/plan_equiv"
+"$out/plan_equiv"
+rm -rf "$out"
