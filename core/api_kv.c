@@ -164,9 +164,15 @@ static lpattn_status check_ids(const char *name, const lpattn_tensor *t, int64_t
                  (long long)t->shape[3], (long long)a, (long long)b, (long long)c, (long long)d);
 }
 
-/* Host checks of ids and lengths. n: tokens appended (0 for decode). */
+/* Tokens sequence i appends: cu[i + 1] - cu[i] of a checked cu_seqlens, else n. */
+static int64_t count_of(const lpattn_tensor *cu, int64_t n, int64_t i) {
+  return cu ? lp_cu_at(cu, i + 1) - lp_cu_at(cu, i) : n;
+}
+
+/* Host checks of ids and lengths. n: tokens appended to every sequence (0
+ * for decode), or with cu (a ragged append) each sequence's count. */
 static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_kv_batch *b,
-                                      int append, int64_t n, int64_t Sq) {
+                                      int append, int64_t n, const lpattn_tensor *cu, int64_t Sq) {
   const int64_t S = b->num_seqs, T = pool->p.page_size, width = b->page_table.shape[3];
   const int32_t npages = pool->p.num_pages;
   lp_kv_layout L;
@@ -182,6 +188,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
   for (int32_t i = 0; i < pool->p.num_slots; i++) mark[i] = -1;
   for (int64_t i = 0; i < S && st == LPATTN_OK; i++) {
     const int32_t slot = id_at(&b->slots, i), len = id_at(&b->lengths, i);
+    const int64_t ni = count_of(cu, n, i);
     if (slot < 0 || slot >= pool->p.num_slots) {
       st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d, expected 0..%d",
                    (long long)i, (int)slot, (int)pool->p.num_slots - 1);
@@ -202,9 +209,9 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
       else if (lp_tile_count(len, T) > width)
         st = lp_fail(LPATTN_ERR_BAD_PAGE, "batch.page_table has %lld columns, sequence %lld needs %lld pages",
                      (long long)width, (long long)i, (long long)lp_tile_count(len, T));
-      else if (append && lp_tile_count(len + n, T) > width)
+      else if (append && lp_tile_count(len + ni, T) > width)
         st = lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %lld: %d + %lld tokens need %lld pages, page_table has %lld columns",
-                     (long long)i, (int)len, (long long)n, (long long)lp_tile_count(len + n, T), (long long)width);
+                     (long long)i, (int)len, (long long)ni, (long long)lp_tile_count(len + ni, T), (long long)width);
     }
     mark[slot < 0 || slot >= pool->p.num_slots ? 0 : slot] = (int32_t)i;
   }
@@ -212,7 +219,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
   for (int32_t p = 0; p < npages; p++) mark[p] = -1;
   for (int64_t i = 0; i < S && st == LPATTN_OK; i++) {
     const int32_t *row = (const int32_t *)b->page_table.data + i * b->page_table.stride[2];
-    const int64_t need = lp_tile_count(id_at(&b->lengths, i) + n, T);
+    const int64_t need = lp_tile_count(id_at(&b->lengths, i) + count_of(cu, n, i), T);
     for (int64_t j = 0; j < need && st == LPATTN_OK; j++) {
       const int32_t p = row[j * b->page_table.stride[3]];
       if (p < 0 || p >= npages)
@@ -232,7 +239,8 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
     for (int32_t p = 0; p < npages; p++) owner[p] = -1;
     for (int64_t i = 0; i < S && st == LPATTN_OK; i++) {
       const int32_t *row = (const int32_t *)b->page_table.data + i * b->page_table.stride[2];
-      const int64_t len = id_at(&b->lengths, i), end = len + n;
+      const int64_t len = id_at(&b->lengths, i), end = len + count_of(cu, n, i);
+      if (end == len) continue; /* a ragged count of 0: nothing written */
       const int64_t j0 = len / T; /* the tile of the first new token */
       const int64_t j1 = L.has_high_pages ? (end - 1) / T : end / T - 1;
       for (int64_t j = j0; j <= j1 && st == LPATTN_OK; j++) {
@@ -245,7 +253,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
     }
     for (int64_t i = 0; i < S && st == LPATTN_OK; i++) {
       const int32_t *row = (const int32_t *)b->page_table.data + i * b->page_table.stride[2];
-      const int64_t need = lp_tile_count(id_at(&b->lengths, i) + n, T);
+      const int64_t need = lp_tile_count(id_at(&b->lengths, i) + count_of(cu, n, i), T);
       for (int64_t j = 0; j < need && st == LPATTN_OK; j++) {
         const int32_t p = row[j * b->page_table.stride[3]];
         if (owner[p] >= 0 && owner[p] != (int32_t)i)
@@ -286,14 +294,15 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   lp_err_clear();
   lpattn_kv_batch b;
   int64_t n;
-  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, &b, &n));
+  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, NULL, &b, &n));
   const lpattn_kv_append_call call = {&b, n, k, v, q};
   return lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "kv_append");
 }
 
 lpattn_status lp_kv_append_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                  const lpattn_tensor *k, const lpattn_tensor *v,
-                                 const lpattn_tensor *q, lpattn_kv_batch *bp, int64_t *np) {
+                                 const lpattn_tensor *q, const lpattn_tensor *cu,
+                                 lpattn_kv_batch *bp, int64_t *np) {
   if (!ctx || !pool || !batch || !k || !v)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch" : !k ? "k" : "v");
   LP_TRY(check_pool(ctx, pool));
@@ -307,20 +316,22 @@ lpattn_status lp_kv_append_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lp
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "k, v, q dtypes %s, %s, %s: expected F32, F16 or BF16",
                    lp_dtype_name(k->dtype), lp_dtype_name(v->dtype), q ? lp_dtype_name(q->dtype) : "(none)");
   const lpattn_kv_pool_params *pp = &pool->p;
-  const int64_t n = k->shape[2];
-  const lpattn_tensor *bad = !shape_is(k, b.num_seqs, pp->num_kv_heads, n, pp->head_dim) ? k
-                             : !shape_is(v, b.num_seqs, pp->num_kv_heads, n, pp->head_dim_v) ? v
-                             : (q && !shape_is(q, b.num_seqs, pp->num_q_heads, n, pp->head_dim)) ? q : NULL;
+  const int64_t n = k->shape[2], B = cu ? 1 : b.num_seqs; /* ragged: packed rows, B = 1 */
+  if (cu) LP_TRY(lp_check_cu_seqlens("cu_seqlens", cu, (int64_t)b.num_seqs + 1, n));
+  const lpattn_tensor *bad = !shape_is(k, B, pp->num_kv_heads, n, pp->head_dim) ? k
+                             : !shape_is(v, B, pp->num_kv_heads, n, pp->head_dim_v) ? v
+                             : (q && !shape_is(q, B, pp->num_q_heads, n, pp->head_dim)) ? q : NULL;
   if (bad)
-    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %d, "
-                   "%s = %d, n = %lld, %s = %d}", bad == k ? "k" : bad == v ? "v" : "q",
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected {%s = %lld, "
+                   "%s = %d, %s = %lld, %s = %d}", bad == k ? "k" : bad == v ? "v" : "q",
                    (long long)bad->shape[0], (long long)bad->shape[1], (long long)bad->shape[2],
-                   (long long)bad->shape[3], b.num_seqs, bad == q ? "num_q_heads" : "num_kv_heads",
-                   bad == q ? pp->num_q_heads : pp->num_kv_heads, (long long)n,
+                   (long long)bad->shape[3], cu ? "packed" : "num_seqs", (long long)B,
+                   bad == q ? "num_q_heads" : "num_kv_heads",
+                   bad == q ? pp->num_q_heads : pp->num_kv_heads, cu ? "total" : "n", (long long)n,
                    bad != k && bad == v ? "head_dim_v" : "head_dim",
                    bad != k && bad == v ? pp->head_dim_v : pp->head_dim);
   if (n > INT32_MAX) return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "k.shape[2] = %lld, at most 2^31 - 1", (long long)n);
-  if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 1, n, 0));
+  if (host(ctx)) LP_TRY(check_host_batch(pool, &b, 1, n, cu, 0));
   if (pp->check_finite) {
     LP_TRY_ARG("k", lp_scan_finite(k));
     LP_TRY_ARG("v", lp_scan_finite(v));
@@ -438,7 +449,7 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
                            &check_finite));
   LP_TRY(lp_window_backend(ctx, pr));
   pr->q = q, pr->out = out;
-  if (host(ctx) && values) LP_TRY(check_host_batch(pool, &b, 0, 0, Sq));
+  if (host(ctx) && values) LP_TRY(check_host_batch(pool, &b, 0, 0, NULL, Sq));
   if (values || !host(ctx)) LP_TRY(check_positions(ctx, pool, &b, Sq));
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");

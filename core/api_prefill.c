@@ -7,7 +7,9 @@
  * for those rows still has its high copy in the slot (FP8/NVFP4/MXFP4 pools
  * keep only the two newest tiles high). A row is therefore bitwise the
  * paged decode of that row, whatever the chunking. The whole call is
- * validated before anything is written. */
+ * validated before anything is written. lpattn_paged_prefill_varlen takes
+ * the same path with each sequence's own count (cu_seqlens over packed
+ * rows); a sequence of count 0 is skipped. */
 #include <stddef.h>
 #include <string.h>
 
@@ -22,7 +24,7 @@ static int32_t id_at(const lpattn_tensor *t, int64_t i) {
   return ((const int32_t *)t->data)[i * t->stride[3]];
 }
 
-/* Rows [r0, r0 + n) of sequence s of t ([S, H, rows, D]) as a [1, H, n, D] view. */
+/* Rows [r0, r0 + n) of batch entry s of t ([S, H, rows, D]) as a [1, H, n, D] view. */
 static lpattn_tensor rows_of(const lpattn_tensor *t, int64_t s, int64_t r0, int64_t n) {
   lpattn_tensor v = *t;
   v.data = (char *)t->data + (size_t)(s * t->stride[0] + r0 * t->stride[2]) * lp_dtype_bytes(t->dtype);
@@ -31,24 +33,27 @@ static lpattn_tensor rows_of(const lpattn_tensor *t, int64_t s, int64_t r0, int6
 }
 
 static lpattn_status check_out(const lpattn_kv_pool_params *pp, const lpattn_tensor *q,
-                               const lpattn_tensor *out) {
+                               const lpattn_tensor *out, int packed) {
   LP_TRY_ARG("out", lp_check_view(out, 1));
   if (!is_float_io(out->dtype))
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "out.dtype = %s, expected F32, F16 or BF16",
                    lp_dtype_name(out->dtype));
   if (out->shape[0] != q->shape[0] || out->shape[1] != pp->num_q_heads ||
       out->shape[2] != q->shape[2] || out->shape[3] != pp->head_dim_v)
-    return lp_fail(LPATTN_ERR_BAD_SHAPE, "out.shape = {%lld, %lld, %lld, %lld}, expected {num_seqs = %lld, "
-                   "num_q_heads = %d, n = %lld, head_dim_v = %d}", (long long)out->shape[0],
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "out.shape = {%lld, %lld, %lld, %lld}, expected {%s = %lld, "
+                   "num_q_heads = %d, %s = %lld, head_dim_v = %d}", (long long)out->shape[0],
                    (long long)out->shape[1], (long long)out->shape[2], (long long)out->shape[3],
-                   (long long)q->shape[0], pp->num_q_heads, (long long)q->shape[2], pp->head_dim_v);
+                   packed ? "packed" : "num_seqs", (long long)q->shape[0], pp->num_q_heads,
+                   packed ? "total" : "n", (long long)q->shape[2], pp->head_dim_v);
   return LPATTN_OK;
 }
 
 /* Appends sequence s's new tokens [a, e) (pool length len + a before) and
- * decodes their rows. */
+ * decodes their rows: rows r0 + a .. r0 + e of batch entry ts of the tensors
+ * (ts = s, r0 = 0; packed: ts = 0, r0 = cu_seqlens[s]). */
 static lpattn_status piece(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *b,
-                           int64_t s, int64_t len, int64_t a, int64_t e, const lpattn_tensor *k,
+                           int64_t s, int64_t ts, int64_t r0, int64_t len, int64_t a, int64_t e,
+                           const lpattn_tensor *k,
                            const lpattn_tensor *v, const lpattn_tensor *q, const lpattn_tensor *out,
                            const lpattn_attn_params *params, const lpattn_attn_aux *aux) {
   int32_t cur = (int32_t)(len + a);
@@ -60,19 +65,86 @@ static lpattn_status piece(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_k
   one.page_table.data = (int32_t *)b->page_table.data + s * b->page_table.stride[2];
   one.page_table.shape[2] = 1;
   one.max_length = cur;
-  const lpattn_tensor pk = rows_of(k, s, a, e - a), pv = rows_of(v, s, a, e - a);
-  const lpattn_tensor pq = rows_of(q, s, a, e - a), po = rows_of(out, s, a, e - a);
+  const lpattn_tensor pk = rows_of(k, ts, r0 + a, e - a), pv = rows_of(v, ts, r0 + a, e - a);
+  const lpattn_tensor pq = rows_of(q, ts, r0 + a, e - a), po = rows_of(out, ts, r0 + a, e - a);
   const lpattn_kv_append_call call = {&one, e - a, &pk, &pv, &pq};
   LP_TRY(lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "paged_prefill (append)"));
   cur = (int32_t)(len + e), one.max_length = cur;
   lpattn_attn_aux a1 = *aux, ra;
-  if (aux->lse.data) a1.lse = rows_of(&aux->lse, s, a, e - a);
-  if (aux->entropy.data) a1.entropy = rows_of(&aux->entropy, s, a, e - a);
+  if (aux->lse.data) a1.lse = rows_of(&aux->lse, ts, r0 + a, e - a);
+  if (aux->entropy.data) a1.entropy = rows_of(&aux->entropy, ts, r0 + a, e - a);
   lpattn_attn_problem pr;
   int cf;
   LP_TRY(lp_resolve_decode(params, &a1, &pool->p, 1, e - a, cur, &ra, &pr, &cf));
   pr.q = &pq, pr.out = &po;
   return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &one, &pr), ctx, "paged_prefill (decode)");
+}
+
+/* Both entries: cu NULL (n new tokens for every sequence, [num_seqs, H, n,
+ * D]) or cu_seqlens (packed [1, H, total, D], sequence i's count cu[i + 1] -
+ * cu[i]). */
+static lpattn_status prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                             const lpattn_tensor *k, const lpattn_tensor *v,
+                             const lpattn_tensor *q, const lpattn_tensor *out,
+                             const lpattn_tensor *cu, const lpattn_attn_params *params,
+                             const lpattn_attn_aux *aux_in, const char *fn) {
+  if (!host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "%s: the %s backend has no prefill against "
+                   "the paged pool yet (missing: a kernel that cuts each sequence's new tokens at tile "
+                   "borders on the device, reading the lengths there); the ref and cpu backends have it",
+                   fn, lpattn_backend_name(ctx->kind));
+  lpattn_kv_batch in;
+  lpattn_kv_batch_init(&in);
+  LP_TRY_ARG("batch", lp_take_params(&in, sizeof in, batch));
+  if (in.kv_start.data || in.q_start.data)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.kv_start/q_start: prefill appends to whole "
+                   "sequences (a sharded pool is decoded with lpattn_paged_decode)");
+  lpattn_kv_batch b;
+  int64_t n;
+  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, cu, &b, &n));
+  if (n < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[2] = %lld: no new token to prefill", (long long)n);
+  int64_t most = n; /* the largest count of a sequence */
+  if (cu) {
+    most = 0;
+    for (int64_t s = 0; s < b.num_seqs; s++)
+      if (lp_cu_at(cu, s + 1) - lp_cu_at(cu, s) > most) most = lp_cu_at(cu, s + 1) - lp_cu_at(cu, s);
+  }
+  if (b.max_length + most > INT32_MAX)
+    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "batch.max_length + %s = %lld, at most 2^31 - 1",
+                   cu ? "the largest count" : "n", (long long)(b.max_length + most));
+  const lpattn_kv_pool_params *pp = &pool->p;
+  LP_TRY(check_out(pp, q, out, cu != NULL));
+  lpattn_attn_aux aux;
+  lpattn_attn_problem pr;
+  int check_finite;
+  LP_TRY(lp_resolve_decode(params, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
+                           &check_finite));
+  LP_TRY(lp_window_backend(ctx, &pr));
+  if (check_finite) {
+    LP_TRY_ARG("q", lp_scan_finite(q));
+    LP_TRY_ARG("k", lp_scan_finite(k));
+    LP_TRY_ARG("v", lp_scan_finite(v));
+    lp_kv_layout L;
+    lp_kv_layout_init(&L, pp);
+    for (int64_t i = 0; i < b.num_seqs; i++)
+      if (id_at(&b.lengths, i) > 0 && (!cu || lp_cu_at(cu, i + 1) > lp_cu_at(cu, i)) &&
+          (lp_slot_flags(pool->mem + lp_kv_slot_off(&L, id_at(&b.slots, i))) & LP_SLOT_NONFINITE))
+        return lp_fail(LPATTN_ERR_NONFINITE, "sequence %lld (slot %d) holds a non-finite K/V/Q "
+                       "(check_finite)", (long long)i, (int)id_at(&b.slots, i));
+  }
+  if (!ctx->vt->paged_decode)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged decode", lpattn_backend_name(ctx->kind));
+  const int64_t T = pp->page_size;
+  for (int64_t s = 0; s < b.num_seqs; s++) {
+    const int64_t len = id_at(&b.lengths, s);
+    const int64_t r0 = cu ? lp_cu_at(cu, s) : 0, ns = cu ? lp_cu_at(cu, s + 1) - r0 : n;
+    for (int64_t a = 0, e; a < ns; a = e) { /* ns = 0: the sequence is skipped */
+      e = a + (T - (len + a) % T); /* to the end of the tile of token a */
+      if (e > ns) e = ns;
+      LP_TRY(piece(ctx, pool, &b, s, cu ? 0 : s, r0, len, a, e, k, v, q, out, params, &aux));
+    }
+  }
+  return LPATTN_OK;
 }
 
 lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool,
@@ -84,54 +156,23 @@ lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool,
   if (!ctx || !pool || !batch || !k || !v || !q || !out)
     return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch"
                    : !k ? "k" : !v ? "v" : !q ? "q" : "out");
-  if (!host(ctx))
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "lpattn_paged_prefill: the %s backend has no prefill against "
-                   "the paged pool yet (missing: a kernel that cuts each sequence's new tokens at tile "
-                   "borders on the device, reading the lengths there); the ref and cpu backends have it",
-                   lpattn_backend_name(ctx->kind));
-  lpattn_kv_batch in;
-  lpattn_kv_batch_init(&in);
-  LP_TRY_ARG("batch", lp_take_params(&in, sizeof in, batch));
-  if (in.kv_start.data || in.q_start.data)
-    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.kv_start/q_start: prefill appends to whole "
-                   "sequences (a sharded pool is decoded with lpattn_paged_decode)");
-  lpattn_kv_batch b;
-  int64_t n;
-  LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, &b, &n));
-  if (n < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "k.shape[2] = %lld: no new token to prefill", (long long)n);
-  if (b.max_length + n > INT32_MAX)
-    return lp_fail(LPATTN_ERR_SIZE_OVERFLOW, "batch.max_length + n = %lld, at most 2^31 - 1",
-                   (long long)(b.max_length + n));
-  const lpattn_kv_pool_params *pp = &pool->p;
-  LP_TRY(check_out(pp, q, out));
-  lpattn_attn_aux aux;
-  lpattn_attn_problem pr;
-  int check_finite;
-  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, n, b.max_length + n, &aux, &pr,
-                           &check_finite));
-  LP_TRY(lp_window_backend(ctx, &pr));
-  if (check_finite) {
-    LP_TRY_ARG("q", lp_scan_finite(q));
-    LP_TRY_ARG("k", lp_scan_finite(k));
-    LP_TRY_ARG("v", lp_scan_finite(v));
-    lp_kv_layout L;
-    lp_kv_layout_init(&L, pp);
-    for (int64_t i = 0; i < b.num_seqs; i++)
-      if (id_at(&b.lengths, i) > 0 &&
-          (lp_slot_flags(pool->mem + lp_kv_slot_off(&L, id_at(&b.slots, i))) & LP_SLOT_NONFINITE))
-        return lp_fail(LPATTN_ERR_NONFINITE, "sequence %lld (slot %d) holds a non-finite K/V/Q "
-                       "(check_finite)", (long long)i, (int)id_at(&b.slots, i));
-  }
-  if (!ctx->vt->paged_decode)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no paged decode", lpattn_backend_name(ctx->kind));
-  const int64_t T = pp->page_size;
-  for (int64_t s = 0; s < b.num_seqs; s++) {
-    const int64_t len = id_at(&b.lengths, s);
-    for (int64_t a = 0, e; a < n; a = e) {
-      e = a + (T - (len + a) % T); /* to the end of the tile of token a */
-      if (e > n) e = n;
-      LP_TRY(piece(ctx, pool, &b, s, len, a, e, k, v, q, out, params, &aux));
-    }
-  }
-  return LPATTN_OK;
+  return prefill(ctx, pool, batch, k, v, q, out, NULL, params, aux_in, "lpattn_paged_prefill");
+}
+
+lpattn_status lpattn_paged_prefill_varlen(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                          const lpattn_kv_batch *batch, const lpattn_tensor *k,
+                                          const lpattn_tensor *v, const lpattn_tensor *q,
+                                          const lpattn_tensor *out, const lpattn_tensor *cu_seqlens,
+                                          const lpattn_attn_params *params,
+                                          const lpattn_attn_aux *aux_in) {
+  lp_err_clear();
+  if (!ctx || !pool || !batch || !k || !v || !q || !out || !cu_seqlens)
+    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !batch ? "batch"
+                   : !k ? "k" : !v ? "v" : !q ? "q" : !out ? "out" : "cu_seqlens");
+  /* read on the host (the cut at tile borders): device memory would crash */
+  if (ctx->vt->host_readable && cu_seqlens->data && !ctx->vt->host_readable(cu_seqlens->data))
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "cu_seqlens is in device memory; "
+                   "lpattn_paged_prefill_varlen reads it on the host: pass a host copy");
+  return prefill(ctx, pool, batch, k, v, q, out, cu_seqlens, params, aux_in,
+                 "lpattn_paged_prefill_varlen");
 }

@@ -14,35 +14,6 @@
 #include "error.h"
 #include "internal.h"
 
-/* Entry i of a cu_seqlens view (I32, host memory, checked). */
-static int64_t cu_at(const lpattn_tensor *cu, int64_t i) {
-  return ((const int32_t *)cu->data)[i * cu->stride[3]];
-}
-
-/* I32 {1, 1, 1, n + 1}, n >= 1: 0, never decreasing, the last == total. */
-static lpattn_status check_cu(const char *name, const lpattn_tensor *cu, int64_t total) {
-  LP_TRY_ARG(name, lp_check_view(cu, 0));
-  if (cu->dtype != LPATTN_I32) return lp_dtype_fail(name, cu->dtype, "I32");
-  if (cu->shape[0] != 1 || cu->shape[1] != 1 || cu->shape[2] != 1 || cu->shape[3] < 2)
-    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected "
-                   "{1, 1, 1, n + 1} for n >= 1 sequences", name, (long long)cu->shape[0],
-                   (long long)cu->shape[1], (long long)cu->shape[2], (long long)cu->shape[3]);
-  const int64_t n = cu->shape[3];
-  if (cu_at(cu, 0) != 0)
-    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s[0] = %lld, expected 0", name,
-                   (long long)cu_at(cu, 0));
-  for (int64_t i = 1; i < n; i++)
-    if (cu_at(cu, i) < cu_at(cu, i - 1))
-      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s[%lld] = %lld < %s[%lld] = %lld: cumulative "
-                     "lengths never decrease", name, (long long)i, (long long)cu_at(cu, i), name,
-                     (long long)(i - 1), (long long)cu_at(cu, i - 1));
-  if (cu_at(cu, n - 1) != total)
-    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s[%lld] = %lld but the packed tensor holds %lld rows "
-                   "(shape[2])", name, (long long)(n - 1), (long long)cu_at(cu, n - 1),
-                   (long long)total);
-  return LPATTN_OK;
-}
-
 /* A packed tensor: B = 1, rows along dimension 2. */
 static lpattn_status check_packed(const char *name, const lpattn_tensor *t, int out) {
   LP_TRY_ARG(name, lp_check_view(t, out));
@@ -72,8 +43,8 @@ static lpattn_status check_call(const lpattn_tensor *q, const lpattn_tensor *k,
   LP_TRY(check_packed("out", out, 1));
   if (!same_shape(v, k->shape)) return lp_shape_fail("v", v->shape, k->shape);
   if (!same_shape(out, q->shape)) return lp_shape_fail("out", out->shape, q->shape);
-  LP_TRY(check_cu("cu_seqlens_q", cu_q, q->shape[2]));
-  LP_TRY(check_cu("cu_seqlens_k", cu_k, k->shape[2]));
+  LP_TRY(lp_check_cu_seqlens("cu_seqlens_q", cu_q, 0, q->shape[2]));
+  LP_TRY(lp_check_cu_seqlens("cu_seqlens_k", cu_k, 0, k->shape[2]));
   const int64_t n = cu_q->shape[3] - 1;
   if (cu_k->shape[3] != n + 1)
     return lp_fail(LPATTN_ERR_BAD_SHAPE, "cu_seqlens_k has %lld entries but cu_seqlens_q %lld: "
@@ -166,8 +137,8 @@ lpattn_status lpattn_attention_varlen(lpattn_ctx *ctx, const lpattn_tensor *q,
   /* pass 0 validates every sequence's call, pass 1 runs them */
   for (int pass = 0; pass < 2; pass++) {
     for (int64_t b = 0; b < n; b++) {
-      const int64_t qs = cu_at(cu_seqlens_q, b), qn = cu_at(cu_seqlens_q, b + 1) - qs;
-      const int64_t ks = cu_at(cu_seqlens_k, b), kn = cu_at(cu_seqlens_k, b + 1) - ks;
+      const int64_t qs = lp_cu_at(cu_seqlens_q, b), qn = lp_cu_at(cu_seqlens_q, b + 1) - qs;
+      const int64_t ks = lp_cu_at(cu_seqlens_k, b), kn = lp_cu_at(cu_seqlens_k, b + 1) - ks;
       if (qn == 0) continue;
       snprintf(name, sizeof name, "sequence %lld", (long long)b);
       if (kn == 0)

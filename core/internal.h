@@ -200,6 +200,12 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
                                    lpattn_attn_problem *pr, lpattn_attn_aux *aux, int out_written);
 lpattn_status lp_take_params(void *dst, size_t dst_size, const void *src);
 lpattn_status lp_scan_finite(const lpattn_tensor *t);
+/* cu_seqlens (core/validate.c): I32 {1, 1, 1, n + 1} in host memory, n >= 1
+ * (entries > 0: exactly that many), 0 first, never decreasing, the last ==
+ * total; lp_cu_at reads entry i of a checked one. */
+lpattn_status lp_check_cu_seqlens(const char *name, const lpattn_tensor *cu, int64_t entries,
+                                  int64_t total);
+int64_t lp_cu_at(const lpattn_tensor *cu, int64_t i);
 /* Head dims every backend takes (SEMANTICS "Head dimensions"). */
 enum { LP_HEAD_DIM_MIN = 8, LP_HEAD_DIM_MAX = 256 };
 lpattn_status lp_check_head_dim(int64_t d);
@@ -220,10 +226,13 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
                                     lpattn_attn_problem *pr);
 /* lpattn_kv_append's checks (core/api_kv.c): the batch into b (kv_start and
  * q_start cleared), n = the tokens appended; on host backends every id and
- * length, and with the pool's check_finite the values. */
+ * length, and with the pool's check_finite the values. cu (host memory, or
+ * NULL): a ragged append, k/v/q packed {1, H, total, D} and sequence i's
+ * count cu[i + 1] - cu[i] (checked: lp_check_cu_seqlens); n = total. */
 lpattn_status lp_kv_append_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                  const lpattn_tensor *k, const lpattn_tensor *v,
-                                 const lpattn_tensor *q, lpattn_kv_batch *b, int64_t *n);
+                                 const lpattn_tensor *q, const lpattn_tensor *cu,
+                                 lpattn_kv_batch *b, int64_t *n);
 /* Host caches (core/kvcache.c): LPATTN_ERR_NONFINITE when append recorded a
  * non-finite K/V/Q in any sequence; OK for other caches. */
 lpattn_status lp_kv_cache_finite(const lpattn_kv_cache *cache);

@@ -96,6 +96,41 @@ lpattn_status lp_dtype_fail(const char *a, lpattn_dtype got, const char *want) {
   return lp_fail(LPATTN_ERR_BAD_DTYPE, "%s.dtype = %s, expected %s", a, lp_dtype_name(got), want);
 }
 
+/* Entry i of a checked cu_seqlens view (I32, host memory). */
+int64_t lp_cu_at(const lpattn_tensor *cu, int64_t i) {
+  return ((const int32_t *)cu->data)[i * cu->stride[3]];
+}
+
+/* FlashAttention's cu_seqlens (lpattn_attention_varlen,
+ * lpattn_paged_prefill_varlen): I32 {1, 1, 1, n + 1}, n >= 1 (entries > 0:
+ * exactly that many), 0 first, never decreasing, the last == total. */
+lpattn_status lp_check_cu_seqlens(const char *name, const lpattn_tensor *cu, int64_t entries,
+                                  int64_t total) {
+  LP_TRY_ARG(name, lp_check_view(cu, 0));
+  if (cu->dtype != LPATTN_I32) return lp_dtype_fail(name, cu->dtype, "I32");
+  if (cu->shape[0] != 1 || cu->shape[1] != 1 || cu->shape[2] != 1 || cu->shape[3] < 2)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s.shape = {%lld, %lld, %lld, %lld}, expected "
+                   "{1, 1, 1, n + 1} for n >= 1 sequences", name, (long long)cu->shape[0],
+                   (long long)cu->shape[1], (long long)cu->shape[2], (long long)cu->shape[3]);
+  const int64_t n = cu->shape[3];
+  if (entries > 0 && n != entries)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s has %lld entries, expected batch.num_seqs + 1 = %lld",
+                   name, (long long)n, (long long)entries);
+  if (lp_cu_at(cu, 0) != 0)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s[0] = %lld, expected 0", name,
+                   (long long)lp_cu_at(cu, 0));
+  for (int64_t i = 1; i < n; i++)
+    if (lp_cu_at(cu, i) < lp_cu_at(cu, i - 1))
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s[%lld] = %lld < %s[%lld] = %lld: cumulative "
+                     "lengths never decrease", name, (long long)i, (long long)lp_cu_at(cu, i), name,
+                     (long long)(i - 1), (long long)lp_cu_at(cu, i - 1));
+  if (lp_cu_at(cu, n - 1) != total)
+    return lp_fail(LPATTN_ERR_BAD_SHAPE, "%s[%lld] = %lld but the packed tensor holds %lld rows "
+                   "(shape[2])", name, (long long)(n - 1), (long long)lp_cu_at(cu, n - 1),
+                   (long long)total);
+  return LPATTN_OK;
+}
+
 /* Every D in [8, 256] (SEMANTICS "Head dimensions"): quantization groups along
  * D that pass the true D are quantized as if zero-padded. */
 lpattn_status lp_check_head_dim(int64_t d) {

@@ -686,8 +686,8 @@ LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *po
  * new tokens before it. k, v, q [num_seqs, H, n, D] as lpattn_kv_append's
  * (q required); batch.lengths: tokens held before the call (0 starts a
  * sequence), so each sequence has its own cached length; n (any count >= 1)
- * is one per call (a batch whose sequences bring different counts: one call
- * per count, or per sequence). out [num_seqs, Hq, n, head_dim_v]; aux: lse,
+ * is one per call (a batch whose sequences bring different counts:
+ * lpattn_paged_prefill_varlen, below). out [num_seqs, Hq, n, head_dim_v]; aux: lse,
  * entropy [num_seqs, Hq, n, 1]; params as lpattn_paged_decode's (THRIFT
  * selection, k per row from its own context, as decode). New row r of
  * sequence i is at position lengths[i] + r and is bitwise the
@@ -704,6 +704,32 @@ LPATTN_API lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *p
                                               const lpattn_tensor *q, const lpattn_tensor *out,
                                               const lpattn_attn_params *params,
                                               const lpattn_attn_aux *aux);
+/* lpattn_paged_prefill with each sequence's own number of new tokens
+ * (FlashInfer's qo_indptr, FlashAttention's cu_seqlens): the new tokens of
+ * the batch packed along the sequence axis, k, v [1, Hkv, total, D], q
+ * [1, Hq, total, D], out [1, Hq, total, head_dim_v] (packed [total, H, D]
+ * arrays are views with B = 1, through strides, as for
+ * lpattn_attention_varlen); aux: lse, entropy [1, Hq, total, 1].
+ * cu_seqlens: I32 [num_seqs + 1] as {1, 1, 1, num_seqs + 1} (any stride),
+ * host memory on every backend: 0, then the cumulative counts, never
+ * decreasing, the last equal to total. Sequence i (batch entry i) appends
+ * rows [cu_seqlens[i], cu_seqlens[i + 1]) at positions lengths[i] + r; a
+ * count of 0 skips the sequence (nothing appended or written for it, its
+ * slot untouched; its ids and length are still checked), total >= 1. Each
+ * row is bitwise lpattn_paged_prefill's (and so the paged decode row) of
+ * that sequence with its count. Errors as lpattn_paged_prefill's, checked
+ * with each sequence's own count (CACHE_FULL, BAD_PAGE), before anything
+ * is written; cu_seqlens: NULL -> NULL_POINTER; wrong dtype -> BAD_DTYPE;
+ * not num_seqs + 1 entries, or a last entry other than total -> BAD_SHAPE;
+ * a first entry other than 0, a decreasing entry, or device memory ->
+ * INVALID_ARGUMENT. Host backends (ref, cpu); CUDA/HIP -> UNSUPPORTED. */
+LPATTN_API lpattn_status lpattn_paged_prefill_varlen(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                                     const lpattn_kv_batch *batch,
+                                                     const lpattn_tensor *k, const lpattn_tensor *v,
+                                                     const lpattn_tensor *q, const lpattn_tensor *out,
+                                                     const lpattn_tensor *cu_seqlens,
+                                                     const lpattn_attn_params *params,
+                                                     const lpattn_attn_aux *aux);
 
 /* ---- plans: a decode or attention step without host work ---------------- */
 /* A plan binds one batch layout of lpattn_paged_decode: the pool, the batch

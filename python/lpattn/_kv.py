@@ -216,7 +216,7 @@ class KVPool:
 
     def prefill(self, q, k, v, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                 thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
-                return_entropy=False, out=None, window=None, softcap=None):
+                return_entropy=False, out=None, window=None, softcap=None, cu_seqlens=None):
         """Prefill against the pool (FlashInfer's BatchPrefillWithPagedKVCache,
         SGLang's "extend"; lpattn.h lpattn_paged_prefill): appends n new
         tokens to each sequence (k, v [num_seqs, Hkv, n, D], q [num_seqs, Hq,
@@ -226,8 +226,24 @@ class KVPool:
         [num_seqs, Hq, n, head_dim_v] (and lse / entropy when asked). Row r
         of sequence i is bitwise the decode of position lengths[i] + r, so a
         prompt gives the same rows however it is cut into calls. Host
-        backends (ref, cpu); keywords as decode."""
+        backends (ref, cpu); keywords as decode.
+
+        Ragged counts (lpattn_paged_prefill_varlen; FlashAttention's varlen
+        layout, as lpattn.attention_varlen): with cu_seqlens (num_seqs + 1
+        integers from 0 to total, never decreasing; host or device array, or
+        a sequence of ints), q [total, Hq, D], k, v [total, Hkv, D] hold each
+        sequence's new tokens one after another, sequence i's count
+        cu_seqlens[i + 1] - cu_seqlens[i] (0: the sequence is skipped).
+        Returns out [total, Hq, head_dim_v] (lse / entropy [Hq, total]); each
+        row is bitwise the one prefill of that sequence alone gives."""
         self._live()
+        if cu_seqlens is not None:
+            return self._prefill_varlen(q, k, v, slots, lengths, page_table, cu_seqlens,
+                                        max_length, out, return_lse, return_entropy,
+                                        attn_params(self._precision_name(), True, sm_scale,
+                                                    thrift_budget, thrift_k,
+                                                    check_finite=check_finite, window=window,
+                                                    softcap=softcap))
         b, keep = self._batch(slots, lengths, page_table, max_length)
         vs = _views(("q", q), ("k", k), ("v", v), kind="float")
         tq, tk, tv = (x.tensor(layout="[num_seqs, heads, n, head_dim]") for x in vs)
@@ -244,6 +260,36 @@ class KVPool:
         call("paged_prefill", self._ctx.handle, self.handle, ctypes.byref(b), ctypes.byref(tk),
              ctypes.byref(tv), ctypes.byref(tq), ctypes.byref(to), ctypes.byref(p),
              ctypes.byref(aux))
+        del keep
+        return (out, *rows) if rows else out
+
+    def _prefill_varlen(self, q, k, v, slots, lengths, page_table, cu_seqlens, max_length, out,
+                        return_lse, return_entropy, p):
+        from ._varlen import _cu_tensor, _host_cu, _packed
+        b, keep = self._batch(slots, lengths, page_table, max_length)
+        cu, vals = _host_cu("cu_seqlens", cu_seqlens)
+        if len(vals) != b.num_seqs + 1:
+            raise ValueError(f"cu_seqlens has {len(vals)} entries, expected num_seqs + 1 = "
+                             f"{b.num_seqs + 1}")
+        vs = _views(("q", q), ("k", k), ("v", v), kind="float")
+        tq, tk, tv = (_packed(x) for x in vs)
+        self._sync_stream(q)
+        T, H = tq.shape[2], tq.shape[1]
+        if out is None:
+            dv = self.params.head_dim_v or self.params.head_dim
+            out = _alloc(q, (T, H, dv), _dlpack.NAMES[vs[0].dtype])
+        to = _packed(_dlpack.View(out, "out", kind="float", write=True))
+        aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
+        rows = []
+        for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
+            if want:
+                arr = _alloc(q, (H, T), "float32")
+                setattr(aux, field, _lib.Tensor(_dlpack.View(arr, field, write=True).ptr, _lib.F32,
+                                                _lib.c_i64_4(1, H, T, 1), _lib.c_i64_4(H * T, T, 1, 1)))
+                rows.append(arr)
+        call("paged_prefill_varlen", self._ctx.handle, self.handle, ctypes.byref(b),
+             ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(tq), ctypes.byref(to),
+             ctypes.byref(_cu_tensor(cu)), ctypes.byref(p), ctypes.byref(aux))
         del keep
         return (out, *rows) if rows else out
 

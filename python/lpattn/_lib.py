@@ -159,6 +159,8 @@ _protos = {
                                   _P(AttnParams), _P(AttnAux)]),
     "lpattn_paged_prefill": (_st, [_ctx, ctypes.c_void_p, _P(Batch)] + [_P(Tensor)] * 4 +
                              [_P(AttnParams), _P(AttnAux)]),
+    "lpattn_paged_prefill_varlen": (_st, [_ctx, ctypes.c_void_p, _P(Batch)] + [_P(Tensor)] * 5 +
+                                    [_P(AttnParams), _P(AttnAux)]),
     "lpattn_thrift_k": (ctypes.c_int, [ctypes.c_int, ctypes.c_float, ctypes.c_int]),
     "lpattn_pasa_beta": (ctypes.c_double, [ctypes.c_int, ctypes.c_int, ctypes.c_double]),
 }
