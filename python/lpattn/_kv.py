@@ -265,7 +265,7 @@ class KVPool:
 
     def _prefill_varlen(self, q, k, v, slots, lengths, page_table, cu_seqlens, max_length, out,
                         return_lse, return_entropy, p):
-        from ._varlen import _cu_tensor, _host_cu, _packed
+        from ._varlen import _cu_tensor, _host_cu, _packed, _packed_rows
         b, keep = self._batch(slots, lengths, page_table, max_length)
         cu, vals = _host_cu("cu_seqlens", cu_seqlens)
         if len(vals) != b.num_seqs + 1:
@@ -279,14 +279,7 @@ class KVPool:
             dv = self.params.head_dim_v or self.params.head_dim
             out = _alloc(q, (T, H, dv), _dlpack.NAMES[vs[0].dtype])
         to = _packed(_dlpack.View(out, "out", kind="float", write=True))
-        aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
-        rows = []
-        for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
-            if want:
-                arr = _alloc(q, (H, T), "float32")
-                setattr(aux, field, _lib.Tensor(_dlpack.View(arr, field, write=True).ptr, _lib.F32,
-                                                _lib.c_i64_4(1, H, T, 1), _lib.c_i64_4(H * T, T, 1, 1)))
-                rows.append(arr)
+        aux, rows = _packed_rows(q, H, T, return_lse, return_entropy)
         call("paged_prefill_varlen", self._ctx.handle, self.handle, ctypes.byref(b),
              ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(tq), ctypes.byref(to),
              ctypes.byref(_cu_tensor(cu)), ctypes.byref(p), ctypes.byref(aux))

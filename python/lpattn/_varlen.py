@@ -57,6 +57,20 @@ def _packed(view):
     return _lib.Tensor(view.ptr, dt, _lib.c_i64_4(1, H, T, D), _lib.c_i64_4(0, sh, st, sd))
 
 
+def _packed_rows(like, H, T, return_lse, return_entropy):
+    """The aux of a packed call (lse / entropy [H, T] float32 arrays on
+    like's device, as lpattn's [1, H, T, 1]) and those arrays."""
+    aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
+    rows = []
+    for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
+        if want:
+            arr = _alloc(like, (H, T), "float32")
+            setattr(aux, field, _lib.Tensor(_dlpack.View(arr, field, write=True).ptr, _lib.F32,
+                                            _lib.c_i64_4(1, H, T, 1), _lib.c_i64_4(H * T, T, 1, 1)))
+            rows.append(arr)
+    return aux, rows
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
                      *, causal=False, precision=None, sm_scale=None, thrift_budget=None,
                      thrift_k=None, thrift_low="nvfp4", pasa=False, pasa_beta=None,
@@ -101,14 +115,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     if out is None:
         out = _alloc(q, qv.shape, _dlpack.NAMES.get(qv.dtype, "bfloat16"))  # E4M3: bf16
     to = _packed(_dlpack.View(out, "out", kind="float", write=True))
-    aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
-    rows = []
-    for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
-        if want:
-            arr = _alloc(q, (H, T), "float32")
-            setattr(aux, field, _lib.Tensor(_dlpack.View(arr, field, write=True).ptr, _lib.F32,
-                                            _lib.c_i64_4(1, H, T, 1), _lib.c_i64_4(H * T, T, 1, 1)))
-            rows.append(arr)
+    aux, rows = _packed_rows(q, H, T, return_lse, return_entropy)
     call("attention_varlen", ctx.handle, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
          ctypes.byref(to), ctypes.byref(_cu_tensor(cq)), ctypes.byref(_cu_tensor(ck)),
          ctypes.byref(p), ctypes.byref(aux))
