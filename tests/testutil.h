@@ -3,6 +3,7 @@
  * (77 = skipped, for meson). */
 #ifndef LPATTN_TESTUTIL_H
 #define LPATTN_TESTUTIL_H
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,19 @@ static inline int tu_generic_detail(const char *detail, const char *status) {
           "%s -> %s with last_error \"%s\"", #expr, lpattn_status_string(got_),    \
           lpattn_last_error());                                                    \
   } while (0)
+
+/* splitmix64 from *state, then roughly N(0, 1) as a scaled sum of four
+ * uniforms: the test data of the API tests (each keeps its own seed). */
+static inline float tu_gauss(uint64_t *state) {
+  double s = 0.0;
+  for (int i = 0; i < 4; i++) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    s += (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
+  }
+  return (float)(s * 1.7320508);
+}
 
 static inline int test_skip(const char *why) {
   printf("SKIP: %s\n", why);

@@ -15,21 +15,11 @@
 #include <string.h>
 
 #include "lpattn.h"
+#include "pool_variants.h"
 #include "testutil.h"
 
 enum { T = 64, HQ = 4, HKV = 2, D = 64, NS = 2, L0 = 1000, PRE = 37, N = L0 + PRE, NP = 18 };
 
-typedef struct {
-  const char *name;
-  lpattn_precision prec;
-  int pasa;
-} variant;
-
-static const variant variants[] = {
-    {"HIGH", LPATTN_PREC_HIGH, 0},   {"FP8", LPATTN_PREC_FP8, 0},
-    {"NVFP4", LPATTN_PREC_NVFP4, 0}, {"MXFP4", LPATTN_PREC_MXFP4, 0},
-    {"THRIFT", LPATTN_PREC_THRIFT, 0}, {"NVFP4+PASA", LPATTN_PREC_NVFP4, 1},
-};
 enum { THRIFT_K = 4 };
 
 /* Token streams [NS][H][N][D]; sequence 1's first PRE tokens come first. */
@@ -37,16 +27,7 @@ static float K[NS][HKV * N * D], V[NS][HKV * N * D], Q[NS][HQ * N * D];
 static const int LEN[NS] = {L0, N};
 
 static uint64_t rs = 7;
-static float rnd(void) {
-  double s = 0.0;
-  for (int i = 0; i < 4; i++) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    s += (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
-  }
-  return (float)(s * 1.7320508);
-}
+static float rnd(void) { return tu_gauss(&rs); }
 
 typedef struct {
   float o[NS][HQ * N * D], lse[NS][HQ * N];

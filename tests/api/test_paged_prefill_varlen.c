@@ -19,37 +19,18 @@
 #include <string.h>
 
 #include "lpattn.h"
+#include "pool_variants.h"
 #include "testutil.h"
 
 enum { T = 32, HQ = 4, HKV = 2, D = 64, NS = 4, NP = 5, ROUNDS = 3, MAXT = 256 };
 
-typedef struct {
-  const char *name;
-  lpattn_precision prec;
-  int pasa;
-} variant;
-
-static const variant variants[] = {
-    {"HIGH", LPATTN_PREC_HIGH, 0},   {"FP8", LPATTN_PREC_FP8, 0},
-    {"NVFP4", LPATTN_PREC_NVFP4, 0}, {"MXFP4", LPATTN_PREC_MXFP4, 0},
-    {"THRIFT", LPATTN_PREC_THRIFT, 0}, {"NVFP4+PASA", LPATTN_PREC_NVFP4, 1},
-};
 
 /* New tokens of each sequence per round: 0, > page_size, from inside a tile
  * across its border (sequence lengths end at 101, 101, 97, 128). */
 static const int COUNT[ROUNDS][NS] = {{37, 0, 70, 5}, {0, 100, 27, 32}, {64, 1, 0, 91}};
 
 static uint64_t rs = 11;
-static float rnd(void) {
-  double s = 0.0;
-  for (int i = 0; i < 4; i++) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    s += (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
-  }
-  return (float)(s * 1.7320508);
-}
+static float rnd(void) { return tu_gauss(&rs); }
 
 /* One round's packed rows: K, V [HKV][MAXT][D] storage, Q [HQ][MAXT][D]. */
 static float K[HKV * MAXT * D], V[HKV * MAXT * D], Q[HQ * MAXT * D];

@@ -47,16 +47,7 @@ static float K[NS][HKV * N * D], V[NS][HKV * N * D], Q[NS][HQ * N * D];
 static const int32_t LEN[NS] = {40 * T + 5, 37 * T + 20};
 
 static uint64_t rs = 99;
-static float rnd(void) {
-  double s = 0.0;
-  for (int i = 0; i < 4; i++) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    s += (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
-  }
-  return (float)(s * 1.7320508);
-}
+static float rnd(void) { return tu_gauss(&rs); }
 
 static void make_streams(void) {
   rs = 99;

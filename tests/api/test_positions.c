@@ -41,16 +41,7 @@ static const variant variants[] = {
 };
 
 static uint64_t rs = 12345;
-static float rnd(void) { /* splitmix64 -> roughly N(0, 1) by a sum of uniforms */
-  double s = 0.0;
-  for (int i = 0; i < 4; i++) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    s += (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 - 0.5;
-  }
-  return (float)(s * 1.7320508);
-}
+static float rnd(void) { return tu_gauss(&rs); } /* splitmix64 -> roughly N(0, 1) */
 
 /* Rows [s, s + n) of a contiguous [1, H, N, D] f32 array. */
 static lpattn_tensor rows(float *base, int64_t h, int64_t s, int64_t n, int64_t d) {
