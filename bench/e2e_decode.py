@@ -39,6 +39,11 @@ runs a DecodePlan made once per layer (lengths bound, written in place).
 fp8_static: the pools have no static-FP8 format yet (lpattn.h); the mode is
 tried and skipped with a note while the pool refuses it.
 
+--compile hands each layer's non-attention ops (norms, projections, RoPE,
+SwiGLU; bench/e2e_model.py) to torch.compile, as serving engines fuse them:
+without it ~40 small kernels per layer take more of a B = 1 step than the
+attention does, whatever its precision.
+
 Memory: the weights and each mode's cache (one at a time) are estimated and
 printed before allocation; a mode that does not fit is skipped with a note.
 
@@ -51,7 +56,6 @@ printed before allocation; a mode that does not fit is skipped with a note.
         --steps 4 --modes sdpa,high,nvfp4 --check"""
 import argparse
 import contextlib
-import math
 import platform
 import sys
 import time
@@ -60,84 +64,10 @@ import torch
 import torch.nn.functional as F
 
 import lpattn
+from e2e_model import Model, gen
 
 POOL_MODES = ("high", "fp8", "nvfp4", "mxfp4", "thrift", "fp8_static")
 PAGE = 64
-
-
-def gen(device, seed):
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    return g
-
-
-class Model:
-    """Random-weight Llama decoder stack (f16 on the device, seeded)."""
-
-    def __init__(self, a, device, dtype):
-        self.a, self.dev, self.dt = a, device, dtype
-        H, Hq, Hkv, D, I, V = a.hidden, a.hq, a.hkv, a.head_dim, a.mlp, a.vocab
-        g = gen(device, a.seed)
-
-        def w(out_f, in_f):
-            x = torch.empty(out_f, in_f, device=device, dtype=torch.float32)
-            x.normal_(0.0, 1.0 / math.sqrt(in_f), generator=g)
-            return x.to(dtype)
-
-        self.embed = torch.empty(V, H, device=device, dtype=torch.float32).normal_(
-            0.0, 1.0, generator=g).to(dtype)
-        self.layers = []
-        for _ in range(a.layers):
-            self.layers.append(dict(
-                wqkv=w((Hq + 2 * Hkv) * D, H), wo=w(H, Hq * D),
-                wgu=w(2 * I, H), wdown=w(H, I),
-                n1=torch.ones(H, device=device, dtype=dtype),
-                n2=torch.ones(H, device=device, dtype=dtype)))
-        self.norm = torch.ones(H, device=device, dtype=dtype)
-        self.head = self.embed if a.tie else w(V, H)
-        self.inv_freq = 1.0 / (a.rope_theta ** (
-            torch.arange(0, D, 2, device=device, dtype=torch.float32) / D))
-
-    @staticmethod
-    def weight_bytes(a):
-        per = ((a.hq + 2 * a.hkv) * a.head_dim * a.hidden + a.hidden * a.hq * a.head_dim
-               + 3 * a.hidden * a.mlp + 2 * a.hidden)
-        return 2 * (a.layers * per + a.vocab * a.hidden * (1 if a.tie else 2) + a.hidden)
-
-    def rms(self, x, w):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(self.dt) * w
-
-    def rope(self, x, cos, sin):  # x [B, h, 1, D]; cos/sin [B, 1, 1, D/2]
-        x1, x2 = x.float().chunk(2, dim=-1)
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), -1).to(self.dt)
-
-    def step(self, tok, pos, attn, logits_out):
-        """One greedy step: tok [B] int64 (overwritten with the next token),
-        pos [B] int64 (the new token's position), attn(layer, q, k, v) -> o
-        [B, Hq, 1, D]."""
-        a = self.a
-        B = tok.shape[0]
-        Hq, Hkv, D = a.hq, a.hkv, a.head_dim
-        h = self.embed[tok]  # [B, H]
-        ang = pos.float()[:, None] * self.inv_freq[None, :]
-        cos, sin = ang.cos()[:, None, None, :], ang.sin()[:, None, None, :]
-        for i, L in enumerate(self.layers):
-            x = self.rms(h, L["n1"])
-            qkv = x @ L["wqkv"].t()
-            q, k, v = qkv.split((Hq * D, Hkv * D, Hkv * D), dim=-1)
-            q = self.rope(q.view(B, Hq, 1, D), cos, sin)
-            k = self.rope(k.view(B, Hkv, 1, D), cos, sin)
-            v = v.reshape(B, Hkv, 1, D)
-            o = attn(i, q, k, v)
-            h = h + o.reshape(B, Hq * D) @ L["wo"].t()
-            gu = self.rms(h, L["n2"]) @ L["wgu"].t()
-            gate, up = gu.chunk(2, dim=-1)
-            h = h + (F.silu(gate) * up) @ L["wdown"].t()
-        logits = self.rms(h, self.norm) @ self.head.t()
-        logits_out.copy_(logits)
-        tok.copy_(logits.argmax(-1))
-        pos.add_(1)
 
 
 def context_chunks(a, B, layer, device, dtype, chunk):
@@ -392,6 +322,8 @@ def main():
     ap.add_argument("--sdpa-backend", default="auto",
                     choices=("auto", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"))
     ap.add_argument("--no-graph", action="store_true", help="time eager steps only")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the layers' "
+                    "non-attention ops (bench/e2e_model.py), as serving engines fuse them")
     ap.add_argument("--check", action="store_true", help="assert that high's (and sdpa_flash's) "
                     "first-step logits match sdpa's (sdpa and high are run)")
     ap.add_argument("--tol", type=float, default=None, help="--check: the bound on max |diff| / "
@@ -427,12 +359,13 @@ def main():
     if wb > 0.9 * free:
         sys.exit(f"the weights ({wb / 2**30:.1f} GiB) do not fit the free memory "
                  f"({free / 2**30:.1f} GiB): fewer --layers or a smaller --vocab")
-    model = Model(a, device, dtype)
+    model = Model(a, device, dtype, compile=a.compile)
     lines = [f"Command: `{' '.join(['python3'] + sys.argv)}`  ",
              f"Machine: {dev_name} ({device.type}), torch {torch.__version__}, "
              f"lpattn {lpattn.__version__} ({lpattn.library_path}), SDPA backend {a.sdpa_backend}, "
              f"{a.layers} layers, hidden {a.hidden}, heads {a.hq}/{a.hkv}, D {a.head_dim}, "
              f"MLP {a.mlp}, vocab {a.vocab}, {a.steps} steps"
+             + (", non-attention ops torch.compile'd" if a.compile else "")
              + ("" if device.type == "cuda" and not a.no_graph else "; no CUDA graphs (eager)"),
              "",
              "| B | context | mode | step ms (graph) | tokens/s | x SDPA | eager step ms | fill s |",
