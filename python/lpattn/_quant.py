@@ -3,7 +3,7 @@ import ctypes
 import math
 
 from . import _dlpack, _lib
-from ._api import _alloc, _choice, _int, _views, UINT64
+from ._api import INT64, UINT64, _alloc, _choice, _int, _views
 from ._context import context
 from .errors import call
 
