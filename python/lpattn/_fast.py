@@ -75,7 +75,7 @@ def bind(no_rows):
     fns = {n: _addr(getattr(_lib.lib, n)) for n in
            ("lpattn_attention", "lpattn_paged_decode", "lpattn_kv_batch_init")}
     fns["no_rows"] = ctypes.addressof(no_rows)
-    m.bind(fns, tuple(_lib.BACKENDS), _lib.BACKENDS[_context.host_backend()], _context._local,
+    m.bind(fns, tuple(sorted(_lib.BACKENDS, key=_lib.BACKENDS.get)), _lib.BACKENDS[_context.host_backend()], _context._local,
            _resolve)
     mod = _loaded = m
 

@@ -199,7 +199,8 @@ static int ctx_addr(PyObject *ctx, void **h) {
  * its cache first, else resolve(). A borrowed-then-owned reference. */
 static PyObject *context(PyObject *backend, const view *v) {
   int code = -1;
-  for (int i = 0; i < 5; i++)
+  if (!PyUnicode_Check(backend)) return NULL;
+  for (int i = 0; i < 5 && code < 0 && !PyErr_Occurred(); i++)
     if (backend == G.names[i] || PyUnicode_Compare(backend, G.names[i]) == 0) code = i;
   if (PyErr_Occurred() || code < 0) return NULL;
   int gpu_data = v->device_type != DEV_CPU;

@@ -41,7 +41,8 @@ class FastcallTest(unittest.TestCase):
             self.assertEqual(len(got[1]), len(want[1]))
             for a, b in zip(got[1], want[1]):
                 if torch.is_tensor(a):
-                    self.assertEqual((a.dtype, a.shape, a.stride()), (b.dtype, b.shape, b.stride()))
+                    self.assertEqual((type(a), a.dtype, a.shape, a.stride(), a.requires_grad),
+                                     (type(b), b.dtype, b.shape, b.stride(), b.requires_grad))
                     self.assertTrue(torch.equal(a, b) or (a.isnan() == b.isnan()).all())
         return got
 
