@@ -27,8 +27,9 @@ def _candidates():
             yield env
         return
     yield None  # lpattn._fastcall, installed in the package
-    yield from sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(_lib.path)),
-                                             "python", "_fastcall*.so")))
+    if os.sep in _lib.path:  # a build's library (not a name the linker found)
+        yield from sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(_lib.path)),
+                                                 "python", "_fastcall*.so")))
 
 
 def _load():
@@ -75,8 +76,8 @@ def bind(no_rows):
     fns = {n: _addr(getattr(_lib.lib, n)) for n in
            ("lpattn_attention", "lpattn_paged_decode", "lpattn_kv_batch_init")}
     fns["no_rows"] = ctypes.addressof(no_rows)
-    m.bind(fns, tuple(sorted(_lib.BACKENDS, key=_lib.BACKENDS.get)), _lib.BACKENDS[_context.host_backend()], _context._local,
-           _resolve)
+    names = tuple(sorted(_lib.BACKENDS, key=_lib.BACKENDS.get))  # by lpattn_backend
+    m.bind(fns, names, _lib.BACKENDS[_context.host_backend()], _context._local, _resolve)
     mod = _loaded = m
 
 
