@@ -1,5 +1,7 @@
 """Host time per call of lpattn's Python entry points (issue 32 item 1): the
-median over repeats of timeit of `number` back-to-back calls, in us per call.
+median over repeats of timeit of `number` back-to-back calls, in us per call,
+once through the C extension lpattn._fastcall and once through ctypes
+(_fast.disabled()), the two alternated round by round in one process.
 On the CPU backend with a tiny problem the time is the Python + C overhead;
 on a GPU, with a small decode (kernels shorter than the host work), the time
 the caller's thread spends per call, next to PyTorch SDPA in the same process.
@@ -16,6 +18,7 @@ import timeit
 import torch
 
 import lpattn
+from lpattn import _fast
 
 
 def per_call(fn, number, repeat, sync):
@@ -27,6 +30,20 @@ def per_call(fn, number, repeat, sync):
         sync()
         times.append(t / number * 1e6)
     return statistics.median(times)
+
+
+def ab(fn, number, repeat, sync):
+    """(median us with the extension, median us through ctypes), alternated:
+    a round of `number` calls each way, `repeat` rounds."""
+    got = {True: [], False: []}
+    for _ in range(repeat):
+        for fast in ((True, False) if _fast.enabled() else (False,)):
+            if fast:
+                got[fast].append(per_call(fn, number, 1, sync))
+            else:
+                with _fast.disabled():
+                    got[fast].append(per_call(fn, number, 1, sync))
+    return tuple(statistics.median(got[f]) if got[f] else float("nan") for f in (True, False))
 
 
 def main():
@@ -79,9 +96,12 @@ def main():
          lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, vv)),
     ]
     print(f"device {dev}, precision {a.precision}, B = {B}, Hq = {Hq}, Hkv = {Hkv}, D = {D}, "
-          f"context {n}: host us per call (median of {a.repeat} x {a.number})")
+          f"context {n}: host us per call (median of {a.repeat} rounds x {a.number}; "
+          f"extension {'loaded' if _fast.enabled() else 'absent'})")
+    print(f"  {'call':44s} {'C ext':>8s} {'ctypes':>8s}")
     for name, fn in rows:
-        print(f"  {name:44s} {per_call(fn, a.number, a.repeat, sync):8.2f}")
+        fast, slow = ab(fn, a.number, a.repeat, sync)
+        print(f"  {name:44s} {fast:8.2f} {slow:8.2f}")
     if a.graph and gpu:
         graph_replay(a, dt)
 

@@ -49,6 +49,9 @@ if [ "$mode" != --build ]; then
   python3 -c 'import jinja2' 2>/dev/null || need_apt+=(python3-jinja2)
   python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
   python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+  # Python.h: the C extension lpattn._fastcall (optional; the package falls back to ctypes)
+  python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+    need_apt+=(python3-dev)
 fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 [ "$mode" = --build ] && exit 0

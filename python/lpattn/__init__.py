@@ -17,8 +17,8 @@ capturable): KVPool.plan_decode(...).run(q, out), lpattn.attention_plan(...).
 PyTorch: `import lpattn.torch` registers the ops with torch.library (they
 trace under torch.compile) and offers scaled_dot_product_attention."""
 from . import _lib
-from ._api import (QuantizedTensor, attention, attention_backward, dequantize, merge_states, pasa_beta,
-                   quantize, thrift_k)
+from ._api import attention, attention_backward, merge_states, pasa_beta, thrift_k
+from ._quant import QuantizedTensor, dequantize, quantize
 from ._context import available_backends
 from ._kv import KVPool, pool_bytes
 from ._plan import AttentionPlan, DecodePlan, attention_plan

@@ -1,12 +1,12 @@
-"""attention, merge_states, quantize / dequantize, thrift_k, pasa_beta."""
+"""attention, attention_backward, merge_states, thrift_k, pasa_beta (quantize: _quant.py)."""
 import ctypes
 import math
 import numbers
 import operator
 
-from . import _dlpack, _lib
+from . import _dlpack, _fast, _lib
 from ._context import context
-from .errors import call
+from .errors import call, check
 
 LAYOUTS = {"bhsd": (0, 1, 2, 3), "bshd": (0, 2, 1, 3)}
 LAYOUT_TEXT = {"bhsd": "[B, H, S, D] (layout 'bhsd')", "bshd": "[B, S, H, D] (layout 'bshd')"}
@@ -167,19 +167,29 @@ def attn_params(precision="high", causal=False, sm_scale=None, thrift_budget=Non
 _SHARED_PARAMS = {}  # argument tuple -> its lpattn_attn_params (read, never written, by the C calls)
 
 
-def _attn_params_shared(*args):
-    """attn_params(*args) as one struct per distinct argument tuple, for a
-    caller that does not change it: building it is a third of an eager
-    call's host time. Unhashable arguments (a list) build a new one."""
+def _attn_params_shared(*args, **kw):
+    """attn_params(*args, **kw) as one struct per distinct argument tuple,
+    for a caller that does not change it: building it is a third of an
+    eager call's host time. Unhashable arguments (a list) build a new one."""
+    key = (args, tuple(kw.items())) if kw else args
     try:
-        p = _SHARED_PARAMS.get(args)
+        p = _SHARED_PARAMS.get(key)
     except TypeError:
-        return attn_params(*args)
+        return attn_params(*args, **kw)
     if p is None:
-        p = attn_params(*args)
+        p = attn_params(*args, **kw)
         if len(_SHARED_PARAMS) < 256:
-            _SHARED_PARAMS[args] = p
+            _SHARED_PARAMS[key] = p
     return p
+
+
+def shared_params_addr(*args, **kw):
+    """The address of _attn_params_shared's struct, None when attn_params
+    raises (the caller's Python path then raises it in its own order)."""
+    try:
+        return ctypes.addressof(_attn_params_shared(*args, **kw))
+    except Exception:
+        return None
 
 
 def _descales(p, like, qv, B, Hkv, named):
@@ -223,14 +233,13 @@ def _descales(p, like, qv, B, Hkv, named):
     return keep
 
 
-_NO_ROWS = []  # the lpattn_attn_aux of calls that ask for no row outputs (read only)
+_NO_ROWS = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")  # calls without row outputs (read only)
+_fast.bind(_NO_ROWS)
 
 
 def _row_outputs(like, B, H, S, return_lse, return_entropy):
     if not (return_lse or return_entropy):
-        if not _NO_ROWS:
-            _NO_ROWS.append(_lib.init(_lib.AttnAux, "lpattn_attn_aux_init"))
-        return _NO_ROWS[0], []
+        return _NO_ROWS, []
     aux = _lib.init(_lib.AttnAux, "lpattn_attn_aux_init")
     outs = []
     for want, field in ((return_lse, "lse"), (return_entropy, "entropy")):
@@ -297,6 +306,17 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     softmax; None/0 = off. Both: host backends (docs/SEMANTICS.md "Sliding
     window and softcap"). Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
+    if (_fast.mod is not None and not (return_lse or return_entropy) and q_descale is None
+            and k_descale is None and v_descale is None and type(layout) is str and layout in LAYOUTS):
+        addr = shared_params_addr(  # None: E4M3 q is not taken (so "high" is the default)
+            "high" if precision is None else precision, causal, sm_scale, thrift_budget,
+            thrift_k, thrift_low, pasa, pasa_beta, block_q, block_k, check_finite, leaky,
+            mx_scale_round_up, q_start, kv_start, selection, thrift_rule, window, softcap)
+        r = addr and _fast.mod.attention(q, k, v, out, LAYOUTS[layout], backend, addr)
+        if type(r) is int:
+            check("attention", r)
+        if r is not None:
+            return r
     perm = _choice("layout", layout, LAYOUTS)
     qv, kv_, vv = _views(("q", q), ("k", k), ("v", v), kind="qkv")
     _same_dtype(qv, kv_, vv)
@@ -404,100 +424,6 @@ def merge_states(o_a, lse_a, o_b, lse_b, h_a=None, h_b=None, *, backend="auto"):
     call("merge_states", ctx.handle, ref(ts[0]), ref(ts[1]), ref(hs[0]), ref(ts[2]),
          ref(ts[3]), ref(hs[1]), ref(to), ref(tl), ref(th))
     return tuple(_dlpack.finish(o_a, x) for x in outs)
-
-
-class QuantizedTensor:
-    """A tensor in lpattn's block format (lpattn_qtensor): uint8 codes, uint8
-    group scales (E4M3 for NVFP4, E8M0 for MXFP4; empty for FP8) and float32
-    outer scales (empty for MXFP4), arrays of the input's kind."""
-
-    def __init__(self, fmt, axis, tile, shape, codes, scales, outer):
-        self.format, self.axis, self.tile, self.shape = fmt, axis, tile, tuple(shape)
-        self.codes, self.scales, self.outer = codes, scales, outer
-
-    def _c(self, write=False):
-        """The lpattn_qtensor; checks that codes, scales and outer are
-        contiguous arrays of one device holding at least the bytes the
-        format needs (the C struct has pointers only)."""
-        fmt = _choice("format", self.format, _lib.FORMATS)
-        axis = _choice("axis", self.axis, {"d": 0, "s": 1})
-        tile = _int("tile", self.tile)
-        if len(self.shape) != 4:
-            raise ValueError(f"QuantizedTensor.shape = {self.shape}, expected [B, H, S, D]")
-        shape = _lib.c_i64_4(*(_int("shape", n, INT64) for n in self.shape))
-        cb, sb, oc = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
-        call("qtensor_sizes", fmt, axis, tile, shape, ctypes.byref(cb), ctypes.byref(sb),
-             ctypes.byref(oc))
-        ptrs, dev = [], set()
-        for name, a, kind, need in (("codes", self.codes, "bytes", cb.value),
-                                    ("scales", self.scales, "bytes", sb.value),
-                                    ("outer", self.outer, "float", oc.value)):
-            if not need:
-                ptrs.append(None)
-                continue
-            if a is None:
-                raise ValueError(f"QuantizedTensor.{name} is None, the format needs {need}")
-            v = _dlpack.View(a, "QuantizedTensor." + name, kind=kind, write=write)
-            if kind == "float" and v.dtype != _lib.F32:
-                raise TypeError(f"{v.name}: {v.dtype_name} is not accepted; use float32")
-            n = math.prod(v.shape)
-            if not v.contiguous() or n < need:
-                raise ValueError(f"{v.name}: expected a contiguous array of at least {need} "
-                                 f"elements, got shape {v.shape} strides {v.strides}")
-            dev.add((v.device_type, v.device_id))
-            ptrs.append(v.ptr)
-        if len(dev) > 1:
-            raise ValueError("QuantizedTensor: codes, scales and outer on different devices")
-        return _lib.QTensor(fmt, axis, tile, shape, *ptrs)
-
-    def __repr__(self):
-        return (f"QuantizedTensor({self.format}, axis={self.axis!r}, shape={self.shape}, "
-                f"codes {_size(self.codes)} B, scales {_size(self.scales)} B, "
-                f"outer {_size(self.outer)} floats)")
-
-
-def _size(a):
-    return int(math.prod(a.shape)) if a is not None else 0
-
-
-def quantize(x, format="nvfp4", *, axis="d", tile=64, rounding="nearest", seed=0,
-             mx_scale_round_up=False, check_finite=False, backend="auto"):
-    """x [B, H, S, D] (float32/float16/bfloat16) -> QuantizedTensor (SPEC 2):
-    axis "d" groups along the head dim (Q, K), "s" along the sequence in
-    tiles of `tile` tokens (V); rounding "nearest" (even) or "stochastic"
-    (Philox, `seed`, 0 <= seed < 2**64). Bit-exact on every backend."""
-    (xv,) = _views(("x", x), kind="float")
-    p = _lib.init(_lib.QuantParams, "lpattn_quant_params_init")
-    p.format = _choice("format", format, _lib.FORMATS)
-    p.axis = _choice("axis", axis, {"d": 0, "s": 1})
-    p.tile = _int("tile", tile)
-    p.rounding = _choice("rounding", rounding, {"nearest": 0, "stochastic": 1})
-    p.seed = _int("seed", seed, UINT64)
-    p.mx_scale_round_up, p.check_finite = int(bool(mx_scale_round_up)), int(bool(check_finite))
-    tx = xv.tensor()
-    ctx = context(backend, xv, _dlpack.current_stream(x, xv))
-    cb, sb, oc = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
-    call("qtensor_sizes", p.format, p.axis, p.tile, tx.shape, ctypes.byref(cb),
-         ctypes.byref(sb), ctypes.byref(oc))
-    qt = QuantizedTensor(format, axis, p.tile, list(tx.shape),
-                         _alloc(x, (cb.value,), "uint8"), _alloc(x, (sb.value,), "uint8"),
-                         _alloc(x, (oc.value,), "float32"))
-    c = qt._c(write=True)
-    call("quantize", ctx.handle, ctypes.byref(tx), ctypes.byref(c), ctypes.byref(p))
-    return qt
-
-
-def dequantize(qt, dtype="float32", *, backend="auto"):
-    """QuantizedTensor -> array [B, H, S, D] of `dtype` (float32, float16 or
-    bfloat16), of the codes' kind."""
-    _choice("dtype", dtype, {"float32": 0, "float16": 1, "bfloat16": 2})
-    c = qt._c()  # checks the arrays against the format's sizes first
-    (cv,) = _views(("QuantizedTensor.codes", qt.codes), kind="bytes")
-    ctx = context(backend, cv, _dlpack.current_stream(qt.codes, cv))
-    y = _alloc(qt.codes, tuple(c.shape), dtype)
-    ty = _dlpack.View(y, "y", write=True).tensor()
-    call("dequantize", ctx.handle, ctypes.byref(c), ctypes.byref(ty))
-    return _dlpack.finish(qt.codes, y)
 
 
 def thrift_k(n_tiles, budget, causal=True):

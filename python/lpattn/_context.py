@@ -16,6 +16,7 @@ class _Ctx:
         p.device = device
         self.handle = ctypes.c_void_p()
         call("create", _lib.BACKENDS[backend], ctypes.byref(p), ctypes.byref(self.handle))
+        self.addr = self.handle.value  # the handle as an int (_fastcall reads it)
         self.backend = _lib.lib.lpattn_backend_name(
             _lib.lib.lpattn_context_backend(self.handle)).decode()
         self.stream = None

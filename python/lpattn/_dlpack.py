@@ -59,6 +59,8 @@ def _torch_dtypes():
                  "float8_e4m3fn": (_lib.E4M3, 1)}
         _TORCH[:] = [torch, {getattr(torch, n): (dt, size, n) for n, (dt, size) in names.items()
                              if hasattr(torch, n)}]
+        from . import _fast
+        _fast.bind_torch(torch)
     return _TORCH[0], _TORCH[1]
 
 

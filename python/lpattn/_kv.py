@@ -3,10 +3,11 @@ uint8 tensor the caller owns, page tables and lengths are int32 tensors
 (int64 ones are converted, within int32's range)."""
 import ctypes
 
-from . import _dlpack, _lib
-from ._api import INT32, INT64, _alloc, _choice, _int, _views, attn_params, _row_outputs
+from . import _dlpack, _fast, _lib
+from ._api import (INT32, INT64, _alloc, _choice, _int, _views, attn_params, _row_outputs,
+                   shared_params_addr)
 from ._context import context
-from .errors import call
+from .errors import call, check
 
 ALIGN = 256
 
@@ -98,6 +99,10 @@ class KVPool:
              nbytes * mv.itemsize, ctypes.byref(self.handle))
         self.page_size = self.params.page_size
         self.backend = self._ctx.backend
+        self._precision = {v: k for k, v in _lib.PRECISIONS.items()}[self.params.precision]
+        # decode's fast path (_fast): out's head dim, the GPU whose stream the pool follows
+        self._dv = self.params.head_dim_v or self.params.head_dim
+        self._stream_dev = mv.device_id if mv.on_gpu else -1
 
     def close(self):
         """Release the pool object (its memory stays the caller's)."""
@@ -186,6 +191,17 @@ class KVPool:
         the keys at positions p - left .. p; pages wholly before the window
         are not read. softcap: s = softcap * tanh(s / softcap). Host
         backends (docs/SEMANTICS.md "Sliding window and softcap")."""
+        if (_fast.mod is not None and self.handle and max_length is not None and kv_start is None
+                and q_start is None and not (return_lse or return_entropy)):
+            addr = shared_params_addr(self._precision, True, sm_scale, thrift_budget, thrift_k,
+                                      check_finite=check_finite, window=window, softcap=softcap)
+            r = addr and _fast.mod.decode(self._ctx, self.handle.value, q, slots, lengths,
+                                          page_table, max_length, out, addr, self._dv,
+                                          self._stream_dev)
+            if type(r) is int:
+                check("paged_decode", r)
+            if r is not None:
+                return r
         self._live()
         b, keep = self._batch(slots, lengths, page_table, max_length)
         if (kv_start is None) != (q_start is None):
@@ -203,7 +219,7 @@ class KVPool:
                         check_finite=check_finite, window=window, softcap=softcap)
         self._sync_stream(q)
         if out is None:
-            dv = self.params.head_dim_v or self.params.head_dim  # MLA: out at head_dim_v
+            dv = self._dv  # MLA: out at head_dim_v
             out = _alloc(q, tuple(qv.shape[:3]) + (dv,), _dlpack.NAMES[qv.dtype])
         to = _dlpack.View(out, "out", kind="float", write=True).tensor(
             layout="[num_seqs, Hq, Sq, head_dim_v]")
@@ -251,7 +267,7 @@ class KVPool:
                         check_finite=check_finite, window=window, softcap=softcap)
         self._sync_stream(q)
         if out is None:
-            dv = self.params.head_dim_v or self.params.head_dim
+            dv = self._dv
             out = _alloc(q, tuple(vs[0].shape[:3]) + (dv,), _dlpack.NAMES[vs[0].dtype])
         to = _dlpack.View(out, "out", kind="float", write=True).tensor(
             layout="[num_seqs, Hq, n, head_dim_v]")
@@ -276,7 +292,7 @@ class KVPool:
         self._sync_stream(q)
         T, H = tq.shape[2], tq.shape[1]
         if out is None:
-            dv = self.params.head_dim_v or self.params.head_dim
+            dv = self._dv
             out = _alloc(q, (T, H, dv), _dlpack.NAMES[vs[0].dtype])
         to = _packed(_dlpack.View(out, "out", kind="float", write=True))
         aux, rows = _packed_rows(q, H, T, return_lse, return_entropy)
@@ -304,7 +320,7 @@ class KVPool:
                           **kw)
 
     def _precision_name(self):
-        return {v: k for k, v in _lib.PRECISIONS.items()}[self.params.precision]
+        return self._precision
 
 
 def as_int32(x, name):

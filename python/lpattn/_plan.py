@@ -6,7 +6,7 @@ written in place."""
 import ctypes
 import weakref
 
-from . import _dlpack, _lib
+from . import _dlpack, _fast, _lib
 from ._api import (INT64, LAYOUT_TEXT, LAYOUTS, _alloc, _choice, _descales, _int, _row_outputs,
                    _same_dtype, _views, attn_params, default_precision)
 from ._context import context
@@ -30,6 +30,7 @@ _amake.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_lib.Tensor)] * 4 + [
     ctypes.POINTER(_lib.AttnParams), ctypes.POINTER(_lib.AttnAux), ctypes.POINTER(ctypes.c_void_p)]
 _afree = _lib.lib.lpattn_attention_plan_free
 _afree.restype, _afree.argtypes = None, [ctypes.c_void_p]
+_RUN, _ARUN = (ctypes.cast(f, ctypes.c_void_p).value for f in (_run, _arun))  # for _fast
 
 # Plans dropped while a CUDA graph was being captured (freeing device memory
 # there would invalidate the capture): freed by the next plan made.
@@ -208,7 +209,8 @@ class DecodePlan(_Plan):
         qp = self._q.ptr(q)
         op = self._out.ptr(out)
         self._follow_stream()
-        st = _run(self.handle, qp, op)
+        m = _fast.mod
+        st = m.call(_RUN, self.handle, qp, op) if m is not None else _run(self.handle, qp, op)
         if st:
             check("decode_plan_run", st)
         return self._returned(out)
@@ -277,7 +279,9 @@ class AttentionPlan(_Plan):
         a = self._args
         qp, kp, vp, op = a[0].ptr(q), a[1].ptr(k), a[2].ptr(v), a[3].ptr(out)
         self._follow_stream()
-        st = _arun(self.handle, qp, kp, vp, op)
+        m = _fast.mod
+        st = (m.call(_ARUN, self.handle, qp, kp, vp, op) if m is not None
+              else _arun(self.handle, qp, kp, vp, op))
         if st:
             check("attention_plan_run", st)
         return self._returned(out)

@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import _api, _kv, _lib, _varlen
+from . import _api, _kv, _lib, _quant, _varlen
 
 __all__ = ["attention", "attention_varlen", "merge_states", "quantize", "dequantize", "kv_append", "paged_decode",
            "scaled_dot_product_attention", "sdpa_unsupported_reason", "BACKWARD_MESSAGE"]
@@ -262,7 +262,7 @@ def _qsizes(fmt, axis, tile, shape):
 @torch.library.custom_op("lpattn::quantize", mutates_args=())
 def _quantize(x: Tensor, format: str, axis: str, tile: int, rounding: str,
               seed: int) -> tuple[Tensor, Tensor, Tensor]:
-    qt = _api.quantize(x.detach(), format, axis=axis, tile=tile, rounding=rounding, seed=seed)
+    qt = _quant.quantize(x.detach(), format, axis=axis, tile=tile, rounding=rounding, seed=seed)
     return qt.codes, qt.scales, qt.outer
 
 
@@ -278,14 +278,14 @@ def quantize(x, format="nvfp4", *, axis="d", tile=64, rounding="nearest", seed=0
     """lpattn.quantize as an op: an lpattn.QuantizedTensor of torch tensors."""
     tile, seed = _api._int("tile", tile), _api._int("seed", seed, (0, 2 ** 63 - 1))  # int64 op
     codes, scales, outer = torch.ops.lpattn.quantize(x, format, axis, tile, rounding, seed)
-    return _api.QuantizedTensor(format, axis, tile, list(x.shape), codes, scales, outer)
+    return _quant.QuantizedTensor(format, axis, tile, list(x.shape), codes, scales, outer)
 
 
 @torch.library.custom_op("lpattn::dequantize", mutates_args=())
 def _dequantize(codes: Tensor, scales: Tensor, outer: Tensor, format: str, axis: str,
                 tile: int, shape: list[int], dtype: torch.dtype) -> Tensor:
-    qt = _api.QuantizedTensor(format, axis, tile, shape, codes, scales, outer)
-    return _api.dequantize(qt, str(dtype).replace("torch.", ""))
+    qt = _quant.QuantizedTensor(format, axis, tile, shape, codes, scales, outer)
+    return _quant.dequantize(qt, str(dtype).replace("torch.", ""))
 
 
 @_dequantize.register_fake
