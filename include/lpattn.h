@@ -535,16 +535,19 @@ LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
  *   in the pool's format: under FP8/NVFP4/MXFP4 the quantized tile only
  *   (codes, group scales, outer scales; its key mean under PASA); under HIGH
  *   the tile in high_dtype; under THRIFT both, plus the key and query tile
- *   means that selection reads.
+ *   means that selection reads; under FP8_STATIC (SPEC 11) E4M3 codes only.
  * - A sequence slot holds what SPEC 4 keeps high for one sequence under
  *   FP8/NVFP4/MXFP4: the current, incomplete tile and the tile before it (they
  *   can be diagonal tiles of the rows being decoded); under THRIFT, the query
- *   rows of its two newest query tiles. A sequence in flight owns one slot.
+ *   rows of its two newest query tiles; under FP8_STATIC its k/v descales
+ *   (lpattn_kv_pool_set_descales), nothing high. A sequence in flight owns
+ *   one slot.
  * - A sequence is (slot, page table, length): page i of its table holds
  *   tokens [i*T, (i+1)*T). A page is written when its first token is
- *   appended (HIGH/THRIFT) or once, when it completes (FP8/NVFP4/MXFP4), and
- *   never again: completed pages can be shared between sequences (prefix
- *   sharing); a page that is not complete belongs to one sequence.
+ *   appended (HIGH/THRIFT; FP8_STATIC: each token's codes as it comes) or
+ *   once, when it completes (FP8/NVFP4/MXFP4), and never again: completed
+ *   pages can be shared between sequences (prefix sharing); a page that is
+ *   not complete belongs to one sequence.
  * - Results never depend on where pages sit in the pool, nor on the other
  *   sequences of a batch (bitwise): the split of a sequence's context into
  *   parallel chunks depends only on that sequence.
@@ -676,7 +679,8 @@ LPATTN_API lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
 /* Copy slot src's state to slot dst (fork a sequence: share the source's
  * completed pages in the new table, give it its own page for the incomplete
  * tile, then copy the slot). Tokens of the incomplete tile live in the slot
- * (FP8/NVFP4/MXFP4) or in its page (HIGH/THRIFT: copy that page too). */
+ * (FP8/NVFP4/MXFP4) or in its page (HIGH/THRIFT/FP8_STATIC: copy that page
+ * too). An FP8_STATIC slot's descales are copied with it. */
 LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src,
                                              int32_t dst);
 /* Set up the slots of new sequences of an FP8_STATIC pool (SPEC 11, the FP8
