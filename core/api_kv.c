@@ -2,7 +2,6 @@
  * validate every argument (on host backends every id and length too), then
  * dispatch to the context's backend. Nothing is written before validation
  * has passed. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,18 +176,6 @@ static int64_t count_of(const lpattn_tensor *cu, int64_t n, int64_t i) {
   return cu ? lp_cu_at(cu, i + 1) - lp_cu_at(cu, i) : n;
 }
 
-/* FP8_STATIC: the slot's descales were set (finite and > 0). */
-static lpattn_status check_descales_set(const lpattn_kv_pool *pool, const lp_kv_layout *L, int64_t i,
-                                        int32_t slot) {
-  const float *ds = (const float *)(pool->mem + lp_kv_slot_off(L, slot) + L->ds);
-  for (int h = 0; h < 2 * L->Hkv; h++)
-    if (!(isfinite(ds[h]) && ds[h] > 0.0f))
-      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d has no descales (its %s_descale"
-                     "[%d] = %g): an FP8_STATIC slot is set up by lpattn_kv_pool_set_descales",
-                     (long long)i, (int)slot, h < L->Hkv ? "k" : "v", h % L->Hkv, (double)ds[h]);
-  return LPATTN_OK;
-}
-
 /* Host checks of ids and lengths. n: tokens appended to every sequence (0
  * for decode), or with cu (a ragged append) each sequence's count. */
 static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_kv_batch *b,
@@ -233,7 +220,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
         st = lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %lld: %d + %lld tokens need %lld pages, page_table has %lld columns",
                      (long long)i, (int)len, (long long)ni, (long long)lp_tile_count(len + ni, T), (long long)width);
     }
-    if (st == LPATTN_OK && L.fp8s) st = check_descales_set(pool, &L, i, slot);
+    if (st == LPATTN_OK && L.fp8s) st = lp_kv_check_descales(pool, &L, i, slot);
     mark[slot < 0 || slot >= pool->p.num_slots ? 0 : slot] = (int32_t)i;
   }
   /* Page ids of each table: in range, no id twice. */
@@ -375,60 +362,6 @@ lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t
   if (!ctx->vt->slot_copy)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no slot copy", lpattn_backend_name(ctx->kind));
   return lp_err_backend(ctx->vt->slot_copy(ctx, pool, src, dst), ctx, "kv_slot_copy");
-}
-
-/* A descale table {1, 1, n, Hkv} of F32 (host backends: every value finite
- * and > 0). */
-static lpattn_status check_descale_table(const lpattn_ctx *ctx, const char *name, const lpattn_tensor *t,
-                                         int64_t n, int64_t hkv) {
-  LP_TRY_ARG(name, lp_check_view(t, 0));
-  if (t->dtype != LPATTN_F32) return lp_dtype_fail(name, t->dtype, "F32");
-  const int64_t want[4] = {1, 1, n, hkv};
-  if (!shape_is(t, 1, 1, n, hkv)) return lp_shape_fail(name, t->shape, want);
-  if (!host(ctx)) return LPATTN_OK;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t h = 0; h < hkv; h++) {
-      const float d = ((const float *)t->data)[i * t->stride[2] + h * t->stride[3]];
-      if (!(isfinite(d) && d > 0.0f))
-        return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "%s[%lld, %lld] = %g: descales must be finite and > 0",
-                       name, (long long)i, (long long)h, (double)d);
-    }
-  return LPATTN_OK;
-}
-
-lpattn_status lpattn_kv_pool_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
-                                          const lpattn_tensor *k_descale, const lpattn_tensor *v_descale) {
-  lp_err_clear();
-  if (!ctx || !pool || !slots || !k_descale || !v_descale)
-    return lp_fail(LPATTN_ERR_NULL_POINTER, "%s is NULL", !ctx ? "ctx" : !pool ? "pool" : !slots ? "slots"
-                   : !k_descale ? "k_descale" : "v_descale");
-  LP_TRY(check_pool(ctx, pool));
-  if (pool->p.precision != LPATTN_PREC_FP8_STATIC)
-    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "pool precision %d: descales belong to FP8_STATIC pools",
-                   (int)pool->p.precision);
-  const int64_t n = slots->shape[3], hkv = pool->p.num_kv_heads;
-  LP_TRY(check_ids("slots", slots, 1, 1, 1, n));
-  if (n < 1) return lp_fail(LPATTN_ERR_BAD_SHAPE, "slots.shape[3] = %lld, expected >= 1", (long long)n);
-  LP_TRY(check_descale_table(ctx, "k_descale", k_descale, n, hkv));
-  LP_TRY(check_descale_table(ctx, "v_descale", v_descale, n, hkv));
-  if (host(ctx)) {
-    char *seen = calloc((size_t)pool->p.num_slots, 1);
-    if (!seen) return lp_fail(LPATTN_ERR_OUT_OF_MEMORY, "out of host memory checking the slots");
-    lpattn_status st = LPATTN_OK;
-    for (int64_t i = 0; i < n && st == LPATTN_OK; i++) {
-      const int32_t s = id_at(slots, i);
-      if (s < 0 || s >= pool->p.num_slots || seen[s])
-        st = lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "slots[%lld] = %d: expected a slot 0..%d, none twice",
-                     (long long)i, (int)s, (int)pool->p.num_slots - 1);
-      else seen[s] = 1;
-    }
-    free(seen);
-    LP_TRY(st);
-  }
-  if (!ctx->vt->kv_set_descales)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "the %s backend has no FP8_STATIC pool", lpattn_backend_name(ctx->kind));
-  return lp_err_backend(ctx->vt->kv_set_descales(ctx, pool, slots, k_descale, v_descale), ctx,
-                        "kv_pool_set_descales");
 }
 
 /* Sharded decode (lpattn.h lpattn_kv_batch kv_start/q_start): the tensors,

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "error.h"
 #include "formats.h"
 #include "fp8s.h"
 #include "kvpool.h"
@@ -311,6 +312,17 @@ lpattn_status lp_host_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t s
   lp_kv_layout_init(&L, &pool->p);
   if (src != dst)
     memcpy(pool->mem + lp_kv_slot_off(&L, dst), pool->mem + lp_kv_slot_off(&L, src), L.slot_bytes);
+  return LPATTN_OK;
+}
+
+lpattn_status lp_kv_check_descales(const lpattn_kv_pool *pool, const lp_kv_layout *L, int64_t i,
+                                   int32_t slot) {
+  const float *ds = (const float *)(pool->mem + lp_kv_slot_off(L, slot) + L->ds);
+  for (int h = 0; h < 2 * L->Hkv; h++)
+    if (!(isfinite(ds[h]) && ds[h] > 0.0f))
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d has no descales (its %s_descale"
+                     "[%d] = %g): an FP8_STATIC slot is set up by lpattn_kv_pool_set_descales",
+                     (long long)i, (int)slot, h < L->Hkv ? "k" : "v", h % L->Hkv, (double)ds[h]);
   return LPATTN_OK;
 }
 

@@ -82,6 +82,10 @@ void lp_host_pool_fini(lpattn_kv_pool *pool);
 lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_append_call *call);
 lpattn_status lp_host_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
+/* FP8_STATIC: INVALID_ARGUMENT unless slot `slot` (batch entry i) holds
+ * descales that are finite and > 0 (set by lpattn_kv_pool_set_descales). */
+lpattn_status lp_kv_check_descales(const lpattn_kv_pool *pool, const lp_kv_layout *L, int64_t i,
+                                   int32_t slot);
 /* FP8_STATIC: slot slots[i] gets descales row i of k_descale and v_descale
  * ({1, 1, n, Hkv}) and is emptied (length 0). */
 lpattn_status lp_host_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
