@@ -340,7 +340,7 @@ class KVPool:
         them in place between runs); max_length: the largest length any run
         will see. Keywords as decode (sm_scale, thrift_budget, thrift_k,
         check_finite, return_lse, return_entropy, kv_start, q_start, window,
-        softcap).
+        softcap, q_descale).
 
             plan = pool.plan_decode(q, slots, lengths, table, max_length=4096, out=out)
             plan.run(q, out)     # on a GPU: capturable in torch.cuda.graph"""

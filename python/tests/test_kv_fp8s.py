@@ -48,6 +48,9 @@ class KVPoolFp8sTest(unittest.TestCase):
                 lens[:] = N
                 last = pool.decode(q[:, :, N - 1:], slots, lens, table, q_descale=qd)
                 np.testing.assert_array_equal(last, out[:, :, N - 1:])
+                plan = pool.plan_decode(q[:, :, N - 1:].copy(), slots, lens, table,
+                                        max_length=N, q_descale=qd)
+                np.testing.assert_array_equal(plan.run(), last)
 
     def test_bad_descales(self):
         for be in self.backends:
