@@ -277,7 +277,12 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.positions: decode takes positions from the cache; "
                    "use lpattn_attention for a shard of a sequence");
   LP_TRY(resolve_params(&p, pr->D, pr->Skv, pr));
-  LP_TRY(lp_resolve_fp8s(1, params, &p, pr)); /* storage is never FP8_STATIC: no descales */
+  /* An FP8_STATIC pool's k/v descales are its slots' (lpattn_kv_pool_set_descales);
+   * the call gives q_descale only */
+  if (sp->precision == LPATTN_PREC_FP8_STATIC && (p.k_descale.data || p.v_descale.data))
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.%s: a pool's k and v descales are its slots' "
+                   "(lpattn_kv_pool_set_descales)", p.k_descale.data ? "k_descale" : "v_descale");
+  LP_TRY(lp_resolve_fp8s(1, params, &p, pr));
   pr->off = pr->Skv - pr->Sq;
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   LP_TRY(resolve_aux(aux_in, aux, pr));

@@ -57,9 +57,12 @@ static lpattn_status take_pool_params(const lpattn_kv_pool_params *in, lpattn_kv
   if (!is_float_io(p->high_dtype))
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = %s, expected F16, BF16 or F32",
                    lp_dtype_name(p->high_dtype));
-  if ((unsigned)p->precision > LPATTN_PREC_THRIFT || !valid_format(p->thrift_low))
+  if ((unsigned)p->precision > LPATTN_PREC_FP8_STATIC || !valid_format(p->thrift_low))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.precision = %d, thrift_low = %d: expected a "
-                   "precision 0-4 and a format 0-2", (int)p->precision, (int)p->thrift_low);
+                   "precision 0-5 and a format 0-2", (int)p->precision, (int)p->thrift_low);
+  if (p->precision == LPATTN_PREC_FP8_STATIC && p->pasa)
+    return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa with precision FP8_STATIC: static FP8 "
+                   "pages have no shifted form");
   if (p->pasa_beta != 0.0f && !(p->pasa_beta > 0.0f && p->pasa_beta < 1.0f))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.pasa_beta = %g, expected 0 (default) or in (0, 1)",
                    (double)p->pasa_beta);
@@ -105,6 +108,10 @@ lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = F32: GPU pools store F16 or BF16");
   if (p.check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
+  if (p.precision == LPATTN_PREC_FP8_STATIC && !host(ctx))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the static FP8 page format "
+                   "runs on the ref and cpu backends; the %s decode kernel for it is still to come",
+                   lpattn_backend_name(ctx->kind));
   if (!host(ctx) && (p.head_dim_v != p.head_dim || lp_kv_store_dim(&p) != p.head_dim))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.head_dim = %d, head_dim_v = %d: %s pools take one head "
                    "dim for K and V, a multiple of 16 (MXFP4: 32) that a decode variant is built for; "
@@ -213,6 +220,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
         st = lp_fail(LPATTN_ERR_CACHE_FULL, "sequence %lld: %d + %lld tokens need %lld pages, page_table has %lld columns",
                      (long long)i, (int)len, (long long)ni, (long long)lp_tile_count(len + ni, T), (long long)width);
     }
+    if (st == LPATTN_OK && L.fp8s) st = lp_kv_check_descales(pool, &L, i, slot);
     mark[slot < 0 || slot >= pool->p.num_slots ? 0 : slot] = (int32_t)i;
   }
   /* Page ids of each table: in range, no id twice. */
@@ -242,7 +250,7 @@ static lpattn_status check_host_batch(const lpattn_kv_pool *pool, const lpattn_k
       const int64_t len = id_at(&b->lengths, i), end = len + count_of(cu, n, i);
       if (end == len) continue; /* a ragged count of 0: nothing written */
       const int64_t j0 = len / T; /* the tile of the first new token */
-      const int64_t j1 = L.has_high_pages ? (end - 1) / T : end / T - 1;
+      const int64_t j1 = L.has_high_pages || L.fp8s ? (end - 1) / T : end / T - 1; /* per token */
       for (int64_t j = j0; j <= j1 && st == LPATTN_OK; j++) {
         const int32_t p = row[j * b->page_table.stride[3]];
         if (owner[p] >= 0 && owner[p] != (int32_t)i)

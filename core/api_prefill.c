@@ -75,7 +75,14 @@ static lpattn_status piece(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_k
   if (aux->entropy.data) a1.entropy = rows_of(&aux->entropy, ts, r0 + a, e - a);
   lpattn_attn_problem pr;
   int cf;
-  LP_TRY(lp_resolve_decode(params, &a1, &pool->p, 1, e - a, cur, &ra, &pr, &cf));
+  lpattn_attn_params p1; /* FP8_STATIC: q_descale's row s, as a batch of one */
+  lpattn_attn_params_init(&p1);
+  LP_TRY_ARG("params", lp_take_params(&p1, sizeof p1, params));
+  if (p1.q_descale.data) {
+    p1.q_descale.data = (float *)p1.q_descale.data + s * p1.q_descale.stride[2];
+    p1.q_descale.shape[2] = 1;
+  }
+  LP_TRY(lp_resolve_decode(&p1, &a1, &pool->p, 1, e - a, cur, &ra, &pr, &cf));
   pr.q = &pq, pr.out = &po;
   return lp_err_backend(ctx->vt->paged_decode(ctx, pool, &one, &pr), ctx, "paged_prefill (decode)");
 }
@@ -117,7 +124,15 @@ static lpattn_status prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn
   lpattn_attn_aux aux;
   lpattn_attn_problem pr;
   int check_finite;
-  LP_TRY(lp_resolve_decode(params, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
+  lpattn_attn_params p0;
+  lpattn_attn_params_init(&p0);
+  LP_TRY_ARG("params", lp_take_params(&p0, sizeof p0, params));
+  if (cu && p0.q_descale.data) { /* FP8_STATIC: q_descale is [num_seqs, Hkv] also when packed */
+    LP_TRY(lp_resolve_decode(&p0, NULL, pp, b.num_seqs, n, b.max_length + most, &aux, &pr,
+                             &check_finite));
+    p0.q_descale.data = NULL;
+  }
+  LP_TRY(lp_resolve_decode(&p0, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
                            &check_finite));
   LP_TRY(lp_window_backend(ctx, &pr));
   if (check_finite) {

@@ -130,6 +130,11 @@ typedef struct {
   /* NULL: any pointer the caller gives as host memory is. Else 0 when p is
    * device memory the host cannot read (arrays the API reads on the host). */
   int (*host_readable)(const void *p);
+  /* FP8_STATIC pools (lpattn_kv_pool_set_descales, checked by core): slot
+   * slots[i] takes row i of k_descale/v_descale and is emptied. NULL:
+   * UNSUPPORTED. */
+  lpattn_status (*kv_set_descales)(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
+                                   const lpattn_tensor *k_descale, const lpattn_tensor *v_descale);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

@@ -27,7 +27,8 @@ lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p)
   L->esz = p->high_dtype == LPATTN_F32 ? 4 : 2;
   L->has_low = p->precision != LPATTN_PREC_HIGH;
   L->has_high_pages = p->precision == LPATTN_PREC_HIGH || p->precision == LPATTN_PREC_THRIFT;
-  L->has_ring = L->has_low && !L->has_high_pages;
+  L->fp8s = p->precision == LPATTN_PREC_FP8_STATIC;
+  L->has_ring = L->has_low && !L->has_high_pages && !L->fp8s;
   L->has_kmean = p->pasa || p->precision == LPATTN_PREC_THRIFT;
   L->has_qmean = p->precision == LPATTN_PREC_THRIFT;
   size_t o = 0;
@@ -35,7 +36,7 @@ lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p)
     const int fp8 = L->fmt == LPATTN_FMT_FP8;
     const size_t codes = fp8 ? T * D : T * D / 2;
     const size_t ks = fp8 ? 0 : T * (D / (size_t)L->G), vs = fp8 ? 0 : D * (T / (size_t)L->G);
-    const int outer = L->fmt != LPATTN_FMT_MXFP4;
+    const int outer = L->fmt != LPATTN_FMT_MXFP4 && !L->fp8s;
     L->kc = o, o = up(o + codes, 16);
     L->ks = o, o = up(o + ks, 16);
     L->ko = o, o = up(o + (outer ? T * 4 : 0), 16);
@@ -56,6 +57,7 @@ lpattn_status lp_kv_layout_init(lp_kv_layout *L, const lpattn_kv_pool_params *p)
   L->rk = s, s = up(s + ring, 16);
   L->rv = s, s = up(s + ring, 16);
   L->qrows = s, s = up(s + (L->has_qmean ? 2 * Hq * T * D * 4 : 0), 16);
+  L->ds = s, s = up(s + (L->fp8s ? 2 * Hkv * 4 : 0), 16);
   L->slot_bytes = up(s, LP_KV_ALIGN);
   return LPATTN_OK;
 }

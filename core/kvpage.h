@@ -6,7 +6,7 @@
  *        a multiple of LP_KV_ALIGN bytes.
  * Page (one tile of T tokens, all Hkv heads), sections in this order, each
  * starting at a multiple of 16 bytes:
- *   low part, per KV head h (FP8/NVFP4/MXFP4 and THRIFT), `head_bytes` apart:
+ *   low part, per KV head h (FP8/NVFP4/MXFP4, THRIFT, FP8_STATIC), `head_bytes` apart:
  *     kc  K codes [T][D] along D (E2M1 packed two a byte, element 2k in the
  *         low nibble; FP8 one byte each)
  *     ks  K group scales [T][D/G] (E4M3 for NVFP4, E8M0 for MXFP4; none FP8)
@@ -14,6 +14,8 @@
  *     vc  V codes [D][T] along tokens, per channel
  *     vs  V group scales [D][T/G]
  *     vo  V outer f32 [D] (per channel of the tile; none MXFP4)
+ *     (FP8_STATIC: kc and vc only, E4M3 codes written as each token is
+ *     appended; the descales are the slot's)
  *   kmean f32 [Hkv][D]   key means of the tile (PASA or THRIFT)
  *   qmean f32 [Hq][D]    query tile means (THRIFT)
  *   hk, hv high_dtype [Hkv][T][D] each (HIGH and THRIFT)
@@ -26,7 +28,9 @@
  *   rk, rv high_dtype [2][Hkv][T][D]: the two newest tiles, ring index
  *         tile % 2 (FP8/NVFP4/MXFP4 only)
  *   qrows f32 [2][Hq][T][D]: query rows of the two newest query tiles, ring
- *         index tile % 2 (THRIFT only) */
+ *         index tile % 2 (THRIFT only)
+ *   ds    f32 [2][Hkv]: k_descale then v_descale of each KV head (FP8_STATIC
+ *         only; lpattn_kv_pool_set_descales) */
 #ifndef LPATTN_KVPAGE_H
 #define LPATTN_KVPAGE_H
 
@@ -52,12 +56,13 @@ typedef struct {
   int G;              /* group size of fmt; 0 for FP8 */
   int esz;            /* bytes of one high element */
   int has_low, has_high_pages, has_ring, has_kmean, has_qmean;
+  int fp8s;           /* FP8_STATIC: E4M3 codes only, written per token; slot descales */
   /* page sections (bytes from the page start; head h adds h * head_bytes) */
   size_t kc, ks, ko, vc, vs, vo, head_bytes;
   size_t kmean, qmean, hk, hv;
   size_t page_bytes;
   /* slot sections */
-  size_t rk, rv, qrows;
+  size_t rk, rv, qrows, ds;
   size_t slot_bytes;
 } lp_kv_layout;
 

@@ -7,7 +7,9 @@
 #include <sys/mman.h>
 #endif
 
+#include "error.h"
 #include "formats.h"
+#include "fp8s.h"
 #include "kvpool.h"
 #include "tiles.h"
 
@@ -59,7 +61,7 @@ const uint8_t *lp_kv_high_ptr(const lp_kv_seq *s, int v, int h, int64_t j, int64
   if (j < 0 || j > cur) return NULL;
   *n = s->len - j * T < T ? s->len - j * T : T;
   if (L->has_high_pages) return lp_kv_page_ptr(s, j) + (v ? L->hv : L->hk) + (size_t)(h * td);
-  if (j < cur - 1) return NULL; /* the ring holds the two newest tiles */
+  if (!L->has_ring || j < cur - 1) return NULL; /* the ring holds the two newest tiles */
   return s->slot + (v ? L->rv : L->rk) + (size_t)(((j % 2) * L->Hkv + h) * td);
 }
 
@@ -75,10 +77,12 @@ int64_t lp_kv_seq_read_high(const lp_kv_seq *s, int h, int64_t j, float *k, floa
 int lp_kv_seq_read_low(const lp_kv_seq *s, int h, int64_t j, float *k, float *v) {
   const lp_kv_layout *L = &s->L;
   const int64_t T = L->T, D = L->D, G = L->G;
-  if (!L->has_low || j < 0 || (j + 1) * T > s->len) return 0;
+  /* FP8_STATIC pages hold the codes of every token appended so far */
+  if (!L->has_low || j < 0 || (L->fp8s ? j * T >= s->len : (j + 1) * T > s->len)) return 0;
+  const int64_t n = s->len - j * T < T ? s->len - j * T : T;
   const uint8_t *p = lp_kv_page_ptr(s, j) + (size_t)h * L->head_bytes;
   const float *ko = (const float *)(p + L->ko), *vo = (const float *)(p + L->vo);
-  const int outer = L->fmt != LPATTN_FMT_MXFP4;
+  const int outer = L->fmt != LPATTN_FMT_MXFP4 && !L->fp8s;
   /* Stack scratch (T <= 256, D <= LP_KV_DIM_MAX): readers may run on several threads. */
   uint8_t codes[LP_KV_DIM_MAX];
   float col[256];
@@ -93,7 +97,9 @@ int lp_kv_seq_read_low(const lp_kv_seq *s, int h, int64_t j, float *k, float *v)
                          (int)T, col);
     for (int64_t r = 0; r < T; r++) v[r * D + d] = col[r];
   }
-  return 1;
+  /* rows past the tokens present are zero: a page's bytes past them are not this sequence's */
+  for (int64_t e = n * D; e < T * D; e++) k[e] = v[e] = 0.0f;
+  return (int)n;
 }
 
 const float *lp_kv_seq_kmean(const lp_kv_seq *s, int h, int64_t j) {
@@ -160,6 +166,7 @@ static void complete_tile(const writer *w, const lp_kv_seq *s, int64_t j) {
   uint8_t *page = lp_kv_page_ptr(s, j);
   const lp_quant_cfg cfg = {L->fmt, 0, 0, w->p->mx_scale_round_up != 0};
   uint8_t codes[LP_KV_DIM_MAX], scales[LP_KV_DIM_MAX];
+  if (L->fp8s) return; /* its codes were written token by token */
   for (int h = 0; h < L->Hkv; h++) {
     int64_t n;
     const uint8_t *hk = lp_kv_high_ptr(s, 0, h, j, &n), *hv = lp_kv_high_ptr(s, 1, h, j, &n);
@@ -219,6 +226,26 @@ static int put_q(const lp_kv_layout *L, uint8_t *slot, int64_t p, const lpattn_t
   return bad;
 }
 
+/* FP8_STATIC: token t of sequence i (position s->len - 1), KV head h, cast
+ * into its page by the slot's descales (SPEC 11: E4M3(x / descale), RNE,
+ * saturating); channels past the true widths are code 0. 1 if non-finite. */
+static int put_fp8s(const lp_kv_seq *s, const lpattn_tensor *k, const lpattn_tensor *v, int64_t i,
+                    int64_t t, int h) {
+  const lp_kv_layout *L = &s->L;
+  const int64_t T = L->T, D = L->D, p = s->len - 1, r = p % T;
+  const float *ds = lp_kv_seq_descales(s);
+  uint8_t *c = lp_kv_page_ptr(s, p / T) + (size_t)h * L->head_bytes;
+  int bad = 0;
+  for (int64_t d = 0; d < D; d++) {
+    const float kx = d < L->Dk ? lp_load_f32(k->data, k->dtype, off4(k, i, h, t, d)) : 0.0f;
+    const float vx = d < L->Dv ? lp_load_f32(v->data, v->dtype, off4(v, i, h, t, d)) : 0.0f;
+    c[L->kc + r * D + d] = lp_fp8s_code(kx, ds[h]);
+    c[L->vc + d * T + r] = lp_fp8s_code(vx, ds[L->Hkv + h]);
+    bad |= !isfinite(kx) || !isfinite(vx);
+  }
+  return bad;
+}
+
 static void reset_slot(const lp_kv_layout *L, uint8_t *slot) {
   *(int64_t *)slot = 0;
   *(int32_t *)(slot + 8) = 0;
@@ -247,7 +274,8 @@ lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
       const int64_t p = s.len, j = p / T, r = p % T;
       if (r == 0 && j >= 2 && L->has_qmean) freeze_qtile(L, &s, j - 2);
       s.len = p + 1; /* the readers now see tile j with r + 1 tokens */
-      for (int h = 0; h < L->Hkv; h++) {
+      for (int h = 0; L->fp8s && h < L->Hkv; h++) bad |= put_fp8s(&s, k, v, i, t, h);
+      for (int h = 0; !L->fp8s && h < L->Hkv; h++) {
         int64_t n;
         uint8_t *hk = (uint8_t *)lp_kv_high_ptr(&s, 0, h, j, &n);
         uint8_t *hv = (uint8_t *)lp_kv_high_ptr(&s, 1, h, j, &n);
@@ -284,6 +312,34 @@ lpattn_status lp_host_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t s
   lp_kv_layout_init(&L, &pool->p);
   if (src != dst)
     memcpy(pool->mem + lp_kv_slot_off(&L, dst), pool->mem + lp_kv_slot_off(&L, src), L.slot_bytes);
+  return LPATTN_OK;
+}
+
+lpattn_status lp_kv_check_descales(const lpattn_kv_pool *pool, const lp_kv_layout *L, int64_t i,
+                                   int32_t slot) {
+  const float *ds = (const float *)(pool->mem + lp_kv_slot_off(L, slot) + L->ds);
+  for (int h = 0; h < 2 * L->Hkv; h++)
+    if (!(isfinite(ds[h]) && ds[h] > 0.0f))
+      return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "batch.slots[%lld] = %d has no descales (its %s_descale"
+                     "[%d] = %g): an FP8_STATIC slot is set up by lpattn_kv_pool_set_descales",
+                     (long long)i, (int)slot, h < L->Hkv ? "k" : "v", h % L->Hkv, (double)ds[h]);
+  return LPATTN_OK;
+}
+
+lpattn_status lp_host_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
+                                   const lpattn_tensor *k_descale, const lpattn_tensor *v_descale) {
+  (void)ctx;
+  lp_kv_layout L;
+  lp_kv_layout_init(&L, &pool->p);
+  for (int64_t i = 0; i < slots->shape[3]; i++) {
+    uint8_t *slot = pool->mem + lp_kv_slot_off(&L, id_at(slots, i));
+    float *ds = (float *)(slot + L.ds);
+    reset_slot(&L, slot); /* a new sequence: no tokens yet */
+    for (int64_t h = 0; h < L.Hkv; h++) {
+      ds[h] = lp_load_f32(k_descale->data, LPATTN_F32, off4(k_descale, 0, 0, i, h));
+      ds[L.Hkv + h] = lp_load_f32(v_descale->data, LPATTN_F32, off4(v_descale, 0, 0, i, h));
+    }
+  }
   return LPATTN_OK;
 }
 

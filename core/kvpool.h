@@ -59,8 +59,15 @@ const uint8_t *lp_kv_high_ptr(const lp_kv_seq *s, int v, int h, int64_t j, int64
 int64_t lp_kv_seq_read_high(const lp_kv_seq *s, int h, int64_t j, float *k, float *v);
 
 /* Dequantized completed tile j, [T x D] each (k holds k - beta * Kbar_j under
- * PASA). Returns 0 when tile j is not quantized (incomplete, or HIGH). */
+ * PASA). Returns its tokens (T; FP8_STATIC: the tokens present, also of the
+ * last partial tile, as their code values, rows past them zero), or 0 when
+ * tile j is not quantized (incomplete, or HIGH). */
 int lp_kv_seq_read_low(const lp_kv_seq *s, int h, int64_t j, float *k, float *v);
+
+/* FP8_STATIC: the slot's k_descale [Hkv] then v_descale [Hkv]. */
+static inline const float *lp_kv_seq_descales(const lp_kv_seq *s) {
+  return (const float *)(s->slot + s->L.ds);
+}
 
 /* Key mean of completed tile j (D floats), or NULL. */
 const float *lp_kv_seq_kmean(const lp_kv_seq *s, int h, int64_t j);
@@ -75,6 +82,14 @@ void lp_host_pool_fini(lpattn_kv_pool *pool);
 lpattn_status lp_host_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                 const lpattn_kv_append_call *call);
 lpattn_status lp_host_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
+/* FP8_STATIC: INVALID_ARGUMENT unless slot `slot` (batch entry i) holds
+ * descales that are finite and > 0 (set by lpattn_kv_pool_set_descales). */
+lpattn_status lp_kv_check_descales(const lpattn_kv_pool *pool, const lp_kv_layout *L, int64_t i,
+                                   int32_t slot);
+/* FP8_STATIC: slot slots[i] gets descales row i of k_descale and v_descale
+ * ({1, 1, n, Hkv}) and is emptied (length 0). */
+lpattn_status lp_host_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
+                                   const lpattn_tensor *k_descale, const lpattn_tensor *v_descale);
 
 /* Records the queries q [num_seqs, Hq, Sq, D] of each sequence's last Sq
  * positions in its slot (THRIFT; a no-op otherwise), as decode does. */

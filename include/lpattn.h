@@ -339,8 +339,12 @@ typedef struct {
    * [b, h]); GPU backends check shape and dtype only (descales are device
    * memory): there a non-finite or non-positive descale gives that head's
    * rows unspecified values. CUDA takes block_k = 64. The backward answers
-   * UNSUPPORTED; KV caches and paged pools have no FP8_STATIC format yet
-   * (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
+   * UNSUPPORTED; lpattn_kv_cache has no FP8_STATIC format (INVALID_ARGUMENT).
+   * Paged pools of precision FP8_STATIC (lpattn_kv_pool_params) hold the
+   * k/v descales per (slot, KV head) (lpattn_kv_pool_set_descales): their
+   * decode and prefill take q_descale {1, 1, num_seqs, Hkv} here (NULL = 1;
+   * q is f32/f16/bf16, cast by the call) and k_descale/v_descale must stay
+   * NULL (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
   lpattn_tensor q_descale, k_descale, v_descale;
   /* Sliding window (FlashAttention's window_size; docs/SEMANTICS.md "Sliding
    * window and softcap"): query row r sees key c iff
@@ -531,16 +535,19 @@ LPATTN_API lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache,
  *   in the pool's format: under FP8/NVFP4/MXFP4 the quantized tile only
  *   (codes, group scales, outer scales; its key mean under PASA); under HIGH
  *   the tile in high_dtype; under THRIFT both, plus the key and query tile
- *   means that selection reads.
+ *   means that selection reads; under FP8_STATIC (SPEC 11) E4M3 codes only.
  * - A sequence slot holds what SPEC 4 keeps high for one sequence under
  *   FP8/NVFP4/MXFP4: the current, incomplete tile and the tile before it (they
  *   can be diagonal tiles of the rows being decoded); under THRIFT, the query
- *   rows of its two newest query tiles. A sequence in flight owns one slot.
+ *   rows of its two newest query tiles; under FP8_STATIC its k/v descales
+ *   (lpattn_kv_pool_set_descales), nothing high. A sequence in flight owns
+ *   one slot.
  * - A sequence is (slot, page table, length): page i of its table holds
  *   tokens [i*T, (i+1)*T). A page is written when its first token is
- *   appended (HIGH/THRIFT) or once, when it completes (FP8/NVFP4/MXFP4), and
- *   never again: completed pages can be shared between sequences (prefix
- *   sharing); a page that is not complete belongs to one sequence.
+ *   appended (HIGH/THRIFT; FP8_STATIC: each token's codes as it comes) or
+ *   once, when it completes (FP8/NVFP4/MXFP4), and never again: completed
+ *   pages can be shared between sequences (prefix sharing); a page that is
+ *   not complete belongs to one sequence.
  * - Results never depend on where pages sit in the pool, nor on the other
  *   sequences of a batch (bitwise): the split of a sequence's context into
  *   parallel chunks depends only on that sequence.
@@ -558,7 +565,14 @@ typedef struct {
   int num_kv_heads, num_q_heads, head_dim;
   int page_size;              /* tokens per page = tile; default 64 */
   lpattn_dtype high_dtype;    /* F16 (default) or BF16; F32 on host backends */
-  lpattn_precision precision; /* HIGH, FP8, NVFP4 (default), MXFP4 or THRIFT */
+  lpattn_precision precision; /* HIGH, FP8, NVFP4 (default), MXFP4, THRIFT or
+                                 FP8_STATIC: pages of E4M3 codes only (K [T][D],
+                                 V [D][T] per KV head: 2 * D bytes per token and
+                                 KV head, 2048 at 8 heads x D 128), every token
+                                 written as it is appended (no high ring, no page
+                                 scales), per-(slot, KV head) descales set by
+                                 lpattn_kv_pool_set_descales; no pasa
+                                 (INVALID_ARGUMENT); host backends for now */
   lpattn_format thrift_low;   /* THRIFT: format of the quantized copies */
   int pasa;                   /* store K shifted by beta * tile mean (SPEC 6) */
   float pasa_beta;            /* 0 = lpattn_pasa_beta(F16, page_size) */
@@ -665,9 +679,32 @@ LPATTN_API lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool,
 /* Copy slot src's state to slot dst (fork a sequence: share the source's
  * completed pages in the new table, give it its own page for the incomplete
  * tile, then copy the slot). Tokens of the incomplete tile live in the slot
- * (FP8/NVFP4/MXFP4) or in its page (HIGH/THRIFT: copy that page too). */
+ * (FP8/NVFP4/MXFP4) or in its page (HIGH/THRIFT/FP8_STATIC: copy that page
+ * too). An FP8_STATIC slot's descales are copied with it. */
 LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src,
                                              int32_t dst);
+/* Set up the slots of new sequences of an FP8_STATIC pool (SPEC 11, the FP8
+ * KV cache of vLLM/FlashInfer): slot slots[i] takes the f32 descales
+ * k_descale[i, h] and v_descale[i, h] of each KV head h and is emptied
+ * (length 0, as an append with length 0). slots I32 {1, 1, 1, n}, no slot
+ * twice; k_descale, v_descale F32 {1, 1, n, Hkv} (any strides); all in
+ * backend memory (device memory on GPU backends, so the call can be
+ * captured in a graph). Append then stores each token as the E4M3 codes
+ * E4M3(k / k_descale), E4M3(v / v_descale) (RNE, saturating at 448), and
+ * decode/prefill read value = code * descale. The descales hold for the
+ * sequence's whole life: call this before its first append, not between
+ * (it empties the slot); lpattn_kv_slot_copy copies them with the slot. A
+ * completed page shared between sequences is read with each reader's
+ * descales: share pages only between sequences with equal descales. Host
+ * backends reject a descale that is not finite and > 0 (INVALID_ARGUMENT,
+ * naming it and its [i, h]), a slot out of range or twice, and an append or
+ * decode of a slot whose descales were never set (INVALID_ARGUMENT), before
+ * writing anything. Another pool precision: INVALID_ARGUMENT. CUDA/HIP:
+ * FP8_STATIC pools are UNSUPPORTED for now. */
+LPATTN_API lpattn_status lpattn_kv_pool_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool,
+                                                     const lpattn_tensor *slots,
+                                                     const lpattn_tensor *k_descale,
+                                                     const lpattn_tensor *v_descale);
 /* Batched decode: q [num_seqs, Hq, Sq, D] holds the queries of each
  * sequence's last Sq positions (1 <= Sq <= page_size; Sq > 1 for speculative
  * decoding), attending causally to lengths[i] tokens. out like q. aux: lse,

@@ -103,6 +103,7 @@ struct DecJob {
   int qfmt, pfmt, fp4;     // QP_* formats of Q/K/V and of P; FP4 codes
   int gshift;              // log2 of the FP4 group size
   int thrift, pasa;
+  int fp8s;                    // FP8_STATIC pool: codes without scales, the slot's descales
   float beta;                  // PASA: the pool's resolved beta
   float e4m3[256], e8m0[256];  // decoded scale codes
   std::vector<DecSeq> seqs;

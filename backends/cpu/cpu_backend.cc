@@ -291,6 +291,7 @@ const lpattn_backend_vtable kCpuVtable = {
     nullptr,  // decode_run
     nullptr,  // decode_plan_free
     nullptr,  // host_readable: every pointer is
+    lp_host_set_descales,
 };
 }  // namespace
 

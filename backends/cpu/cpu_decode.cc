@@ -58,6 +58,7 @@ lpattn_status PagedDecode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv
   job.low = pp.precision != LPATTN_PREC_HIGH;
   job.thrift = pp.precision == LPATTN_PREC_THRIFT;
   job.pasa = pp.pasa != 0, job.beta = pp.pasa_beta;
+  job.fp8s = pp.precision == LPATTN_PREC_FP8_STATIC;
   job.qfmt = QpFormat(pr->low);
   job.pfmt = job.qfmt == QP_FP8 ? QP_FP8_P : job.qfmt;
   job.fp4 = pr->low != LPATTN_FMT_FP8;

@@ -408,7 +408,7 @@ HWY_INLINE void LowLineOf(const DecJob &job, const LowTile &t, int v, int64_t i,
   const int64_t n = v ? job.T : job.D, ng = n >> job.gshift;
   ln->n = n;
   ln->codes = t.p + (v ? L.vc : L.kc) + (job.fp4 ? i * (n >> 1) : i * n);
-  ln->outer = L.fmt == LPATTN_FMT_MXFP4 ? 1.0f : ((const float *)(t.p + (v ? L.vo : L.ko)))[i];
+  ln->outer = L.fmt == LPATTN_FMT_MXFP4 || L.fp8s ? 1.0f : ((const float *)(t.p + (v ? L.vo : L.ko)))[i];
   if (!job.fp4) return;
   const uint8_t *scales = t.p + (v ? L.vs : L.ks) + i * ng;
   const float *tab = L.fmt == LPATTN_FMT_MXFP4 ? job.e8m0 : job.e4m3;

@@ -89,8 +89,8 @@ HWY_INLINE void Fp8LinesLow(const DecJob &job, const LowTile &t, int v, int64_t 
   const lp_kv_layout &L = *t.L;
   const int64_t n = v ? job.T : job.D;
   const uint8_t *codes = t.p + (v ? L.vc : L.kc) + i * n;
-  const float *outer = (const float *)(t.p + (v ? L.vo : L.ko)) + i;
-  SumLines([&](int k) { return Fp8Acc(codes + k * n, outer[k], n, x); }, out, add);
+  const float *outer = (const float *)(t.p + (v ? L.vo : L.ko)) + i;  // FP8_STATIC: none, 1
+  SumLines([&](int k) { return Fp8Acc(codes + k * n, L.fp8s ? 1.0f : outer[k], n, x); }, out, add);
 #else
   (void)job, (void)t, (void)v, (void)i, (void)x, (void)out, (void)add;
 #endif

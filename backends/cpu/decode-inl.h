@@ -15,6 +15,7 @@
 #include "decode-fmt-inl.h"
 #include "decode-int-x86-inl.h"  // (and decode-int-inl.h)
 #include "decode-fp8-x86-inl.h"
+#include "fp8s.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn_cpu {
@@ -124,6 +125,9 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     first.Plan(1);
     first.Step();
   }
+  // FP8_STATIC (SPEC 11, as attn-inl.h): the slot's k/v descales, the call's q_descale
+  const float *ds = job.fp8s ? lp_kv_seq_descales(&sq.s) : nullptr;
+  const float qd = lp_fp8s_descale(pr.q_descale, sq.b, h), od = job.fp8s ? ds[L.Hkv + h] : 1.0f;
   for (int64_t g = 0; g < G; g++) {
     RowModes(job, sq, h, g, i1, w, mode + (g * 2 + 1) * nt, j0, j1);
     if (i0 != i1) RowModes(job, sq, h, g, i0, w, mode + g * 2 * nt, j0, j1);
@@ -141,7 +145,10 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
 #if LP_DEC_INT
     if (use_int) ToIntRow(job, q + r * D, D, false, &w->sc, &qi[r]);
 #endif
-    if (job.low) {
+    if (job.fp8s) {  // Q^: E4M3(q / q_descale) as code values (channels past q's: zero)
+      lp_fp8s_row(pr.q, lp_off4(pr.q, sq.b, hq, qr, 0), pr.q->stride[3], pr.q->shape[3], qd, ql + r * D);
+      for (int64_t d = pr.q->shape[3]; d < D; d++) ql[r * D + d] = 0.0f;
+    } else if (job.low) {
       QuantizePRow(job.qfmt, pr.mx_round_up, q + r * D, D, &w->sc, kd);
       if (job.fp4) Fp4Order(kd, D, ql + r * D);
       else memcpy(ql + r * D, kd, sizeof(float) * (size_t)D);
@@ -149,7 +156,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
     lpk_row_init(&rows[r]);
     for (int64_t d = 0; d < D; d++) acc[r * D + d] = 0.0f;
   }
-  const float ss = pr.sm_scale;
+  const float ss = job.fp8s ? qd * ds[h] * pr.sm_scale : pr.sm_scale;
   for (int64_t j = j0; j <= j1; j++) {
     NextTile nx = j < j1 ? NextOf(job, sq, h, j + 1, mode, nt) : NextTile();
     for (int md = LP_MODE_HIGH; md <= LP_MODE_LOW; md++) {
@@ -283,7 +290,19 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
           else memcpy(Pp + r * T, p, sizeof(float) * (size_t)T);
         }
       }
-      if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
+      bool clip = false;  // FP8_STATIC: a row's keys outside [nf, nvis) may be another's (or stale)
+      for (int64_t l = 0; job.fp8s && l < n; l++) clip |= nf[list[l]] > 0 || nvis[list[l]] < T;
+      if (clip) {  // V codes outside each row's run never reach it (SPEC 4)
+        alignas(64) float vr[256];
+        for (int64_t d = 0; d < D; d++) {
+          DecodeLow(job, lt, 1, d, vd);
+          for (int64_t l = 0; l < n; l++) {
+            const int64_t r = list[l];
+            for (int64_t c = 0; c < T; c++) vr[c] = c >= nf[r] && c < nvis[r] ? vd[c] : 0.0f;
+            acc[r * D + d] += Dot(Pp + r * T, vr, T);
+          }
+        }
+      } else if (low) {  // acc[d] += P^ . V[:, d], a channel at a time
 #if LP_DEC_INT
         if (use_int8) {
           ScaleLanes(job, lt, 1, pi[list[0]].idx, sl);
@@ -342,7 +361,7 @@ HWY_INLINE void DecodeItem(const DecJob &job, int64_t item, DecScratch *w) {
   for (int64_t r = 0; r < R; r++) {
     float inv_l, lse, ent;
     lpk_row_finish(&rows[r], &inv_l, &lse, &ent);
-    for (int64_t d = 0; d < D; d++) out[r * (D + 2) + d] = acc[r * D + d] * inv_l;
+    for (int64_t d = 0; d < D; d++) out[r * (D + 2) + d] = acc[r * D + d] * inv_l * od;  // x * 1: exact
     out[r * (D + 2) + D] = lse, out[r * (D + 2) + D + 1] = ent;
   }
 }

@@ -48,4 +48,5 @@ const lpattn_backend_vtable lpattn_ref_backend = {
     .slot_copy = lp_host_slot_copy,
     .paged_decode = ref_paged_decode,
     .backward = ref_backward,
+    .kv_set_descales = lp_host_set_descales,
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8s.h"
 #include "kvpool.h"
 #include "ref_internal.h"
 #include "tiles.h"
@@ -69,13 +70,21 @@ static void merge_chunk(int64_t D, int first, float *o, float lse, float h, floa
 /* Rows ra..rb-1 of the call (slot positions row0 + r) all lie in query tile
  * i; the slot's tiles are 0..jl (jl < i: an earlier shard, every tile full). */
 static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem *pr,
-                                 const ref_cfg *cfg, decode_buf *bf, int64_t s, int64_t hq,
+                                 const ref_cfg *cfg0, decode_buf *bf, int64_t s, int64_t hq,
                                  int64_t i, int64_t ra, int64_t rb, int k) {
   const lpattn_kv_pool_params *pp = &sq->pool->p;
-  const int64_t T = pp->page_size, D = cfg->D, row0 = lp_kv_seq_row0(sq, pr->Sq);
+  const int64_t T = pp->page_size, D = cfg0->D, row0 = lp_kv_seq_row0(sq, pr->Sq);
   const int64_t jl = (sq->len - 1) / T < i ? (sq->len - 1) / T : i;
   const int hk = (int)(hq / (pp->num_q_heads / pp->num_kv_heads));
   const int thrift = pp->precision == LPATTN_PREC_THRIFT;
+  ref_cfg fc = *cfg0;
+  const ref_cfg *cfg = &fc;
+  if (sq->L.fp8s) { /* SPEC 11 with the slot's descales (ref_attention.c's factors) */
+    const float *ds = lp_kv_seq_descales(sq);
+    fc.fp8s = 1;
+    fc.s_mul = (double)lp_fp8s_descale(pr->q_descale, s, hk) * ds[hk] * pr->sm_scale;
+    fc.o_mul = (double)ds[pp->num_kv_heads + hk] / 448.0;
+  }
   /* Absolute positions, causal and the sliding window: without a window,
    * tiles j < i are full and tile i diagonal; a tile outside the window of
    * rows ra..rb-1 is skipped and none of its pages is read. */
@@ -97,7 +106,12 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
     if (bf->kind[j] == LP_TILE_DIAG) bf->mode[j] = LP_MODE_LOW;
   int any_low = 0;
   for (int64_t j = 0; j <= jl; j++) any_low |= bf->mode[j] == LP_MODE_LOW;
-  if (any_low) ref_quant_rows(cfg, bf->Q + ra * D, rb - ra, bf->Qd + ra * D);
+  if (any_low && cfg->fp8s) { /* Q^: the code values of E4M3(q / q_descale) */
+    const float qd = lp_fp8s_descale(pr->q_descale, s, hk);
+    for (int64_t e = ra * D; e < rb * D; e++) bf->Qd[e] = lpattn_e4m3_to_f32(lp_fp8s_code(bf->Q[e], qd));
+  } else if (any_low) {
+    ref_quant_rows(cfg, bf->Q + ra * D, rb - ra, bf->Qd + ra * D);
+  }
 
   for (int64_t c0 = 0, c1; c0 <= jl; c0 = c1 + 1) {
     c1 = lp_decode_chunk_start(lp_decode_chunk_of(c0, sq->tile0) + 1, sq->tile0) - 1;
@@ -107,7 +121,8 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
       if (bf->mode[j] == LP_MODE_SKIP) continue; /* outside the window */
       ref_tile t = {bf->mode[j] == LP_MODE_LOW, T, bf->kt, bf->vt, NULL};
       if (t.low) {
-        if (!lp_kv_seq_read_low(sq, hk, j, bf->kt, bf->vt)) return LPATTN_ERR_BACKEND;
+        t.nk = lp_kv_seq_read_low(sq, hk, j, bf->kt, bf->vt); /* T, or FP8_STATIC's tokens */
+        if (!t.nk) return LPATTN_ERR_BACKEND;
       } else {
         t.nk = lp_kv_seq_read_high(sq, hk, j, bf->kt, bf->vt);
         if (t.nk < 0) return LPATTN_ERR_BACKEND;
@@ -130,6 +145,7 @@ static lpattn_status decode_tile(const lp_kv_seq *sq, const lpattn_attn_problem 
     }
     for (int64_t r = ra; r < rb; r++) {
       float lse, h;
+      for (int64_t d = 0; cfg->fp8s && d < D; d++) bf->rows[r].acc[d] *= cfg->o_mul;
       ref_row_finish(&bf->rows[r], D, bf->o, &lse, &h);
       merge_chunk(D, c0 == 0, bf->o, lse, h, bf->mo + r * (D + 2));
     }

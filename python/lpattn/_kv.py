@@ -4,8 +4,10 @@ uint8 tensor the caller owns, page tables and lengths are int32 tensors
 import ctypes
 
 from . import _dlpack, _fast, _lib
-from ._api import (INT32, INT64, _alloc, _choice, _int, _views, attn_params, _row_outputs,
-                   shared_params_addr)
+import types
+
+from ._api import (INT32, INT64, _alloc, _choice, _descales, _int, _views, attn_params,
+                   _row_outputs, shared_params_addr)
 from ._context import context
 from .errors import call, check
 
@@ -58,7 +60,11 @@ class KVPool:
 
     precision is required (there is no lossy default): "high" keeps pages
     in high_dtype, "fp8" / "nvfp4" / "mxfp4" / "thrift" store completed
-    pages quantized. page_size: a multiple of 32 in [32, 256] (a page is a
+    pages quantized; "fp8_static" (SPEC 11, vLLM/FlashInfer's FP8 KV cache)
+    stores E4M3 codes only (2 * head_dim bytes a token and KV head) under
+    per-(sequence, KV head) descales that set_descales gives each new
+    sequence's slot before its first append (decode/prefill take
+    q_descale; ref and cpu backends for now). page_size: a multiple of 32 in [32, 256] (a page is a
     tile; see lpattn.serving for engines with 16-token blocks). head_dim_v:
     V's (and out's) head dim where it differs (MLA: head_dim 576, head_dim_v
     512; append's v may be a view k[..., :512]); CPU and ref backends.
@@ -165,6 +171,36 @@ class KVPool:
              ctypes.byref(ts[1]), ctypes.byref(ts[2]) if q is not None else None)
         del keep
 
+    def set_descales(self, slots, k_descale, v_descale):
+        """Set up new sequences of an "fp8_static" pool (lpattn.h
+        lpattn_kv_pool_set_descales): slot slots[i] takes k_descale[i, h] and
+        v_descale[i, h] (float32 [num_seqs, Hkv] on the pool's device, or one
+        number for all) and is emptied. Appends then store E4M3(k / k_descale),
+        E4M3(v / v_descale); call it before a sequence's first append."""
+        self._live()
+        slots = as_int32(slots, "slots")
+        (sv,) = _views(("slots", slots), kind="index")
+        sv.need_rank(1, "[num_seqs] int32")
+        n, hkv = sv.shape[0], self.params.num_kv_heads
+        holder = types.SimpleNamespace()
+        keep = _descales(holder, self.memory, sv, n, hkv,
+                         (("k_descale", k_descale), ("v_descale", v_descale)))
+        for name in ("k_descale", "v_descale"):
+            if not hasattr(holder, name):
+                raise ValueError(f"set_descales: {name} is required")
+        self._sync_stream(self.memory)
+        call("kv_pool_set_descales", self._ctx.handle, self.handle,
+             ctypes.byref(sv.tensor(shape4=True)), ctypes.byref(holder.k_descale),
+             ctypes.byref(holder.v_descale))
+        del keep
+
+    def _q_descale(self, p, q, qv, num_seqs, q_descale):
+        """An "fp8_static" pool's q_descale ([num_seqs, Hkv] or one number) into p."""
+        if q_descale is None:
+            return []
+        return _descales(p, q, qv, num_seqs, self.params.num_kv_heads,
+                         (("q_descale", q_descale),))
+
     def slot_copy(self, src, dst):
         """Copy slot src's state to slot dst (fork a sequence)."""
         self._live()
@@ -173,7 +209,7 @@ class KVPool:
     def decode(self, q, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
                return_entropy=False, out=None, kv_start=None, q_start=None, window=None,
-               softcap=None):
+               softcap=None, q_descale=None):
         """Batched decode: q [num_seqs, Hq, Sq, D] (Sq <= page_size) are the
         queries of each sequence's last Sq positions, attending causally to
         lengths[i] tokens (more new tokens: prefill, which appends them). Returns out like q (and lse / entropy [num_seqs,
@@ -190,9 +226,12 @@ class KVPool:
         window=(left, right) (right is moot: decode is causal): each row sees
         the keys at positions p - left .. p; pages wholly before the window
         are not read. softcap: s = softcap * tanh(s / softcap). Host
-        backends (docs/SEMANTICS.md "Sliding window and softcap")."""
+        backends (docs/SEMANTICS.md "Sliding window and softcap").
+
+        q_descale ("fp8_static" pools): float32 [num_seqs, Hkv] or one
+        number; q is cast to E4M3(q / q_descale) (None: 1)."""
         if (_fast.mod is not None and self.handle and max_length is not None and kv_start is None
-                and q_start is None and not (return_lse or return_entropy)):
+                and q_start is None and q_descale is None and not (return_lse or return_entropy)):
             addr = shared_params_addr(self._precision, True, sm_scale, thrift_budget, thrift_k,
                                       check_finite=check_finite, window=window, softcap=softcap)
             r = addr and _fast.mod.decode(self._ctx, self.handle.value, q, slots, lengths,
@@ -217,6 +256,7 @@ class KVPool:
         tq = qv.tensor(layout="[num_seqs, Hq, Sq, head_dim]")
         p = attn_params(self._precision_name(), True, sm_scale, thrift_budget, thrift_k,
                         check_finite=check_finite, window=window, softcap=softcap)
+        keep = (keep, self._q_descale(p, q, qv, b.num_seqs, q_descale))
         self._sync_stream(q)
         if out is None:
             dv = self._dv  # MLA: out at head_dim_v
@@ -232,7 +272,8 @@ class KVPool:
 
     def prefill(self, q, k, v, slots, lengths, page_table, *, max_length=None, sm_scale=None,
                 thrift_budget=None, thrift_k=None, check_finite=False, return_lse=False,
-                return_entropy=False, out=None, window=None, softcap=None, cu_seqlens=None):
+                return_entropy=False, out=None, window=None, softcap=None, cu_seqlens=None,
+                q_descale=None):
         """Prefill against the pool (FlashInfer's BatchPrefillWithPagedKVCache,
         SGLang's "extend"; lpattn.h lpattn_paged_prefill): appends n new
         tokens to each sequence (k, v [num_seqs, Hkv, n, D], q [num_seqs, Hq,
@@ -251,7 +292,8 @@ class KVPool:
         sequence's new tokens one after another, sequence i's count
         cu_seqlens[i + 1] - cu_seqlens[i] (0: the sequence is skipped).
         Returns out [total, Hq, head_dim_v] (lse / entropy [Hq, total]); each
-        row is bitwise the one prefill of that sequence alone gives."""
+        row is bitwise the one prefill of that sequence alone gives.
+        q_descale: as decode's ([num_seqs, Hkv] also with cu_seqlens)."""
         self._live()
         if cu_seqlens is not None:
             return self._prefill_varlen(q, k, v, slots, lengths, page_table, cu_seqlens,
@@ -259,12 +301,13 @@ class KVPool:
                                         attn_params(self._precision_name(), True, sm_scale,
                                                     thrift_budget, thrift_k,
                                                     check_finite=check_finite, window=window,
-                                                    softcap=softcap))
+                                                    softcap=softcap), q_descale)
         b, keep = self._batch(slots, lengths, page_table, max_length)
         vs = _views(("q", q), ("k", k), ("v", v), kind="float")
         tq, tk, tv = (x.tensor(layout="[num_seqs, heads, n, head_dim]") for x in vs)
         p = attn_params(self._precision_name(), True, sm_scale, thrift_budget, thrift_k,
                         check_finite=check_finite, window=window, softcap=softcap)
+        keep = (keep, self._q_descale(p, q, vs[0], b.num_seqs, q_descale))
         self._sync_stream(q)
         if out is None:
             dv = self._dv
@@ -280,7 +323,7 @@ class KVPool:
         return (out, *rows) if rows else out
 
     def _prefill_varlen(self, q, k, v, slots, lengths, page_table, cu_seqlens, max_length, out,
-                        return_lse, return_entropy, p):
+                        return_lse, return_entropy, p, q_descale=None):
         from ._varlen import _cu_tensor, _host_cu, _packed, _packed_rows
         b, keep = self._batch(slots, lengths, page_table, max_length)
         cu, vals = _host_cu("cu_seqlens", cu_seqlens)
@@ -289,6 +332,7 @@ class KVPool:
                              f"{b.num_seqs + 1}")
         vs = _views(("q", q), ("k", k), ("v", v), kind="float")
         tq, tk, tv = (_packed(x) for x in vs)
+        keep = (keep, self._q_descale(p, q, vs[0], b.num_seqs, q_descale))
         self._sync_stream(q)
         T, H = tq.shape[2], tq.shape[1]
         if out is None:
@@ -311,7 +355,7 @@ class KVPool:
         them in place between runs); max_length: the largest length any run
         will see. Keywords as decode (sm_scale, thrift_budget, thrift_k,
         check_finite, return_lse, return_entropy, kv_start, q_start, window,
-        softcap).
+        softcap, q_descale).
 
             plan = pool.plan_decode(q, slots, lengths, table, max_length=4096, out=out)
             plan.run(q, out)     # on a GPU: capturable in torch.cuda.graph"""

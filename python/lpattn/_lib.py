@@ -155,6 +155,7 @@ _protos = {
     "lpattn_kv_append": (_st, [_ctx, ctypes.c_void_p, _P(Batch), _P(Tensor), _P(Tensor),
                                _P(Tensor)]),
     "lpattn_kv_slot_copy": (_st, [_ctx, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]),
+    "lpattn_kv_pool_set_descales": (_st, [_ctx, ctypes.c_void_p] + [_P(Tensor)] * 3),
     "lpattn_paged_decode": (_st, [_ctx, ctypes.c_void_p, _P(Batch), _P(Tensor), _P(Tensor),
                                   _P(AttnParams), _P(AttnAux)]),
     "lpattn_paged_prefill": (_st, [_ctx, ctypes.c_void_p, _P(Batch)] + [_P(Tensor)] * 4 +

@@ -155,7 +155,7 @@ class DecodePlan(_Plan):
     def __init__(self, pool, q, slots, lengths, page_table, *, max_length, out=None,
                  sm_scale=None, thrift_budget=None, thrift_k=None, check_finite=False,
                  return_lse=False, return_entropy=False, kv_start=None, q_start=None,
-                 window=None, softcap=None):
+                 window=None, softcap=None, q_descale=None):
         _flush_deferred()
         pool._live()
         if max_length is None:
@@ -179,6 +179,7 @@ class DecodePlan(_Plan):
         tq = qv.tensor(layout="[num_seqs, Hq, Sq, head_dim]")
         p = attn_params(pool._precision_name(), True, sm_scale, thrift_budget, thrift_k,
                         check_finite=check_finite, window=window, softcap=softcap)
+        keep = (keep, pool._q_descale(p, q, qv, b.num_seqs, q_descale))  # fp8_static pools
         pool._sync_stream(q)
         if out is None:
             out = _alloc(q, qv.shape, _dlpack.NAMES[qv.dtype])

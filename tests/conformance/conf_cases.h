@@ -9,6 +9,7 @@
 
 #define HI LPATTN_PREC_HIGH
 #define F8 LPATTN_PREC_FP8
+#define FS LPATTN_PREC_FP8_STATIC
 #define NV LPATTN_PREC_NVFP4
 #define MX LPATTN_PREC_MXFP4
 #define TH LPATTN_PREC_THRIFT
@@ -104,7 +105,9 @@ static const conf_bwd_case conf_bwd_cases[] = {
 /* The paged pool: append (one sequence a call, 50 tokens at a time, queries
  * recorded), then lpattn_paged_decode of three sequences of 300, 70 and 129
  * tokens in one call, Sq 1 and 5; f16 high pages, page 64, Hq 8, Hkv 2,
- * D 128. prefill: lpattn_paged_prefill of 40 new tokens onto two of them. */
+ * D 128. prefill: lpattn_paged_prefill of 40 new tokens onto two of them.
+ * FP8_STATIC: each slot's descales set first (lpattn_kv_pool_set_descales),
+ * q_descale in the call. */
 typedef struct {
   lpattn_precision prec;
   int pasa, prefill;
@@ -112,7 +115,7 @@ typedef struct {
 
 static const conf_paged_case conf_paged_cases[] = {
     {HI, 0, 0}, {F8, 0, 0}, {NV, 0, 0}, {MX, 0, 0}, {TH, 0, 0}, {NV, 1, 0}, {HI, 1, 0},
-    {HI, 0, 1}, {NV, 0, 1},
+    {HI, 0, 1}, {NV, 0, 1}, {FS, 0, 0}, {FS, 0, 1},
 };
 
 /* lpattn_kv_cache (the same three sequences appended 50 tokens a call,

@@ -5,7 +5,7 @@
 #include "conf_bounds.h"
 #include "conf_cases.h"
 
-static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
+static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift", "fp8_static"};
 
 enum { PHQ = 8, PHKV = 2, PD = 128, PT = 64, PNS = 3, PMAXP = 8, PNEW = 40 };
 static const int32_t plen[PNS] = {300, 70, 129};
@@ -80,6 +80,18 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
   lpattn_status st = lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool);
   if (st != LPATTN_OK) return st;
   int32_t slot[PNS], len[PNS], sq[PNS];
+  /* FP8_STATIC: descales [n, PHKV] per slot (k, v) and per call (q) */
+  cbuf ds = cb_make((size_t)3 * PNS * PHKV * 4), dsl = cb_make((size_t)PNS * 4);
+  for (int i = 0; i < PNS * PHKV; i++)
+    for (int w = 0; w < 3; w++) ((float *)ds.h)[w * PNS * PHKV + i] = (w == 0 ? 0.01f : w == 1 ? 0.008f : 0.006f) * (1 + i % 3);
+  for (int i = 0; i < PNS; i++) ((int32_t *)dsl.h)[i] = i;
+  cb_up(&ds), cb_up(&dsl);
+  lpattn_tensor dk = cb_t4(&ds, side, LPATTN_F32, 1, 1, n, PHKV), dv = dk, dq = dk;
+  dv.data = (float *)dv.data + PNS * PHKV, dq.data = (float *)dq.data + 2 * PNS * PHKV;
+  if (c->prec == LPATTN_PREC_FP8_STATIC) {
+    lpattn_tensor ts = cb_t4(&dsl, side, LPATTN_I32, 1, 1, 1, n);
+    st = lpattn_kv_pool_set_descales(ctx, pool, &ts, &dk, &dv);
+  }
   int64_t max_len = 0;
   for (int i = 0; i < n; i++) {
     slot[i] = i, sq[i] = seq[i];
@@ -101,6 +113,7 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
     lpattn_attn_params p;
     lpattn_attn_params_init(&p);
     p.thrift_k = 3; /* tests/ref/test_ref_paged.c */
+    if (c->prec == LPATTN_PREC_FP8_STATIC) p.q_descale = dq;
     lpattn_attn_aux aux;
     lpattn_attn_aux_init(&aux);
     aux.lse = cb_t4(&r->l, side, LPATTN_F32, n, PHQ, Sq, 1);
@@ -130,6 +143,7 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
   }
   lpattn_synchronize(ctx);
   lpattn_kv_pool_free(pool);
+  cb_free(&ds), cb_free(&dsl);
   return st;
 }
 

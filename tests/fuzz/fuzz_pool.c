@@ -338,6 +338,28 @@ static void do_copy(pz *z, fz_in *r) {
   }
 }
 
+/* FP8_STATIC: every slot's descales (lpattn_kv_pool_set_descales), sometimes
+ * with one bad value: rejected, nothing written; else the slots emptied. */
+static void do_descales(pz *z, fz_in *r) {
+  enum { H = 4 };
+  const int n = z->p.num_slots, h = z->p.num_kv_heads;
+  if (n < 1 || n > MAXS || h > H) return;
+  int32_t slots[MAXS];
+  float ds[2][MAXS * H];
+  for (int i = 0; i < n; i++) slots[i] = i;
+  for (int i = 0; i < n * h; i++) ds[0][i] = 0.25f * (float)(1 + fz_pick(r, 8)), ds[1][i] = 0.5f * ds[0][i];
+  const int bad = fz_rare(r, 8);
+  if (bad) ds[fz_pick(r, 2)][fz_pick(r, n * h)] = fz_pick(r, 2) ? NAN : 0.0f;
+  lpattn_tensor ts = lpattn_tensor_4d(slots, LPATTN_I32, 1, 1, 1, n);
+  lpattn_tensor tk = lpattn_tensor_4d(ds[0], LPATTN_F32, 1, 1, n, h), tv = lpattn_tensor_4d(ds[1], LPATTN_F32, 1, 1, n, h);
+  snap(z);
+  const lpattn_status st = lpattn_kv_pool_set_descales(z->ctx, z->pool, &ts, &tk, &tv);
+  FZ_ASSERT((st == LPATTN_OK) == !bad, "set_descales: status %d with a bad value: %d", (int)st, bad);
+  uint8_t sl[MAXS] = {0};
+  for (int i = 0; i < n; i++) sl[i] = st == LPATTN_OK, z->len[i] = st == LPATTN_OK ? 0 : z->len[i];
+  check_pool(z, st == LPATTN_OK, sl, NULL, "set_descales");
+}
+
 /* ---- the pool ---------------------------------------------------------------- */
 static void pool_params(fz_in *r, lpattn_kv_pool_params *p) {
   static const int ps[] = {32, 64, 32, 64, 128, 96, 48, 0, 288};
@@ -424,6 +446,7 @@ void fuzz_pool(fz_in *r, int cpu) {
       z.len[i] = garbage ? -1 : 0;
       fresh_row(&z, i);
     }
+    if (z.p.precision == LPATTN_PREC_FP8_STATIC) do_descales(&z, r);
     const int steps = 1 + fz_pick(r, 6), free_at = z.own ? fz_pick(r, steps + 1) : -1;
     for (int i = 0; i < steps && z.p.num_pages <= 64; i++) {
       if (i == free_at) { /* the context goes before its pool */

@@ -89,6 +89,10 @@ static void check_args(lpattn_ctx *ctx) {
   pp.num_kv_heads = pp.num_q_heads = AH, pp.head_dim = AD, pp.num_pages = 4, pp.num_slots = 1;
   pp.precision = LPATTN_PREC_FP8_STATIC;
   lpattn_kv_pool *pool = NULL;
+  /* pools have the format (tests/api/test_kv_fp8s.c), without PASA; caches do not */
+  CHECK_STATUS(lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool), LPATTN_OK);
+  lpattn_kv_pool_free(pool);
+  pp.pasa = 1;
   CHECK_STATUS(lpattn_kv_pool_create(ctx, &pp, NULL, 0, &pool), LPATTN_ERR_INVALID_ARGUMENT);
   lpattn_kv_cache_params kp;
   lpattn_kv_cache_params_init(&kp);
