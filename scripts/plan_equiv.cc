@@ -65,7 +65,6 @@ static void old_decide(const lpattn_attn_problem *pr, const OldDev *dev, Old *o)
     o->grid[0] = (unsigned)((Sq + 127) / 128), o->grid[1] = Hq, o->grid[2] = B, o->block = 384; /* gpu_wg8_cfg */
     return;
   }
-  if (pr->thrift_rule) { o->st = 1, o->why = LP_PLAN_THRIFT_RULE; return; }
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) { o->st = 1, o->why = LP_PLAN_ARGS; return; }
   if (pr->Bq != 64 || pr->Bk != 64) { o->st = 1, o->why = LP_PLAN_ARGS; return; }
