@@ -7,7 +7,7 @@
  *                    outer, rows inner), one division;
  *   gpu_kmax_kernel  KMAX rule: max over each full tile's keys of Qbar . k
  *                    (d ascending), eight query tiles per CTA so that a
- *                    staged K tile serves all eight;
+ *                    staged K tile serves all eight, four K tiles at once;
  *   gpu_select_kernel the importance of every full tile (Qbar . Kbar, or
  *                    KMAX's, SINK's +inf on tile 0), then the repeated
  *                    strict arg-max (ties to the lower j, NaN last).
@@ -19,6 +19,11 @@
 
 #define GPU_KMAX_QT 8  /* query tiles per CTA of gpu_kmax_kernel */
 #define GPU_KMAX_DC 64 /* channels of K staged at a time */
+#ifdef LPATTN_HIP
+#define GPU_KMAX_NG 2 /* K tiles a CTA of gpu_kmax_kernel takes at once (64 KB of LDS) */
+#else
+#define GPU_KMAX_NG 4
+#endif
 
 /* A value's share of a tile mean: non-finite values count as zero, as in
  * core/tiles.h lp_mean_rows_f32 (SEMANTICS "Non-finite inputs"). */
@@ -71,17 +76,24 @@ __device__ __forceinline__ void gpu_kmax_chunk(const float *krow, const float *q
 }
 
 /* kmax[(b * Hs + hs) * sel_tiles + qi][j] for the full tiles j of query tiles
- * qi in [8 x, 8 x + 8): one block of T (64) threads per (x, hs, b), a thread
- * per key of the staged tile. Shared: K chunk [T][DC + 1], Qbar [D][8],
- * per-key maxima [8][T]. */
+ * qi in [8 x, 8 x + 8): one block per (x, hs, b), the heaviest (last) query
+ * tiles first; GPU_KMAX_NG groups of T (64) threads, each on its own K tile
+ * (j = j0 + group), a thread per key. Shared: per group a K chunk
+ * [T][DC + 1], per-key maxima [8][T] and their 8-key parts [8][8]; Qbar [D][8]. A thread stages one
+ * channel of the tile's keys, 16 loads in flight (one at a time, or with
+ * the 64-bit offset of every element, the staging cost more than the dots). */
 __global__ void gpu_kmax_kernel(const gpu_select_args a) {
   extern __shared__ float gpu_kmax_smem[];
-  const int T = a.T, D = a.D, hs = blockIdx.y, b = blockIdx.z, c = threadIdx.x;
+  const int T = a.T, D = a.D, hs = blockIdx.y, b = blockIdx.z;
+  const int g = threadIdx.x / T, c = threadIdx.x % T;
   const int hk = gpu_sel_gqa(a) ? hs : hs / (a.Hq / a.Hkv);
-  const int qa = blockIdx.x * GPU_KMAX_QT, qb = min(qa + GPU_KMAX_QT, a.sel_tiles);
-  float *ks = gpu_kmax_smem, *qs = ks + T * (GPU_KMAX_DC + 1), *red = qs + D * GPU_KMAX_QT;
+  const int qa = (gridDim.x - 1 - blockIdx.x) * GPU_KMAX_QT, qb = min(qa + GPU_KMAX_QT, a.sel_tiles);
+  float *ks = gpu_kmax_smem + g * T * (GPU_KMAX_DC + 1);
+  float *qs = gpu_kmax_smem + GPU_KMAX_NG * T * (GPU_KMAX_DC + 1);
+  float *red = qs + D * GPU_KMAX_QT + g * GPU_KMAX_QT * T;
+  float *red2 = qs + D * GPU_KMAX_QT + GPU_KMAX_NG * GPU_KMAX_QT * T + g * T; /* 8 parts x 8 tiles */
   const int64_t hrow = ((int64_t)b * gridDim.y + hs) * a.sel_tiles;
-  for (int i = c; i < D * GPU_KMAX_QT; i += blockDim.x) {
+  for (int i = threadIdx.x; i < D * GPU_KMAX_QT; i += blockDim.x) {
     const int d = i / GPU_KMAX_QT, qi = qa + i % GPU_KMAX_QT;
     const int t = qi < qb ? gpu_sel_src(a, qi) : -1;
     qs[i] = t >= 0 ? a.qbar[(hrow + t) * D + d] : 0.0f;
@@ -93,8 +105,8 @@ __global__ void gpu_kmax_kernel(const gpu_select_args a) {
     const int64_t e = (int64_t)(qb - 1) * T + a.off - (T - 1); /* first key of the last full tile */
     jlast = e < 0 ? -1 : (int)min((int64_t)nkt - 1, e / T);
   }
-  for (int j = 0; j <= jlast; j++) {
-    const int nk = min(T, a.Skv - j * T);
+  for (int j0 = 0; j0 <= jlast; j0 += GPU_KMAX_NG) { /* every group meets every barrier */
+    const int j = j0 + g, nk = j <= jlast ? min(T, a.Skv - j * T) : 0;
     float acc[GPU_KMAX_QT];
 #pragma unroll
     for (int u = 0; u < GPU_KMAX_QT; u++) acc[u] = 0.0f;
@@ -102,24 +114,35 @@ __global__ void gpu_kmax_kernel(const gpu_select_args a) {
       const int n = min(GPU_KMAX_DC, D - d0);
       __syncthreads(); /* the previous chunk (and maxima) are read */
       bool nf = false;
-      for (int i = c; i < T * n; i += blockDim.x) {
-        const int key = i / n, d = i % n;
-        const float v = key < nk ? gpu_load(a.k_in, a.kdt, lpk_off(a.sk, b, hk, j * T + key, d0 + d)) : 0.0f;
-        nf |= !isfinite(v);
-        ks[key * (GPU_KMAX_DC + 1) + d] = v;
+      if (c < n) { /* thread c stages channel d0 + c of every key: coalesced, 16 loads in flight */
+        const int64_t o = lpk_off(a.sk, b, hk, (int64_t)j * T, d0 + c), ks2 = a.sk[2];
+        for (int key0 = 0; key0 < T; key0 += 16) {
+          float v[16];
+#pragma unroll
+          for (int u = 0; u < 16; u++) v[u] = key0 + u < nk ? gpu_load(a.k_in, a.kdt, o + (key0 + u) * ks2) : 0.0f;
+#pragma unroll
+          for (int u = 0; u < 16; u++) nf |= !isfinite(v[u]), ks[(key0 + u) * (GPU_KMAX_DC + 1) + c] = v[u];
+        }
       }
+      /* a non-finite element anywhere in the block: every group on the exact slow path */
       if (__syncthreads_or(nf)) gpu_kmax_chunk<true>(ks + c * (GPU_KMAX_DC + 1), qs + d0 * GPU_KMAX_QT, n, acc);
       else gpu_kmax_chunk<false>(ks + c * (GPU_KMAX_DC + 1), qs + d0 * GPU_KMAX_QT, n, acc);
     }
 #pragma unroll
     for (int u = 0; u < GPU_KMAX_QT; u++) red[u * T + c] = c < nk ? acc[u] : gpu_ninf();
     __syncthreads();
-    if (c < qb - qa && gpu_sel_full(a, qa + c, j)) {
-      float m = gpu_ninf(); /* as the host: the first of equal maxima, NaN never taken */
-      for (int key = 0; key < nk; key++) {
-        const float s = red[c * T + key];
-        if (s > m) m = s;
-      }
+    { /* thread c: the max over keys 8 p .. 8 p + 7 of query tile u (c = 8 u + p), then
+       * thread u over the 8 parts; as the host's strict > from -inf: the same maximum
+       * (NaN never taken; only a zero's sign can differ, which no comparison sees) */
+      const int u = c / 8, p0 = c % 8 * 8;
+      float m = gpu_ninf();
+      for (int key = p0; key < min(p0 + 8, nk); key++) m = red[u * T + key] > m ? red[u * T + key] : m;
+      red2[c] = m;
+    }
+    __syncthreads();
+    if (nk > 0 && c < qb - qa && gpu_sel_full(a, qa + c, j)) {
+      float m = gpu_ninf();
+      for (int p = 0; p < 8; p++) m = red2[c * 8 + p] > m ? red2[c * 8 + p] : m;
       a.kmax[(hrow + qa + c) * a.kmax_tiles + j] = m;
     }
   }
@@ -183,9 +206,9 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   }
 }
 
-/* Shared bytes of gpu_kmax_kernel (T threads). */
+/* Shared bytes of gpu_kmax_kernel (GPU_KMAX_NG x T threads). */
 static size_t gpu_kmax_smem_bytes(const gpu_select_args *a) {
-  return (size_t)(a->T * (GPU_KMAX_DC + 1) + a->D * GPU_KMAX_QT + GPU_KMAX_QT * a->T) * 4;
+  return (size_t)(GPU_KMAX_NG * a->T * (GPU_KMAX_DC + 1) + a->D * GPU_KMAX_QT + GPU_KMAX_NG * (GPU_KMAX_QT + 1) * a->T) * 4;
 }
 
 static lpattn_status gpu_smem_opt_in(const void *fn, size_t smem) {
@@ -202,7 +225,7 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
       const size_t km = gpu_kmax_smem_bytes(a);
       if (gpu_smem_opt_in((const void *)gpu_kmax_kernel, km) != LPATTN_OK) return LPATTN_ERR_BACKEND;
       const unsigned nx = (unsigned)((nqx + GPU_KMAX_QT - 1) / GPU_KMAX_QT);
-      gpu_kmax_kernel<<<dim3(nx, Hs, B), (unsigned)a->T, km, st>>>(*a);
+      gpu_kmax_kernel<<<dim3(nx, Hs, B), (unsigned)(GPU_KMAX_NG * a->T), km, st>>>(*a);
     }
   }
   const size_t smem = (size_t)(a->D + a->nkt) * 4 + (size_t)a->nkt + 16;
