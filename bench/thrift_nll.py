@@ -22,8 +22,8 @@ CPU smoke (a few minutes on 2 cores):
   nice python3 bench/thrift_nll.py --device cpu --layers 3 --dmodel 128 --heads 4 \\
       --ctx-train 1024 --ctx 1024 --steps 300 --batch 4 --eval-seqs 8 --block 32 \\
       --ckpt /tmp/thrift_cpu.pt
-GPU (the issue's scale): the command in --help's epilog. The rules (--rules
-other than paper) run on the host backends only: cuda answers UNSUPPORTED.
+GPU (the issue's scale): the command in --help's epilog. The rules (--rules)
+run on every backend's prefill (cuda/hip: block 64, the GPU's only tile).
 """
 import argparse
 import math

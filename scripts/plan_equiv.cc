@@ -65,7 +65,6 @@ static void old_decide(const lpattn_attn_problem *pr, const OldDev *dev, Old *o)
     o->grid[0] = (unsigned)((Sq + 127) / 128), o->grid[1] = Hq, o->grid[2] = B, o->block = 384; /* gpu_wg8_cfg */
     return;
   }
-  if (pr->thrift_rule) { o->st = 1, o->why = LP_PLAN_THRIFT_RULE; return; }
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) { o->st = 1, o->why = LP_PLAN_ARGS; return; }
   if (pr->Bq != 64 || pr->Bk != 64) { o->st = 1, o->why = LP_PLAN_ARGS; return; }
@@ -100,6 +99,11 @@ static void old_decide(const lpattn_attn_problem *pr, const OldDev *dev, Old *o)
   }
   if (thrift || pr->pasa) o->at[LP_WS_KMEAN] = carve(u, (size_t)B * Hkv * nkt * D * 4);
   if (thrift) o->at[LP_WS_SEL] = carve(u, (size_t)B * Hq * nqt * pr->thrift_k * 4);
+  if (thrift) { /* lp_gpu_select.cuh's Qbar rows and KMAX scores, one set per KV head under GQA */
+    const int64_t Hs = (pr->thrift_rule & LPATTN_THRIFT_RULE_GQA) ? Hkv : Hq;
+    o->at[LP_WS_QBAR] = carve(u, (size_t)B * Hs * nqt * D * 4);
+    if (pr->thrift_rule & LPATTN_THRIFT_RULE_KMAX) o->at[LP_WS_KMAX] = carve(u, (size_t)B * Hs * nqt * nkt * 4);
+  }
   /* the arguments the entry sees */
   o->kd = low && GPU_DEQUANT_KV, o->qd = low && GPU_DEQUANT_KV && qcopy;
   o->init_o = low && GPU_DEQUANT_KV && wgl_part, o->sel = thrift;
@@ -235,7 +239,7 @@ int main(void) {
         e.off = -((int64_t)1 << 30) - 1, bad |= cmp(&e, &dev);
         e = pr, e.Bk = 128, bad |= cmp(&e, &dev);
         e = pr, e.Bq = 32, bad |= cmp(&e, &dev);
-        e = pr, e.thrift_rule = 1, bad |= cmp(&e, &dev);
+        e = pr, e.thrift_rule = 7, bad |= cmp(&e, &dev);
         lpattn_tensor k2 = k;
         k2.dtype = dt == LPATTN_F16 ? LPATTN_BF16 : LPATTN_F16;
         e = pr, e.k = &k2, bad |= cmp(&e, &dev);

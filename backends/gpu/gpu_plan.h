@@ -51,7 +51,7 @@ typedef struct {
 
 /* why a call is not taken (all LPATTN_ERR_UNSUPPORTED) */
 enum {
-  LP_PLAN_OK, LP_PLAN_FP8S_DEV, LP_PLAN_FP8S_BK, LP_PLAN_FP8S_IMAGE, LP_PLAN_THRIFT_RULE,
+  LP_PLAN_OK, LP_PLAN_FP8S_DEV, LP_PLAN_FP8S_BK, LP_PLAN_FP8S_IMAGE,
   LP_PLAN_ARGS /* dtype, blocks, offset, PASA dtype, no variant, sizes: no detail */
 };
 
@@ -59,7 +59,7 @@ enum {
 enum {
   LP_WS_QLOW, LP_WS_KLOW = LP_WS_QLOW + 3, LP_WS_VLOW = LP_WS_KLOW + 3, /* codes, scales, outer */
   LP_WS_KBF16 = LP_WS_VLOW + 3, LP_WS_VBF16, LP_WS_QBF16, LP_WS_INIT_O, LP_WS_INIT_ST,
-  LP_WS_KMEAN, LP_WS_SEL,
+  LP_WS_KMEAN, LP_WS_SEL, LP_WS_QBAR, LP_WS_KMAX, /* THRIFT: selection lists, Qbar, KMAX scores */
   LP_WS_V8, LP_WS_JMIN, LP_WS_Q8, LP_WS_K8, /* static FP8: V^T codes, NaN marks, cast Q, K */
   LP_WS_N
 };
@@ -144,7 +144,6 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   const int64_t B = pr->B, Hq = pr->Hq, Hkv = pr->Hkv, Sq = pr->Sq, Skv = pr->Skv, D = pr->D;
   const int64_t offmax = (int64_t)1 << 30;
   p->dtype = dt;
-  if (pr->thrift_rule) return p->why = LP_PLAN_THRIFT_RULE, 0;
   if (pr->k->dtype != dt || (dt != LPATTN_F16 && dt != LPATTN_BF16)) return p->why = LP_PLAN_ARGS, 0;
   if (pr->Bq != 64 || pr->Bk != 64) return p->why = LP_PLAN_ARGS, 0;
   if (pr->causal && (pr->off > offmax || pr->off < -offmax)) return p->why = LP_PLAN_ARGS, 0;
@@ -178,7 +177,12 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
     }
   }
   if (p->kmean) lp_plan_carve(p, LP_WS_KMEAN, (size_t)(B * Hkv * nkt * D * 4));
-  if (thrift) lp_plan_carve(p, LP_WS_SEL, (size_t)(B * Hq * nqt * pr->thrift_k * 4));
+  if (thrift) { /* lp_gpu_select.cuh: one selection per KV head under the GQA rule */
+    const int64_t Hs = (pr->thrift_rule & LPATTN_THRIFT_RULE_GQA) ? Hkv : Hq;
+    lp_plan_carve(p, LP_WS_SEL, (size_t)(B * Hq * nqt * pr->thrift_k * 4));
+    lp_plan_carve(p, LP_WS_QBAR, (size_t)(B * Hs * nqt * D * 4));
+    if (pr->thrift_rule & LPATTN_THRIFT_RULE_KMAX) lp_plan_carve(p, LP_WS_KMAX, (size_t)(B * Hs * nqt * nkt * 4));
+  }
   /* gpu_attn_spec of the arguments these buffers give (CUDA: low K/V always
    * have their bf16 copies, so both backends' low calls take 1 + fmt) */
   if (pr->pasa || pr->score_f16) p->spec = -1;

@@ -123,9 +123,6 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
   const lp_gpu_dev dev = dev_of(im);
   lp_gpu_attn_plan p; /* kernel path, grid, every workspace buffer (gpu_plan.h) */
   if (!lp_gpu_attn_plan_make(pr, &dev, &p)) {
-    if (p.why == LP_PLAN_THRIFT_RULE) /* the selection kernel has SPEC 5's rule only (SEMANTICS) */
-      return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.thrift_rule = %d: " GPU_NAME " selects by SPEC 5's "
-                     "rule only (thrift_rule = 0; the host backends take the rules)", pr->thrift_rule);
     if (p.st != LPATTN_ERR_UNSUPPORTED) CK(cudaSetDevice(im->device)); /* as before: a sizes error after it */
     return p.st;
   }
@@ -187,6 +184,10 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
     s.off = off, s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
     s.leaky = pr->leaky, s.nkt = nkt, s.kmean = kmean, s.kmean_tiles = nkt;
     s.k = pr->thrift_k, s.sel = (int *)(ws + sel_at), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
+    s.rule = pr->thrift_rule, s.qbar = (float *)(ws + p.at[LP_WS_QBAR]);
+    s.k_in = pr->k->data, s.kdt = pr->k->dtype, s.kmax_tiles = nkt;
+    strides(pr->k, s.sk);
+    if (p.has[LP_WS_KMAX]) s.kmax = (float *)(ws + p.at[LP_WS_KMAX]);
     if (pr->selection) {
       s.out = (int *)pr->selection->data;
       strides(pr->selection, s.so);

@@ -34,6 +34,13 @@ typedef struct {
   const float *kmean;
   int kmean_tiles;
   int k;           /* k for every row */
+  int rule;        /* lpattn_thrift_rule flags (SEMANTICS "THRIFT selection rules") */
+  const void *k_in; /* K (dtype kdt, strides sk): the KMAX rule's keys */
+  int kdt;
+  int64_t sk[4];
+  float *qbar;     /* [B][Hs][sel_tiles][D] workspace (lp_gpu_select.cuh: Hs sel heads) */
+  float *kmax;     /* [B][Hs][sel_tiles][kmax_tiles] workspace (rule KMAX) */
+  int kmax_tiles;
   int *sel;
   int sel_tiles, sel_k;
   int *out; /* user selection tensor (i32) or NULL */

@@ -295,7 +295,7 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     "fp8_static" when precision is None (else "high"); their out is
     bfloat16 unless out is given.
     selection (THRIFT): "causal" (default, SPEC 4) or "paper" (the published
-    rule: leaks under causal). thrift_rule (THRIFT, host backends): rules
+    rule: leaks under causal). thrift_rule (THRIFT, prefill): rules
     joined by "+" or a sequence of them, "sink" (KV tile 0 ranked first),
     "kmax" (a tile's importance is its largest Qbar . k), "gqa" (one
     selection per KV head) (docs/SEMANTICS.md "THRIFT selection rules").

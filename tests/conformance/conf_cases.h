@@ -35,6 +35,7 @@ typedef struct {
   int aux;
   int win, wl, wr; /* win 1: window_left/right = wl/wr (-1 unbounded) */
   float softcap;
+  int rule, paper; /* THRIFT: lpattn_thrift_rule flags; paper 1: selection = PAPER */
 } conf_attn_case;
 
 static const conf_attn_case conf_attn_cases[] = {
@@ -61,6 +62,16 @@ static const conf_attn_case conf_attn_cases[] = {
     {F8, FNV, 1, 1, T16, T32, 1, 2, 1, 129, 129, 64, 2, 0, 0, 0, 0.0f},
     {NV, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 256, 128, 2, 0, 0, 0, 0.0f},
     {TH, FNV, 1, 1, T16, T32, 1, 2, 1, 256, 256, 64, 2, 0, 0, 0, 0.0f},
+    /* THRIFT selection rules (SEMANTICS "THRIFT selection rules"): SINK 1, KMAX 2,
+     * GQA 4 and their OR, causal and paper selection, Sq != Skv, two of the
+     * GPU's 8-query-tile KMAX blocks, D 111 and 40 (padded there), D 256 */
+    {TH, FNV, 1, 0, T16, T32, 1, 4, 2, 600, 600, 64, 2, 0, 0, 0, 0.0f, 7, 0},
+    {TH, FNV, 1, 0, TBF, T32, 1, 2, 1, 600, 600, 128, 2, 0, 0, 0, 0.0f, 2, 1},
+    {TH, FF8, 0, 0, T16, T32, 1, 2, 1, 128, 320, 64, 2, 0, 0, 0, 0.0f, 1, 0},
+    {TH, FMX, 1, 0, T16, T32, 2, 4, 1, 200, 456, 64, 2, 0, 0, 0, 0.0f, 4, 0},
+    {TH, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 300, 111, 2, 0, 0, 0, 0.0f, 6, 0},
+    {TH, FNV, 0, 0, TBF, T32, 1, 2, 2, 256, 384, 256, 2, 0, 0, 0, 0.0f, 3, 0},
+    {TH, FNV, 1, 0, T16, T32, 1, 2, 1, 320, 320, 40, 2, 0, 0, 0, 0.0f, 3, 1},
     /* sliding window and softcap (host backends; cuda/hip: UNSUPPORTED) */
     {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2, 1, 100, -1, 0.0f},
     {NV, FNV, 0, 0, T16, T32, 1, 2, 1, 150, 230, 64, 2, 1, 64, 32, 30.0f},

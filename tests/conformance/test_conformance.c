@@ -44,6 +44,8 @@ static lpattn_status attn_run(lpattn_ctx *ctx, int dev, const conf_attn_case *c,
   lpattn_attn_params_init(&p);
   p.precision = prec, p.causal = c->causal, p.pasa = pasa, p.thrift_low = c->low;
   p.thrift_budget = 0.3f, p.softcap = c->softcap;
+  if (prec == LPATTN_PREC_THRIFT) /* its rules and selection (HIGH and the rest: none) */
+    p.thrift_rule = c->rule, p.selection = c->paper ? LPATTN_SELECT_PAPER : LPATTN_SELECT_CAUSAL;
   if (c->win) p.window_left = c->wl, p.window_right = c->wr;
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
@@ -117,7 +119,9 @@ static void attn_case(const conf_attn_case *c) {
   char full[260];
   int at = snprintf(full, sizeof full, "%s", params);
   if (c->win) at += snprintf(full + at, sizeof full - (size_t)at, " win %d,%d", c->wl, c->wr);
-  if (c->softcap > 0) snprintf(full + at, sizeof full - (size_t)at, " softcap %g", c->softcap);
+  if (c->softcap > 0) at += snprintf(full + at, sizeof full - (size_t)at, " softcap %g", c->softcap);
+  if (c->rule || c->paper)
+    snprintf(full + at, sizeof full - (size_t)at, " rule %d%s", c->rule, c->paper ? " paper" : "");
   conf_report(OP_ATTN, full, sb, sr, qs, n);
   attn_out_free(&rb), attn_out_free(&rr);
   cb_free(&q), cb_free(&k), cb_free(&v);

@@ -1,14 +1,12 @@
 /* Small CUDA kernels around attention: KV-tile means (Thrift importance and
- * PASA shift), Thrift tile selection (SPEC 5, SEMANTICS importance), and
+ * PASA shift), Thrift tile selection (SPEC 5 and its rules: lp_gpu_select.cuh), and
  * the prefill's dequantized low K/V. */
 #include "lp_gpu.cuh"
 #include "lp_gpu_ops.h"
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
 
-/* A value's share of a tile mean: non-finite values count as zero, as in
- * core/tiles.h lp_mean_rows_f32 (SEMANTICS "Non-finite inputs"). */
-__device__ __forceinline__ float gpu_mean_term(float x) { return isfinite(x) ? x : 0.0f; }
+#include "lp_gpu_select.cuh" /* THRIFT's selection: Qbar, the KMAX scores, the top-k */
 
 /* mean[(bh*tiles + j)*D + d] for j in [j0, j1): f32 sum of the tile's keys
  * (clipped to the sequence length) in order, one division (SEMANTICS). */
@@ -35,72 +33,6 @@ lpattn_status gpu_tile_means(const gpu_mean_args *m, cudaStream_t st) {
   gpu_mean_kernel<<<blocks, 256, 0, st>>>(m->k, m->dtype, m->sk[0], m->sk[1], m->sk[2], m->sk[3],
                                           m->B, m->H, m->D, m->T, m->Skv, m->j0, m->j1,
                                           m->tiles, m->mean);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-
-/* One block per (b, q head, query-tile CTA): importance of every full tile,
- * then the repeated strict arg-max of lp_tile_modes (ties to the lower j,
- * NaN last). Writes the ascending high list (diagonal tiles included). */
-__global__ void gpu_select_kernel(const gpu_select_args a) {
-  extern __shared__ float gpu_sel_smem[];
-  float *qbar = gpu_sel_smem, *score = qbar + a.D;
-  unsigned char *mode = (unsigned char *)(score + a.nkt);
-  const int x = blockIdx.x, h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv);
-  const int Skv = a.Skv, Sq = a.Sq, off = a.off, T = a.T;
-  const int qi = x, r0 = qi * T, r1 = min(r0 + T, Sq) - 1;
-  if (r0 > r1) return;
-  const int nkt = (Skv + T - 1) / T;
-  const int jmax = a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
-  const int qsrc = (a.causal && a.sel_causal) ? qi - 1 : qi;
-  for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-    float s = 0.0f;
-    if (qsrc >= 0) {
-      int q0 = qsrc * T, q1 = min(q0 + T, Sq);
-      for (int r = q0; r < q1; r++)
-        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r, d))));
-      s = s / (float)(q1 - q0);
-    }
-    qbar[d] = s;
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j <= jmax; j += blockDim.x) {
-    const int c1 = j * T + T - 1; /* unclipped (SEMANTICS) */
-    const bool diag = a.causal && c1 > r0 + off;
-    float s = 0.0f;
-    const float *km = a.kmean + (((int64_t)b * a.Hkv + hk) * a.kmean_tiles + j) * a.D;
-    for (int d = 0; d < a.D; d++) s = __fadd_rn(s, __fmul_rn(qbar[d], km[d]));
-    score[j] = s != s ? gpu_ninf() : s;
-    mode[j] = diag ? 2 : 0; /* 2 diagonal (high), 1 picked (high), 0 low */
-  }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  const int k = a.k;
-  int ndiag = 0;
-  for (int j = 0; j <= jmax; j++) ndiag += mode[j] == 2;
-  for (int picked = ndiag; picked < k && !a.leaky; picked++) {
-    int best = -1;
-    for (int j = 0; j <= jmax; j++)
-      if (mode[j] == 0 && (best < 0 || score[j] > score[best])) best = j;
-    if (best < 0) break;
-    mode[best] = 1;
-  }
-  int *dst = a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k;
-  int n = 0;
-  for (int j = 0; j <= jmax && n < a.sel_k; j++)
-    if (mode[j] && !a.leaky) dst[n++] = j;
-  for (int i = n; i < a.sel_k; i++) dst[i] = -1;
-  if (a.out)
-    for (int i = 0; i < a.out_k; i++)
-      a.out[b * a.so[0] + h * a.so[1] + qi * a.so[2] + i * a.so[3]] = i < a.sel_k ? dst[i] : -1;
-}
-
-lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
-  size_t smem = (size_t)(a->D + a->nkt) * 4 + (size_t)a->nkt + 16;
-  if (smem > 48 * 1024 &&
-      cudaFuncSetAttribute(gpu_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)smem) != cudaSuccess)
-    return LPATTN_ERR_BACKEND;
-  gpu_select_kernel<<<dim3((unsigned)nqx, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 
