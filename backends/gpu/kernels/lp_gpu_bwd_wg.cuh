@@ -296,7 +296,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
   const gpu_bwd_bars br{sv + ST * T64};
   const int tid = threadIdx.x, wg = tid >> 7;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv), Sq = a.Sq, Skv = a.Skv, off = a.off;
-  const int q0 = gpu_tile_order(a.causal, gridDim.x, blockIdx.x) * 128;
+  const int q0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 128; /* as gpu_bwd_dq */
   const int r1 = min(q0 + 127, Sq - 1), nkt = (Skv + 63) / 64;
   const int nj = a.causal ? max(0, min(nkt, gpu_floordiv(r1 + off, 64) + 1)) : nkt;
   if (tid == 0) br.init(1);

@@ -8,8 +8,9 @@
 namespace LP_GPU_NS {
 /* The row tile that CTA x of n takes. Causal: the long tiles first (the last
  * rows see the most keys; launched first, they do not trail the grid's end).
- * I: int (the forward's a.nqx) or unsigned (the backward's gridDim.x): each
- * kernel keeps the arithmetic it had, and so its SASS. */
-template <typename I> __device__ __forceinline__ I gpu_tile_order(int causal, I n, I x) { return causal ? n - 1 - x : x; }
+ * The backward's dQ kernels (lp_gpu_bwd.cuh, lp_gpu_bwd_wg.cuh) still write
+ * the rule out: through this function their SASS changes (registers, spills;
+ * scripts/sass_compare.py), which wants a GPU A/B first. */
+__device__ __forceinline__ int gpu_tile_order(int causal, int n, int x) { return causal ? n - 1 - x : x; }
 } // namespace LP_GPU_NS
 #endif
