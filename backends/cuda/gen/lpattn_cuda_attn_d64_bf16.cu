@@ -5,8 +5,10 @@
  * kernel's symbol is the variant's name; the host entry of the same name, in
  * the backend's namespace, launches one of them. */
 #include "lp_gpu_attn.cuh"
+#include "lp_gpu_attn_wg.cuh"
 #include "lp_gpu_attn_wgl.cuh"
 #include "lp_gpu_attn_wg8.cuh"
+#include "lp_gpu_wg_host.cuh"
 
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_cuda_attn_d64_bf16(const lp_gpu_attn_args a) {
   lpattn_cuda::gpu_attn_body<lpattn_cuda::gpu_bf16, 64, -1>(a);

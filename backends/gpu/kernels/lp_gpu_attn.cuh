@@ -13,6 +13,7 @@
 #ifndef LP_GPU_ATTN_CUH
 #define LP_GPU_ATTN_CUH
 #include "lp_gpu.cuh"
+#include "lp_gpu_tile_order.cuh"
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
@@ -94,7 +95,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   const int x = blockIdx.x, G = a.Hq / a.Hkv, b = blockIdx.z;
   const int h = blockIdx.y, hk = h / G;
   const int Skv = a.Skv, Sq = a.Sq, off = a.off;
-  const int qi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
+  const int qi = gpu_tile_order(a.causal, a.nqx, x);
   const int base = qi * BQ; /* row of local index 0 */
   const int r0 = base, r1 = min(base + BQ, Sq) - 1;
   /* call row and q head of local row lr, and whether it is one of the call's */

@@ -1,7 +1,9 @@
-/* The sm_90a prefill kernel of precision HIGH (issue 16): warpgroup MMAs
- * (wgmma) on operands in 128-byte-swizzled shared memory. Rendered for
- * CUDA only; the HIP rendering is an empty header. The wgmma wrappers are
- * lp_gpu_wgmma.cuh, included in place. */
+/* The mainloop of the sm_90a prefill kernel of precision HIGH (issue 16),
+ * the 16-bit operand class: warpgroup MMAs (wgmma) on operands in
+ * 128-byte-swizzled shared memory. Its CTA (prologue, copier), epilogue and
+ * primitives are the family's (lp_gpu_sm90_cta.cuh, lp_gpu_sm90_epilogue.cuh,
+ * lp_gpu_sm90_prim.cuh, issue 30); its host side lp_gpu_wg_host.cuh. CUDA
+ * only; the HIP rendering is an empty header. */
 
 /* Prefill attention on Hopper's warpgroup MMAs, precision HIGH (f16/bf16
  * inputs, f32 accumulation), the case gpu_attn_spec() calls 0: no PASA, no
@@ -19,227 +21,32 @@
  * image has it, gpu_wg_ok). */
 #ifndef LP_GPU_ATTN_WG_CUH
 #define LP_GPU_ATTN_WG_CUH
-#include <cuda.h> /* CUtensorMap (the encoder is reached through the runtime: no libcuda link) */
-#include "lp_gpu_attn.cuh"
+#include "lp_gpu_sm90_cta.cuh"
+#include "lp_gpu_sm90_epilogue.cuh"
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GPU_WG_ARCH 1
-#else
-#define GPU_WG_ARCH 0
-#endif
-/* 1 in an sm_90a image (where the kernel has a body), 0 in any other (plain
- * sm_90 too, whose binaryVersion is also 90): gpu_wg_ok reads it. */
-static __device__ int gpu_wg_built = GPU_WG_ARCH;
-template <typename T> __device__ __forceinline__ constexpr bool gpu_is_f16() { return false; }
-template <> __device__ __forceinline__ constexpr bool gpu_is_f16<gpu_f16>() { return true; }
-
-#include "lp_gpu_wgmma.cuh"
-
-template <typename T, int N, int TB> struct gpu_wg;
-template <typename T, int TB> struct gpu_wg<T, 64, TB> : gpu_wg64<T, TB> {};
-template <typename T, int TB> struct gpu_wg<T, 128, TB> : gpu_wg128<T, TB> {};
-template <typename T, int TB> struct gpu_wg<T, 256, TB> : gpu_wg256<T, TB> {};
-
-__device__ __forceinline__ void gpu_wg_fence() {
-#if GPU_WG_ARCH
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-/* The compiler sees an accumulator written when the wgmma is issued, not
- * when the wait retires it: this ties every register to the wait. */
-template <int N> __device__ __forceinline__ void gpu_wg_hold(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-/* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
- * and stride byte offsets (PTX ISA, "Matrix Descriptor Format"). */
-__device__ __forceinline__ uint64_t gpu_wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((saddr & 0x3ffffu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 |
-         1ull << 62;
-}
-
-/* mbarriers (shared::cta): init, arrive, arrive with the bytes a TMA copy
- * will complete (expect), and the wait for the phase of a parity. */
-__device__ __forceinline__ void gpu_mb_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void gpu_mb_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-/* TMA descriptors of Q, K and V (kernel parameter, __grid_constant__) */
-struct gpu_tmaps { /* CUtensorMap carries its 128-byte alignment */
-  CUtensorMap q, k, v;
-};
-__device__ __forceinline__ void gpu_mb_expect(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-/* box (c0 = channel, c1 = row, head, batch) of map m into dst; completes on bar */
-__device__ __forceinline__ void gpu_tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3,
-                                         uint32_t bar) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
-               ::"r"(dst), "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
-}
-/* named barriers of n threads (bar.sync waits, bar.arrive does not) */
-__device__ __forceinline__ void gpu_nb_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void gpu_nb_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void gpu_mb_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-/* The copier's wait for an empty stage: try_wait with a suspend-time hint
- * (1 ms), so that the waiting thread sleeps until the phase completes
- * instead of spinning on the issue slots of the scheduler it shares with
- * computing warps (ncu, the static FP8 kernel at 16k: the copier's spin
- * was 9% of all issued instructions). */
-__device__ __forceinline__ void gpu_mb_wait_idle(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity), "r"(1000000u) : "memory");
-  } while (!done);
-}
-
-/* The CTA: warpgroup 0 copies (one thread issues TMA copies, each tile
- * announced on an mbarrier when it has landed), warpgroups 1 .. NW compute
- * 64 query rows each (NW = 2; D = 64: 3, whose registers allow it and whose
- * tiles are short on work per barrier); the copier gives its registers to
- * them (setmaxnreg: 24 for the copier, REGS for the others).
- * Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
- * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
- * boxes of 64 channels x R rows with the 128-byte swizzle (a tile starts
- * 1024-aligned), the layout wgmma's descriptors read. */
-template <int D_> struct gpu_wg_cfg {
-  static constexpr int D = D_;
-  static constexpr int NW = D == 64 ? 3 : 2, REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
-  static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, STAGES = D == 64 ? 4 : D <= 128 ? 3 : 2;
-  static constexpr int NT = 128 * (NW + 1);
-  static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
-  static constexpr int NBAR = 1 + 4 * STAGES; /* Q; K full, K empty, V full, V empty per stage */
-  static constexpr size_t NF = (size_t)D * 2; /* after the mbarriers: V's marks of gpu_nf_wg_tile */
-  static constexpr size_t bytes = (size_t)QB + 2 * STAGES * KB + 8 * NBAR + NF + 1024; /* + alignment */
-};
-
-/* The mbarriers of a CTA of ST stages, 8 bytes each from bq: Q; then K
- * full, K empty, V full, V empty of each stage. */
-template <int ST> struct gpu_wg_bars {
-  uint32_t bq;
-  __device__ __forceinline__ uint32_t q() const { return bq; }
-  __device__ __forceinline__ uint32_t kfull(int s) const { return bq + 8 * (1 + s); }
-  __device__ __forceinline__ uint32_t kempty(int s) const { return bq + 8 * (1 + ST + s); }
-  __device__ __forceinline__ uint32_t vfull(int s) const { return bq + 8 * (1 + 2 * ST + s); }
-  __device__ __forceinline__ uint32_t vempty(int s) const { return bq + 8 * (1 + 3 * ST + s); }
-  /* full barriers count nf arrivals (the copier's, and the scalar loader's
-   * lanes where a kernel has one), empty ones the ne computing threads */
-  __device__ __forceinline__ void init(int nf, int ne = 256) const {
-    gpu_mb_init(q(), 1);
-    for (int s = 0; s < ST; s++) {
-      gpu_mb_init(kfull(s), nf), gpu_mb_init(vfull(s), nf);
-      gpu_mb_init(kempty(s), ne), gpu_mb_init(vempty(s), ne);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); /* visible to the TMA unit */
-  }
-};
-/* The copier (one thread): the CTA's Q tile once, then tile j's K and V
- * (tiles of BK rows) into stage j % ST, each once its stage is empty. */
-template <int D, int BQ, int BK, int ST>
-__device__ __forceinline__ void gpu_wg_copy(const gpu_tmaps &tm, uint32_t sq, uint32_t sk, uint32_t sv,
-                                            const gpu_wg_bars<ST> &br, int q0, int h, int hk, int b, int jn) {
-  constexpr int QB = BQ * D * 2, KB = BK * D * 2;
-  gpu_mb_expect(br.q(), QB);
-#pragma unroll
-  for (int c = 0; c < D / 64; c++) gpu_tma4(sq + c * BQ * 128, &tm.q, 64 * c, q0, h, b, br.q());
-#pragma unroll 1
-  for (int j = 0, s = 0, n = 0; j < jn; j++) {
-    if (n > 0) gpu_mb_wait_idle(br.kempty(s), (n - 1) & 1);
-    gpu_mb_expect(br.kfull(s), KB);
-#pragma unroll
-    for (int c = 0; c < D / 64; c++) gpu_tma4(sk + s * KB + c * BK * 128, &tm.k, 64 * c, j * BK, hk, b, br.kfull(s));
-    if (n > 0) gpu_mb_wait_idle(br.vempty(s), (n - 1) & 1);
-    gpu_mb_expect(br.vfull(s), KB);
-#pragma unroll
-    for (int c = 0; c < D / 64; c++) gpu_tma4(sv + s * KB + c * BK * 128, &tm.v, 64 * c, j * BK, hk, b, br.vfull(s));
-    if (++s == ST) s = 0, n++;
-  }
-}
-/* Issues S = Q K^T of computing warpgroup cw's 64 rows (Q at sq, BQ rows;
- * K at ks0, BK rows; K-major operands, 16 elements = 32 bytes along a row)
- * and commits the group. */
-template <typename T, int D, int BQ, int BK>
-__device__ __forceinline__ void gpu_wg_qk(float (&sacc)[BK / 2], uint32_t sq, uint32_t ks0, int cw) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++) {
-    const uint32_t ko = (uint32_t)((kk & 3) * 32);
-    const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + cw * 64 * 128 + ko, 16, 1024);
-    const uint64_t dk = gpu_wg_desc(ks0 + (kk >> 2) * BK * 128 + ko, 16, 1024);
-    gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-/* The end of a computing thread: O = acc / l, LSE and H of its rows rr[0],
- * rr[1] (accumulator slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1)). */
-template <int D>
-__device__ __forceinline__ void gpu_wg_finish(const lp_gpu_attn_args &a, const lpk_row (&st)[2],
-                                              const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++) {
-    const int r = rr[hh];
-    if (r >= a.Sq) continue;
-    float inv_l, lse, en;
-    lpk_row_finish(&st[hh], &inv_l, &lse, &en);
-    const bool pair = a.out_dtype != LPATTN_F32 && a.so[3] == 1 && ((uintptr_t)a.out & 3) == 0;
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++) {
-      const int d = 8 * nb + 2 * t;
-      const float o0 = oacc[4 * nb + 2 * hh] * inv_l, o1 = oacc[4 * nb + 2 * hh + 1] * inv_l;
-      const int64_t at = lpk_off(a.so, b, h, r, d);
-      if (pair) {
-        const uint32_t w = a.out_dtype == LPATTN_F16 ? gpu_mma<gpu_f16>::pack(o0, o1) : gpu_mma<gpu_bf16>::pack(o0, o1);
-        if ((at & 1) == 0) {
-          *(uint32_t *)((unsigned short *)a.out + at) = w;
-          continue;
-        }
-      }
-      gpu_store(a.out, a.out_dtype, at, o0);
-      gpu_store(a.out, a.out_dtype, lpk_off(a.so, b, h, r, d + 1), o1);
-    }
-    if (t == 0) {
-      if (a.lse) a.lse[lpk_off(a.sl, b, h, r, 0)] = lse;
-      if (a.ent) a.ent[lpk_off(a.se, b, h, r, 0)] = en;
-    }
-  }
-}
-
 template <typename T, int D>
 __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
 #if GPU_WG_ARCH
   typedef gpu_wg_cfg<D> C;
-  constexpr int BQ = C::BQ, BK = C::BK, NS = BK / 2, NO = D / 2, ST = C::STAGES;
+  constexpr int BQ = C::BQ, BK = C::BK, NS = BK / 2, NO = D / 2, ST = C::ST;
   constexpr float L2E = 1.4426950408889634f;
   typedef gpu_mma<T> HI;
-  extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
-  const uint32_t s0 = ((uint32_t)__cvta_generic_to_shared(gpu_smem_raw) + 1023u) & ~1023u;
-  const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB; /* Q, K stages, V stages */
-  const gpu_wg_bars<ST> br{sv + ST * C::KB}; /* mbarriers */
-  const int tid = threadIdx.x, wg = tid >> 7;
-  const int G = a.Hq / a.Hkv, b = blockIdx.z, h = blockIdx.y, hk = h / G;
-  const int Sq = a.Sq, Skv = a.Skv, off = a.off;
-  const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
-  const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
-  if (q0 > r1 || Skv <= 0) return;
-  const int nkt = (Skv + BK - 1) / BK;
-  const int jn = a.causal ? min(nkt, gpu_floordiv(r1 + off, BK) + 1) : nkt;
+  const gpu_sm90_smem<C> sm; /* Q, K stages, V stages, mbarriers */
+  const uint32_t sq = sm.sq, sk = sm.sk, sv = sm.sv;
+  const gpu_wg_bars<ST> &br = sm.br;
+  const gpu_sm90_cta cta(a, BQ);
+  if (cta.idle()) return;
+  const int tid = cta.tid, wg = cta.wg, b = cta.b, h = cta.h, hk = cta.hk, q0 = cta.q0;
+  const int Skv = cta.Skv, off = cta.off;
+  const int jn = gpu_sm90_visible(a, (Skv + BK - 1) / BK, cta.r1, off, BK);
   if (tid == 0) br.init(1, 128 * C::NW);
   __syncthreads();
 
   if (wg == 0) { /* ---- the copier: one thread issues the TMA copies -------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if (tid == 0 && jn > 0) gpu_wg_copy<D, BQ, BK, ST>(tm, sq, sk, sv, br, q0, h, hk, b, jn);
+    if (tid == 0 && jn > 0) gpu_sm90_copy<C>(tm, sm, q0, h, hk, b, jn);
     return;
   }
 
@@ -263,7 +70,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     const uint32_t vs = sv + (jv % ST) * C::KB;
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ks++) gpu_wg<T, D, 1>::rs(oacc, pf[ks], gpu_wg_desc(vs + ks * 16 * 128, BK * 128, 1024));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    gpu_wg_commit();
   };
   auto qk = [&](float (&sacc)[NS], int j) { gpu_wg_qk<T, D, BQ, BK>(sacc, sq, sk + (j % ST) * C::KB, cw); };
   /* tile j's K (V) is in: its mbarrier's phase j / ST */
@@ -274,10 +81,10 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
    * barrier 1 + NW); non-finite elements are zeroed before P V and given
    * back after it to the rows that see them (nfm: per channel the first
    * such key). */
-  short *nfm = (short *)(gpu_smem_raw + (br.bq + 8 * C::NBAR - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
+  short *nfm = (short *)gpu_sm90_at(br.bq + 8 * C::NBAR);
   auto vcheck = [&](int jv) -> bool {
     if (!(a.causal && jv * BK + BK - 1 > q0 + off) || !GPU_NF) return false;
-    unsigned short *vt = (unsigned short *)(gpu_smem_raw + (sv + (jv % ST) * C::KB - (uint32_t)__cvta_generic_to_shared(gpu_smem_raw)));
+    unsigned short *vt = (unsigned short *)gpu_sm90_at(sv + (jv % ST) * C::KB);
     return gpu_nf_wg_tile<false>(vt, BK, D, gpu_nf_bf<T>::v, nfm, tid - 128, 128 * C::NW, 1 + C::NW);
   };
   auto vpoison = [&](int jv) { /* slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1) */
@@ -385,7 +192,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     gpu_wg_fence();
     qk(sacc, 0);
     your_turn();
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_wait<0>();
     gpu_mb_arrive(br.kempty(0));
     gpu_wg_hold(sacc);
     softmax(sacc, 0);
@@ -402,11 +209,11 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     qk(sacc, j);
     pv(j - 1);
     your_turn();
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    gpu_wg_wait<1>();
     gpu_mb_arrive(br.kempty(j % ST));
     gpu_wg_hold(sacc);
     softmax(sacc, j);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1) is in */
+    gpu_wg_wait<0>(); /* P_(j-1) V_(j-1) is in */
     gpu_mb_arrive(br.vempty((j - 1) % ST));
     gpu_wg_hold(oacc);
     if (vnf) vpoison(j - 1);
@@ -420,20 +227,18 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
     gpu_wg_fence();
     pv(jn - 1);
     your_turn();
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_wait<0>();
     gpu_wg_hold(oacc);
     if (vnf) vpoison(jn - 1);
   }
 
   if (cw == 0) my_turn(); /* takes the last warpgroup's last arrival */
 
-  gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
+  gpu_sm90_finish<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
 }
-
-#include "lp_gpu_wg_host.cuh"
 
 } // namespace LP_GPU_NS
 #endif

@@ -1,6 +1,7 @@
-/* The sm_90a FP8 prefill kernel on E4M3 warpgroup MMAs (issue 16): the
- * structure of lp_gpu_attn_wgl.cuh over the quantized codes themselves
- * (no bf16 copy). CUDA only; the HIP rendering is an empty header. */
+/* The mainloop of the sm_90a FP8 prefill kernel on E4M3 warpgroup MMAs
+ * (issue 16), the E4M3 operand class: the CTA of lp_gpu_sm90_cta.cuh over
+ * the quantized codes themselves (no bf16 copy). CUDA only; the HIP
+ * rendering is an empty header. */
 
 /* Prefill attention for precision FP8 at D = 128 on Hopper's E4M3 wgmma:
  * TMA brings the E4M3 codes of Q and K ([rows][D], one byte each) and of V
@@ -14,27 +15,18 @@
  *        32 keys);
  *   O  = O alpha + (P^ V^) vout[tile][chan] / 448   wgmma m64n128k32 e4m3,
  *        one product per SPEC tile of 64 keys (each has its own V scales).
- * The CTA is lp_gpu_attn_wgl's: a copier warpgroup (thread 0: TMA; warp 1:
+ * The CTA is the low-format one (lp_gpu_sm90_cta.cuh): a copier warpgroup (thread 0: TMA; warp 1:
  * the K and V outer scales of each stage) and two computing warpgroups of
  * 64 query rows that take turns on the tensor cores. Causal (not leaky)
  * calls stop at gpu_wgl_kw and leave the rows' state to the mma.sync
  * kernel, as the wgl kernel does. */
 #ifndef LP_GPU_ATTN_WG8_CUH
 #define LP_GPU_ATTN_WG8_CUH
-#include "lp_gpu_attn_wgl.cuh" /* its CTA pieces (gpu_wgl_*) */
+#include "lp_gpu_sm90_cta.cuh"
+#include "lp_gpu_sm90_epilogue.cuh"
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
-
-template <int D_> struct gpu_wg8_cfg {
-  static constexpr int D = D_;
-  static_assert(D == 128, "the FP8 wgmma kernel has rows of 128 codes");
-  static constexpr int BQ = 128, BK = 128, ST = 3, NT = 384;
-  static constexpr int QB = BQ * D, KB = BK * D; /* bytes: Q tile; one K (or V^T) stage */
-  static constexpr int SCF = BK + 2 * D;         /* a stage's scalars: kout[BK], vout[2][D] / 448 */
-  static constexpr int NBAR = 1 + 4 * ST;
-  static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + (size_t)ST * SCF * 4 + 8 * NBAR + 1024;
-};
 
 /* The A fragments of the P V product for 32 keys (k-chunk kc of the S
  * tile, slots 16 kc .. 16 kc + 15 of the m64n128 accumulator: row hh =
@@ -83,22 +75,18 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   typedef gpu_wg8_cfg<D> C;
   constexpr int BQ = C::BQ, BK = C::BK, NO = D / 2, ST = C::ST;
   constexpr float L2E = 1.4426950408889634f, L2_448 = 8.807354922057604f; /* log2(448) */
-  extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
-  const uint32_t raw = (uint32_t)__cvta_generic_to_shared(gpu_smem_raw);
-  const uint32_t s0 = (raw + 1023u) & ~1023u;
-  const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB, ssc = sv + ST * C::KB;
-  float *scal = (float *)(gpu_smem_raw + (ssc - raw)); /* [ST][SCF] */
-  const gpu_wg_bars<ST> br{ssc + ST * C::SCF * 4};
+  const gpu_sm90_smem<C> sm; /* Q, K stages, V stages, scalars, mbarriers */
+  const uint32_t sq = sm.sq, sk = sm.sk, sv = sm.sv;
+  float *const scal = sm.scal;
+  const gpu_wg_bars<ST> &br = sm.br;
 
-  const int tid = threadIdx.x, wg = tid >> 7;
-  const int G = a.Hq / a.Hkv, b = blockIdx.z, h = blockIdx.y, hk = h / G;
-  const int Sq = a.Sq, Skv = a.Skv, off = a.off;
-  const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
-  const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
-  if (q0 > r1 || Skv <= 0) return;
-  const int jn = gpu_wgl_tiles(a, q0, r1, BK);
+  const gpu_sm90_cta cta(a, BQ);
+  if (cta.idle()) return;
+  const int tid = cta.tid, wg = cta.wg, b = cta.b, h = cta.h, hk = cta.hk, q0 = cta.q0;
+  const int Sq = cta.Sq, Skv = cta.Skv, off = cta.off;
+  const int jn = gpu_sm90_tiles(a, q0, cta.r1, BK);
   if (jn <= 0) {
-    gpu_wgl_empty<D>(a, q0, tid, b, h);
+    gpu_sm90_empty<D>(a, q0, tid, b, h);
     return;
   }
   if (tid == 0) br.init(STAT ? 1 : 33);
@@ -106,22 +94,9 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
 
   if (wg == 0) { /* ---- the copier ----------------------------------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (tid == 0) {
-      gpu_mb_expect(br.q(), C::QB);
-      gpu_tma4(sq, &tm.q, 0, q0, h, b, br.q());
-#pragma unroll 1
-      for (int j = 0, s = 0, n = 0; j < jn; j++) {
-        if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
-        gpu_mb_expect(br.kfull(s), C::KB);
-        gpu_tma4(sk + s * C::KB, &tm.k, 0, j * BK, hk, b, br.kfull(s));
-        if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
-        gpu_mb_expect(br.vfull(s), C::KB);
-        gpu_tma4(sv + s * C::KB, &tm.v, j * BK, 0, hk, b, br.vfull(s));
-        if (++s == ST) s = 0, n++;
-      }
-    }
+    if (tid == 0) gpu_sm90_copy<C>(tm, sm, q0, h, hk, b, jn);
     if (!STAT && tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (times P's 1/448) */
-      gpu_wgl_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, 1.0f / 448.0f);
+      gpu_sm90_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, 1.0f / 448.0f);
     return;
   }
 
@@ -166,7 +141,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     for (int kk = 0; kk < D / 32; kk++)
       gpu_wg8_128::ss(sacc, gpu_wg_desc(sq + cw * 64 * 128 + kk * 32, 16, 1024),
                       gpu_wg_desc(sk + s * C::KB + kk * 32, 16, 1024), kk > 0);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    gpu_wg_commit();
     your_turn();
   };
   /* Tile j's SPEC tiles in order (S_j complete in sacc: slot i is row
@@ -247,7 +222,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
 #pragma unroll
     for (int kq = 0; kq < 2; kq++)
       gpu_wg8_128::rs(tacc, pf[2 * hv + kq], gpu_wg_desc(vst + 64 * hv + 32 * kq, 16, 1024), STAT || kq > 0);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    gpu_wg_commit();
   };
   /* O = O alpha + T vout / 448 of SPEC tile hv */
   auto fold = [&](const float (&tacc)[NO], int j, int hv) {
@@ -271,7 +246,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
   gpu_mb_wait(br.q(), 0);
   float sacc[BK / 2];
   issue_s(sacc, 0);
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  gpu_wg_wait<0>();
   if constexpr (STAT) {
     /* Static scales: P^ V^ accumulates into O itself (no per-channel fold,
      * no second accumulator), O rescaled before each SPEC tile's product.
@@ -297,7 +272,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     for (int j = 0; j < jn - 1; j++) {
       gpu_wg_hold(sacc);
       soft(sacc, j, false);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); /* P_(j-1) V_(j-1), second half */
+      gpu_wg_wait<0>(); /* P_(j-1) V_(j-1), second half */
       gpu_wg_hold(oacc);
       if (j > 0) gpu_mb_arrive(br.vempty((j - 1) % ST));
       frag();
@@ -306,17 +281,17 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
       gpu_wg_fence();
       issue_pv(oacc, j, 0);
       issue_s(sacc, j + 1);
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      gpu_wg_wait<1>();
       gpu_wg_hold(oacc);
       scale_o(1);
       gpu_wg_fence();
       issue_pv(oacc, j, 1);
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* S_(j+1) */
+      gpu_wg_wait<1>(); /* S_(j+1) */
     }
     const int j = jn - 1;
     gpu_wg_hold(sacc);
     soft(sacc, j, false);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_wait<0>();
     gpu_wg_hold(oacc);
     if (j > 0) gpu_mb_arrive(br.vempty((j - 1) % ST));
     frag();
@@ -326,7 +301,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
       scale_o(hv);
       gpu_wg_fence();
       issue_pv(oacc, j, hv);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_wait<0>();
       gpu_wg_hold(oacc);
     }
     gpu_mb_arrive(br.vempty(j % ST));
@@ -340,12 +315,12 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     gpu_wg_fence();
     issue_pv(tacc, j, 0);
     issue_s(sacc, j + 1);
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    gpu_wg_wait<1>();
     gpu_wg_hold(tacc);
     fold(tacc, j, 0);
     gpu_wg_fence();
     issue_pv(tacc, j, 1);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpu_wg_wait<0>();
     gpu_wg_hold(tacc);
     fold(tacc, j, 1);
     gpu_mb_arrive(br.vempty(j % ST));
@@ -360,7 +335,7 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
     for (int hv = 0; hv < 2; hv++) {
       gpu_wg_fence();
       issue_pv(tacc, j, hv);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_wait<0>();
       gpu_wg_hold(tacc);
       fold(tacc, j, hv);
     }
@@ -373,63 +348,11 @@ __device__ __forceinline__ void gpu_attn_wg8_body(const lp_gpu_attn_args &a, con
 #pragma unroll
     for (int o = 0; o < NO; o++) oacc[o] = __fmul_rn(oacc[o], vst);
   }
-  gpu_wgl_end<D>(a, st, oacc, rr, b, h, t);
+  gpu_sm90_end<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
 }
 
-/* TMA map of 8-bit codes: dims (inner first) and byte strides of the three
- * outer dims; boxes of box0 x box1, 128-byte swizzle; past the ends: zeros. */
-static inline bool gpu_tmap8(CUtensorMap *m, const void *x, const int64_t dim[4], const int64_t str[3], int box0, int box1) {
-  gpu_encode_fn enc = gpu_encoder();
-  if (!enc || ((uintptr_t)x & 15)) return false;
-  cuuint64_t d[4], s[3];
-  for (int i = 0; i < 4; i++) d[i] = (cuuint64_t)dim[i];
-  for (int i = 0; i < 3; i++) {
-    if (str[i] % 16) return false;
-    s[i] = (cuuint64_t)str[i];
-  }
-  const cuuint32_t box[4] = {(cuuint32_t)box0, (cuuint32_t)box1, 1, 1}, es[4] = {1, 1, 1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, (void *)x, d, s, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-/* Launches K (configuration gpu_wg8_cfg<D>) for call a over its FP8 codes:
- * Q and K ([B][H][rows][D]) at byte strides sq / sk (s, h, b), V^T codes
- * in vq ([B][Hkv][D][Sp]); false where a map cannot be made (a stride that
- * is not a multiple of 16 bytes). */
-template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wg8_go(const lp_gpu_attn_args *a, const int64_t sq[3], const int64_t sk[3], cudaStream_t stream,
-                       lpattn_status *st) {
-  typedef gpu_wg8_cfg<D> C;
-  const int64_t sp = (a->vq.rows + 63) / 64 * 64;
-  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, dk[4] = {D, a->Skv, a->Hkv, a->B};
-  const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
-  gpu_tmaps tm;
-  if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
-      !gpu_tmap8(&tm.v, a->vq.codes, dv, sv, C::BK, D))
-    return false;
-  return gpu_wg_go<K, C>(a, tm, stream, st);
-}
-/* A D = 128 _wgl_fp8 entry over the quantize passes' contiguous codes. */
-template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  const int64_t qr = a->qq.rows, kr = a->kq.rows;
-  const int64_t sq[3] = {D, qr * D, a->Hq * qr * D}, sk[3] = {D, kr * D, a->Hkv * kr * D};
-  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
-}
-/* The D = 128 _wg8s entry (static-scale FP8): Q and K codes at byte strides
- * q8s / k8s (b, h, s: the caller's E4M3 tensors or the cast's). */
-template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wg8s_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  /* an extent-1 axis's stride is never used: the contiguous one */
-  auto pick = [](int64_t s, int64_t n, int64_t dense) { return n > 1 ? s : dense; };
-  const int64_t sq2 = pick(a->q8s[2], a->Sq, D), sq1 = pick(a->q8s[1], a->Hq, sq2 * a->Sq);
-  const int64_t sk2 = pick(a->k8s[2], a->Skv, D), sk1 = pick(a->k8s[1], a->Hkv, sk2 * a->Skv);
-  const int64_t sq[3] = {sq2, sq1, pick(a->q8s[0], a->B, sq1 * a->Hq)};
-  const int64_t sk[3] = {sk2, sk1, pick(a->k8s[0], a->B, sk1 * a->Hkv)};
-  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
-}
 } // namespace LP_GPU_NS
 #endif

@@ -1,7 +1,8 @@
-/* The sm_90a prefill kernel of the low precisions (issue 16): the warpgroup
- * structure of lp_gpu_attn_wg.cuh (copier, TMA stages, mbarriers, two
- * computing warpgroups) over bf16 operands, with SPEC 3's low-tile
- * arithmetic. CUDA only; the HIP rendering is an empty header. */
+/* The mainloop of the sm_90a prefill kernel of the low precisions (issue
+ * 16), the low formats via 16-bit operands: the CTA of the family
+ * (lp_gpu_sm90_cta.cuh: copier, TMA stages, mbarriers, two computing
+ * warpgroups; lp_gpu_sm90_epilogue.cuh) over bf16 operands, with SPEC 3's
+ * low-tile arithmetic. CUDA only; the HIP rendering is an empty header. */
 
 /* Prefill attention on Hopper's warpgroup MMAs for the low formats (NVFP4,
  * MXFP4, FP8) where every visited tile is low: non-causal calls and leaky
@@ -21,93 +22,11 @@
  * mbarriers with the copy). */
 #ifndef LP_GPU_ATTN_WGL_CUH
 #define LP_GPU_ATTN_WGL_CUH
-#include "lp_gpu_attn_wg.cuh"
+#include "lp_gpu_sm90_cta.cuh"
+#include "lp_gpu_sm90_epilogue.cuh"
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
-
-template <int D_> struct gpu_wgl_cfg {
-  static constexpr int D = D_;
-  static constexpr int BQ = 128, BK = D <= 128 ? 128 : 64, ST = 2, NT = 384;
-  static constexpr int HALVES = BK / 64;         /* SPEC tiles of 64 keys in a stage */
-  static constexpr int N = 64;                   /* channels of one P V product */
-  static constexpr int QB = BQ * D * 2, KB = BK * D * 2;
-  static constexpr int SCF = BK + HALVES * D;    /* a stage's scalars: kout[BK], vout[HALVES][D] */
-  static constexpr int NBAR = 1 + 4 * ST;
-  static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + (size_t)ST * SCF * 4 + 8 * NBAR + 1024;
-};
-
-/* Pieces of the low-format warpgroup kernels (this one and the FP8 one of
- * lp_gpu_attn_wg8.cuh). Tiles of BK keys a CTA of rows [q0, r1] visits:
- * causal (not leaky) calls with init_o stop at gpu_wgl_kw, the state left
- * for the mma.sync kernel. */
-__device__ __forceinline__ int gpu_wgl_tiles(const lp_gpu_attn_args &a, int q0, int r1, int BK) {
-  const int nkt = (a.Skv + BK - 1) / BK;
-  if (a.init_o) return gpu_wgl_kw(q0, a.off, a.Skv) / BK;
-  return a.causal ? min(nkt, gpu_floordiv(r1 + a.off, BK) + 1) : nkt;
-}
-/* A CTA with no tile (rows far before the keys, causal): O = 0, LSE = -inf,
- * H = 0 of the rows of computing warpgroup wg - 1 (none with init_o). */
-template <int D>
-__device__ __forceinline__ void gpu_wgl_empty(const lp_gpu_attn_args &a, int q0, int tid, int b, int h) {
-  const int wg = tid >> 7;
-  if (a.init_o || wg == 0) return;
-  const int lane = tid & 31, rw = q0 + (wg - 1) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
-  const int rr[2] = {rw, rw + 8};
-  float oacc[D / 2];
-#pragma unroll
-  for (int o = 0; o < D / 2; o++) oacc[o] = 0.0f;
-  lpk_row st[2];
-  lpk_row_init(&st[0]), lpk_row_init(&st[1]);
-  gpu_wg_finish<D>(a, st, oacc, rr, b, h, lane & 3);
-}
-/* Warp 1 of the copier: tile j's K outer scales (BK keys) and V outer
- * scales (its BK / 64 SPEC tiles x D channels, times vmul) into stage
- * j % ST of scal (SCF floats a stage), arriving on the stage's full
- * mbarriers; keys and tiles past Skv get 0. */
-template <int D, int BK, int ST, int SCF>
-__device__ __forceinline__ void gpu_wgl_scales(const lp_gpu_attn_args &a, float *scal, const gpu_wg_bars<ST> &br,
-                                               int jn, int b, int hk, int lane, float vmul) {
-  constexpr int HV = BK / 64;
-  const int Skv = a.Skv;
-  const int64_t kvbh = (int64_t)b * a.Hkv + hk;
-  const float *ko = a.kq.outer + kvbh * a.kq.rows;
-  const int vt = (int)((a.vq.rows + 63) / 64); /* V's 64-key tiles */
-  const float *vo = a.vq.outer + kvbh * vt * D;
-#pragma unroll 1
-  for (int j = 0, s = 0, n = 0; j < jn; j++) {
-    float *ks = scal + s * SCF, *vs = ks + BK;
-    if (n > 0) gpu_mb_wait(br.kempty(s), (n - 1) & 1);
-    for (int i = lane; i < BK; i += 32) ks[i] = j * BK + i < Skv ? ko[j * BK + i] : 0.0f;
-    gpu_mb_arrive(br.kfull(s));
-    if (n > 0) gpu_mb_wait(br.vempty(s), (n - 1) & 1);
-    for (int i = lane; i < HV * D; i += 32) {
-      const int t64 = j * HV + i / D;
-      vs[i] = vmul * (t64 * 64 < Skv ? vo[(int64_t)t64 * D + i % D] : 0.0f);
-    }
-    gpu_mb_arrive(br.vfull(s));
-    if (++s == ST) s = 0, n++;
-  }
-}
-/* The end of a computing thread: O, LSE and H of its rows, or (init_o)
- * their unnormalized O and (m, l, r, n) for the mma.sync kernel. */
-template <int D>
-__device__ __forceinline__ void gpu_wgl_end(const lp_gpu_attn_args &a, const lpk_row (&st)[2],
-                                            const float (&oacc)[D / 2], const int (&rr)[2], int b, int h, int t) {
-  if (!a.init_o) {
-    gpu_wg_finish<D>(a, st, oacc, rr, b, h, t);
-    return;
-  }
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++) {
-    if (rr[hh] >= a.Sq) continue;
-    const int64_t row = ((int64_t)b * a.Hq + h) * a.Sq + rr[hh];
-#pragma unroll
-    for (int nb = 0; nb < D / 8; nb++)
-      *(float2 *)&a.init_o[row * D + 8 * nb + 2 * t] = make_float2(oacc[4 * nb + 2 * hh], oacc[4 * nb + 2 * hh + 1]);
-    if (t == 0) *(float4 *)&a.init_st[row * 4] = make_float4(st[hh].m, st[hh].l, st[hh].r, (float)st[hh].n);
-  }
-}
 
 template <int D, int FMT>
 __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, const gpu_tmaps &tm) {
@@ -117,22 +36,18 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
   constexpr bool SC = FMT != LPATTN_FMT_MXFP4; /* outer scales (MXFP4 has none: 1) */
   constexpr float L2E = 1.4426950408889634f;
   typedef gpu_mma<gpu_bf16> LO;
-  extern __shared__ __attribute__((aligned(16))) unsigned char gpu_smem_raw[];
-  const uint32_t raw = (uint32_t)__cvta_generic_to_shared(gpu_smem_raw);
-  const uint32_t s0 = (raw + 1023u) & ~1023u;
-  const uint32_t sq = s0, sk = s0 + C::QB, sv = sk + ST * C::KB, ssc = sv + ST * C::KB;
-  float *scal = (float *)(gpu_smem_raw + (ssc - raw)); /* [ST][SCF] */
-  const gpu_wg_bars<ST> br{ssc + ST * C::SCF * 4};
+  const gpu_sm90_smem<C> sm; /* Q, K stages, V stages, scalars, mbarriers */
+  const uint32_t sq = sm.sq, sk = sm.sk, sv = sm.sv;
+  float *const scal = sm.scal;
+  const gpu_wg_bars<ST> &br = sm.br;
 
-  const int tid = threadIdx.x, wg = tid >> 7;
-  const int G = a.Hq / a.Hkv, b = blockIdx.z, h = blockIdx.y, hk = h / G;
-  const int Sq = a.Sq, Skv = a.Skv, off = a.off;
-  const int x = blockIdx.x, xi = a.causal ? a.nqx - 1 - x : x; /* long tiles first */
-  const int q0 = xi * BQ, r1 = min(q0 + BQ, Sq) - 1;
-  if (q0 > r1 || Skv <= 0) return;
-  const int jn = gpu_wgl_tiles(a, q0, r1, BK);
+  const gpu_sm90_cta cta(a, BQ);
+  if (cta.idle()) return;
+  const int tid = cta.tid, wg = cta.wg, b = cta.b, h = cta.h, hk = cta.hk, q0 = cta.q0;
+  const int Sq = cta.Sq, Skv = cta.Skv, off = cta.off;
+  const int jn = gpu_sm90_tiles(a, q0, cta.r1, BK);
   if (jn <= 0) {
-    gpu_wgl_empty<D>(a, q0, tid, b, h);
+    gpu_sm90_empty<D>(a, q0, tid, b, h);
     return;
   }
   if (tid == 0) br.init(SC ? 33 : 1);
@@ -140,9 +55,9 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
 
   if (wg == 0) { /* ---- the copier ----------------------------------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (tid == 0) gpu_wg_copy<D, BQ, BK, ST>(tm, sq, sk, sv, br, q0, h, hk, b, jn);
+    if (tid == 0) gpu_sm90_copy<C>(tm, sm, q0, h, hk, b, jn);
     if (SC && tid >= 32 && tid < 64) /* warp 1: the outer scales of K and V (FP8: times P's 1/448 too) */
-      gpu_wgl_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, FMT == LPATTN_FMT_FP8 ? 1.0f / 448.0f : 1.0f);
+      gpu_sm90_scales<D, BK, ST, C::SCF>(a, scal, br, jn, b, hk, tid & 31, FMT == LPATTN_FMT_FP8 ? 1.0f / 448.0f : 1.0f);
     return;
   }
 
@@ -271,8 +186,8 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
           gpu_wg<gpu_bf16, N, 1>::rs(tacc, pf[4 * hv + kq],
                                      gpu_wg_desc(vst + (c * N / 64) * BK * 128 + (64 * hv + 16 * kq) * 128, BK * 128, 1024),
                                      kq > 0);
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        gpu_wg_commit();
+        gpu_wg_wait<0>();
         gpu_wg_hold(tacc);
         if (rescale)
 #pragma unroll
@@ -296,7 +211,7 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     for (int j = 0; j < jn; j++) {
       float sacc[NS];
       issue_s(sacc, j);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_wait<0>();
       gpu_wg_hold(sacc);
       soft(sacc, j);
       pv(j);
@@ -308,7 +223,7 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     {
       float sacc[NS];
       issue_s(sacc, 0);
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      gpu_wg_wait<0>();
       gpu_wg_hold(sacc);
       soft(sacc, 0);
     }
@@ -323,19 +238,11 @@ __device__ __forceinline__ void gpu_attn_wgl_body(const lp_gpu_attn_args &a, con
     pv(jn - 1);
   }
   if (cw == 0) my_turn(); /* takes warpgroup 1's last arrival */
-  gpu_wgl_end<D>(a, st, oacc, rr, b, h, t);
+  gpu_sm90_end<D>(a, st, oacc, rr, b, h, t);
 #elif defined(__CUDA_ARCH__)
   __trap(); /* never launched here (gpu_wg_ok reads gpu_wg_built) */
 #endif
 }
 
-/* Launches K (a _wgl entry) for call a over the bf16 copies a->qd, kd, vd
- * if their TMA maps can be made (else false); *st is the launch's status. */
-template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
-static bool gpu_wgl_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
-  const int64_t sq[4] = {(int64_t)a->Hq * a->Sq * D, (int64_t)a->Sq * D, D, 1};
-  const int64_t sk[4] = {(int64_t)a->Hkv * a->Skv * D, (int64_t)a->Skv * D, D, 1};
-  return gpu_wg_start<K, gpu_wgl_cfg<D>>(a, a->qd, sq, a->kd, sk, a->vd, sk, stream, st);
-}
 } // namespace LP_GPU_NS
 #endif

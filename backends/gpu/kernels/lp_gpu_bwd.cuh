@@ -294,7 +294,8 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv), Sq = a.Sq, Skv = a.Skv;
-  /* causal: the longest rows (most key tiles) first */
+  /* causal: the longest rows first (gpu_tile_order; written out here: through
+   * the function this kernel's SASS changes, scripts/sass_compare.py) */
   const int r0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 64;
   const int r1 = min(r0 + 63, Sq - 1), off = a.off, nkt = (Skv + 63) / 64;
   const int nj = a.causal ? min(nkt, gpu_floordiv(r1 + off, 64) + 1) : nkt; /* tiles 0..nj-1 */

@@ -8,7 +8,7 @@
  * bitwise the same on every run). The preprocess (Delta, row LSE) is
  * lp_gpu_bwd.cuh's gpu_bwd_prep. A CTA is three warpgroups: warpgroup 0
  * copies (one thread issues TMA copies of 64-row boxes into the 128-byte
- * swizzled layout of lp_gpu_attn_wg.cuh; in dK/dV a second warp stages the
+ * swizzled layout of lp_gpu_sm90_prim.cuh; in dK/dV a second warp stages the
  * query rows' LSE and Delta), warpgroups 1 and 2 compute 64 rows each.
  *  dK/dV, a CTA per 128 keys of a KV head: each computing warpgroup holds
  *    dK, dV of its 64 keys in registers and walks the query tiles of 64
@@ -23,8 +23,9 @@
  * bf16 inputs take P and dS as two bf16 terms (hi + lo), as gpu_bwd_pv. */
 #ifndef LP_GPU_BWD_WG_CUH
 #define LP_GPU_BWD_WG_CUH
-#include "lp_gpu_attn_wg.cuh"
 #include "lp_gpu_bwd.cuh"
+#include "lp_gpu_sm90_prim.cuh"
+#include "lp_gpu_sm90_tma.cuh"
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
@@ -107,11 +108,7 @@ __device__ __forceinline__ void gpu_bwd_wg_ss(float (&acc)[32], uint32_t as, int
     gpu_wg<T, 64, 0>::ss(acc, gpu_wg_desc(as + (kk >> 2) * RA * 128 + ra * 128 + ko, 16, 1024),
                          gpu_wg_desc(bs + (kk >> 2) * 64 * 128 + ko, 16, 1024), kk > 0);
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void gpu_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void gpu_wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+  gpu_wg_commit();
 }
 /* Rows of a warpgroup's m64nN accumulator: slot i of thread (warp w, lane
  * 4g + t) is row 16w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2t + (i & 1).
@@ -299,7 +296,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
   const gpu_bwd_bars br{sv + ST * T64};
   const int tid = threadIdx.x, wg = tid >> 7;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (a.Hq / a.Hkv), Sq = a.Sq, Skv = a.Skv, off = a.off;
-  const int q0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 128;
+  const int q0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 128; /* as gpu_bwd_dq */
   const int r1 = min(q0 + 127, Sq - 1), nkt = (Skv + 63) / 64;
   const int nj = a.causal ? max(0, min(nkt, gpu_floordiv(r1 + off, 64) + 1)) : nkt;
   if (tid == 0) br.init(1);

@@ -1,65 +1,17 @@
-/* The host side of the sm_90a prefill kernels (included in place by
- * backends/gpu/kernels/lp_gpu_attn_wg.cuh): TMA maps, the image check, the launch. */
+/* The host side of the sm_90a forward kernels (issue 30): whether a call
+ * may take one (gpu_wg_ok, gpu_wg8s_ok), and each one's launch over the TMA
+ * maps of its operands (lp_gpu_sm90_tma.cuh): the 16-bit kernel over the
+ * call's Q, K, V (gpu_wg_launch), the low formats over their bf16 copies
+ * (gpu_wgl_launch), E4M3 over the codes (gpu_wg8_launch, gpu_wg8s_launch).
+ * templates/gpu/kernel_attn.cu.j2 includes it after the kernels. CUDA only. */
+#ifndef LP_GPU_WG_HOST_CUH
+#define LP_GPU_WG_HOST_CUH
+#include "lp_gpu_attn.cuh"
+#include "lp_gpu_sm90_cfg.cuh"
+#include "lp_gpu_sm90_tma.cuh"
 
-/* cuTensorMapEncodeTiled through the runtime's driver entry point (no
- * libcuda link), or NULL. */
-typedef CUresult (*gpu_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static gpu_encode_fn gpu_encoder() {
-  static gpu_encode_fn fn = nullptr;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-#if CUDART_VERSION >= 12050
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-#else
-    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
-#endif
-    if (e == cudaSuccess && q == cudaDriverEntryPointSuccess) fn = (gpu_encode_fn)p;
-    else if (e != cudaSuccess) (void)cudaGetLastError(); /* clear only our own error */
-  }
-  return fn;
-}
-/* TMA map of a [B][H][S][D] 16-bit tensor (element strides s, channels
- * contiguous): boxes of 64 channels x rows, 128-byte swizzle; rows past S
- * read as zeros. */
-static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, int H, int S, int D, int rows) {
-  gpu_encode_fn enc = gpu_encoder();
-  const int n[3] = {S, H, B};
-  cuuint64_t str[3];
-  for (int i = 0; i < 3; i++) { /* a stride of an extent-1 axis is never used: any multiple of 16 bytes */
-    const int64_t e = s[2 - i];
-    if (e <= 0 && n[i] > 1) return false; /* broadcast or negative strides: the mma.sync kernel */
-    str[i] = (cuuint64_t)(e > 0 ? e : 8) * 2;
-  }
-  if (!enc) return false;
-  const cuuint64_t dim[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
-  const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)x, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-/* 1 where kernel k's image on the current device is sm_90a (the wgmma
- * bodies are there) and it was given at least min_regs registers (a kernel
- * that moves registers by setmaxnreg needs its launch allocation); 0 where
- * not, or where LPATTN_NO_WGMMA=1 turns the wgmma paths off (same-run
- * comparisons with the mma.sync kernels). Errors of its own queries are cleared. */
-static int gpu_wg_image(const void *k, int min_regs) {
-  cudaFuncAttributes fa;
-  int built = 0;
-  const char *e = getenv("LPATTN_NO_WGMMA");
-  if (e && e[0] == '1') return 0;
-  if (cudaFuncGetAttributes(&fa, k) != cudaSuccess ||
-      cudaMemcpyFromSymbol(&built, gpu_wg_built, sizeof built) != cudaSuccess) {
-    (void)cudaGetLastError(); /* clear only our own error */
-    return 0;
-  }
-  return fa.binaryVersion == 90 && built == 1 && fa.numRegs >= min_regs;
-}
+#include "lp_gpu_ns.cuh"
+namespace LP_GPU_NS {
 /* Whether kernel K (a _wg or _wgl entry) may take call a, whose
  * gpu_attn_spec is spec: a 9.0 device whose image of K is sm_90a, 32-lane
  * warps; spec 0 (HIGH without PASA) with 16-byte rows; a low format's spec
@@ -120,3 +72,49 @@ template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
 static bool gpu_wg_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
   return gpu_wg_start<K, gpu_wg_cfg<D>>(a, a->q, a->sq, a->k, a->sk, a->v, a->sv, stream, st);
 }
+/* Launches K (a _wgl entry) for call a over the bf16 copies a->qd, kd, vd
+ * if their TMA maps can be made (else false); *st is the launch's status. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wgl_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  const int64_t sq[4] = {(int64_t)a->Hq * a->Sq * D, (int64_t)a->Sq * D, D, 1};
+  const int64_t sk[4] = {(int64_t)a->Hkv * a->Skv * D, (int64_t)a->Skv * D, D, 1};
+  return gpu_wg_start<K, gpu_wgl_cfg<D>>(a, a->qd, sq, a->kd, sk, a->vd, sk, stream, st);
+}
+/* Launches K (configuration gpu_wg8_cfg<D>) for call a over its FP8 codes:
+ * Q and K ([B][H][rows][D]) at byte strides sq / sk (s, h, b), V^T codes
+ * in vq ([B][Hkv][D][Sp]); false where a map cannot be made (a stride that
+ * is not a multiple of 16 bytes). */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg8_go(const lp_gpu_attn_args *a, const int64_t sq[3], const int64_t sk[3], cudaStream_t stream,
+                       lpattn_status *st) {
+  typedef gpu_wg8_cfg<D> C;
+  const int64_t sp = (a->vq.rows + 63) / 64 * 64;
+  const int64_t dq[4] = {D, a->Sq, a->Hq, a->B}, dk[4] = {D, a->Skv, a->Hkv, a->B};
+  const int64_t dv[4] = {sp, D, a->Hkv, a->B}, sv[3] = {sp, D * sp, a->Hkv * D * sp};
+  gpu_tmaps tm;
+  if (!gpu_tmap8(&tm.q, a->qq.codes, dq, sq, D, C::BQ) || !gpu_tmap8(&tm.k, a->kq.codes, dk, sk, D, C::BK) ||
+      !gpu_tmap8(&tm.v, a->vq.codes, dv, sv, C::BK, D))
+    return false;
+  return gpu_wg_go<K, C>(a, tm, stream, st);
+}
+/* A D = 128 _wgl_fp8 entry over the quantize passes' contiguous codes. */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg8_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  const int64_t qr = a->qq.rows, kr = a->kq.rows;
+  const int64_t sq[3] = {D, qr * D, a->Hq * qr * D}, sk[3] = {D, kr * D, a->Hkv * kr * D};
+  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
+}
+/* The D = 128 _wg8s entry (static-scale FP8): Q and K codes at byte strides
+ * q8s / k8s (b, h, s: the caller's E4M3 tensors or the cast's). */
+template <void (*K)(lp_gpu_attn_args, gpu_tmaps), int D>
+static bool gpu_wg8s_launch(const lp_gpu_attn_args *a, cudaStream_t stream, lpattn_status *st) {
+  /* an extent-1 axis's stride is never used: the contiguous one */
+  auto pick = [](int64_t s, int64_t n, int64_t dense) { return n > 1 ? s : dense; };
+  const int64_t sq2 = pick(a->q8s[2], a->Sq, D), sq1 = pick(a->q8s[1], a->Hq, sq2 * a->Sq);
+  const int64_t sk2 = pick(a->k8s[2], a->Skv, D), sk1 = pick(a->k8s[1], a->Hkv, sk2 * a->Skv);
+  const int64_t sq[3] = {sq2, sq1, pick(a->q8s[0], a->B, sq1 * a->Hq)};
+  const int64_t sk[3] = {sk2, sk1, pick(a->k8s[0], a->B, sk1 * a->Hkv)};
+  return gpu_wg8_go<K, D>(a, sq, sk, stream, st);
+}
+} // namespace LP_GPU_NS
+#endif

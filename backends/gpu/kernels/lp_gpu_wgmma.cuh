@@ -1,5 +1,5 @@
-/* The warpgroup MMA wrappers of the sm_90a prefill kernel (included in
- * place by backends/gpu/kernels/lp_gpu_attn_wg.cuh): for N = 64, 128, 256,
+/* The warpgroup MMA wrappers of the sm_90a kernels (included in place by
+ * backends/gpu/kernels/lp_gpu_sm90_prim.cuh): for N = 64, 128, 256,
  * D[64 x N] (+)= A B with f16 or bf16 operands, A from shared memory (ss)
  * or registers (rs), and E4M3 (FP8, k = 32) for N = 64, 128; the N/2 accumulators are asm operands, written out by
  * these macros (one asm text per operand type: `if` f16, `else` bf16). */
