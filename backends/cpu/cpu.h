@@ -155,7 +155,7 @@ inline int QpFormat(lpattn_format f) {
   return f == LPATTN_FMT_FP8 ? QP_FP8 : f == LPATTN_FMT_MXFP4 ? QP_MXFP4 : QP_NVFP4;
 }
 
-// Kernel lookup in the generated registry (gen/registry.inc).
+// Kernel lookup in the generated registry (gen/registry_attn.inc).
 AttnKernel FindAttnKernel(int64_t head_dim);
 
 // The small-Sq path (smallq.cc): whether it takes this call, and the call.

@@ -2,7 +2,7 @@
  * with LPATTN_HIP (hipcc, or nvcc through tests/hip/shim), the runtime names
  * mapped by backends/hip/vendor.h. One job per file:
  *   gpu_context.cu   context (device, stream), workspace, the vtable
- *   gpu_registry.cu  the generated kernel registry (gen/registry.inc)
+ *   gpu_registry.cu  the generated kernel registries (gen/registry_<op>.inc)
  *   gpu_ops.cu       quantize / dequantize / merge, workspace q-views
  *   gpu_prefill.cu   lpattn_attention
  *   gpu_backward.cu  lpattn_attention_backward (CUDA, HIGH; gated, see there)

@@ -1,7 +1,8 @@
-/* The kernel registry of the GPU backends: the rows of the generated
- * gen/registry.inc (codegen/manifest.py) of the backend being built, as an
- * attention (and backward) table searched by head dim and dtype, and the one quantize,
- * dequantize and merge kernel. */
+/* The kernel registry of the GPU backends: the generated per-op registries
+ * (gen/registry_<op>.inc, codegen/manifest.py) of the backend being built, as
+ * an attention (and backward) table searched by head dim and dtype, and the
+ * one quantize, dequantize and merge kernel. The decode variants' table is
+ * kv_pool.cu's (registry_decode.inc). */
 #include "gpu_backend.h"
 #include "gpu_plan.h"
 
@@ -13,52 +14,47 @@ namespace GPU_NS {
 #else
 #define GPU_SET_ALL(...)
 #endif
-#define GPU_DECL_ATTN(set, name) GPU_SET_##set(lpattn_status name(const lp_gpu_attn_args *, cudaStream_t);)
 /* one quant/dequant/merge entry per backend, reached by op */
-#define GPU_DECL_QUANT(set, name)                              \
+#define LPATTN_QUANT(set, name, hd, dt)                        \
   lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
   lpattn_status run_quant(const lp_gpu_quant_args *a, cudaStream_t s) { return name(a, s); }
-#define GPU_DECL_DEQUANT(set, name)                                \
+#include "registry_quant.inc"
+#undef LPATTN_QUANT
+#define LPATTN_DEQUANT(set, name, hd, dt)                          \
   lpattn_status name(const lp_gpu_dequant_args *, cudaStream_t); \
   lpattn_status run_dequant(const lp_gpu_dequant_args *a, cudaStream_t s) { return name(a, s); }
-#define GPU_DECL_MERGE(set, name)                              \
+#include "registry_dequant.inc"
+#undef LPATTN_DEQUANT
+#define LPATTN_MERGE(set, name, hd, dt)                        \
   lpattn_status name(const lp_gpu_merge_args *, cudaStream_t); \
   lpattn_status run_merge(const lp_gpu_merge_args *a, cudaStream_t s) { return name(a, s); }
-#define GPU_DECL_DECODE(set, name) /* paged decode: backends/gpu/kv_pool.cu */
-#define GPU_DECL_BWD(set, name) GPU_SET_##set(lpattn_status name(const lp_gpu_bwd_args *, cudaStream_t);)
-#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_DECL_##op(set, name)
-#include "registry.inc"
-#undef LPATTN_KERNEL
+#include "registry_merge.inc"
+#undef LPATTN_MERGE
 
+/* the attention kernels (gen/registry_attn.inc), by head dim and dtype */
+#define LPATTN_ATTN(set, name, hd, dt) GPU_SET_##set(lpattn_status name(const lp_gpu_attn_args *, cudaStream_t);)
+#include "registry_attn.inc"
+#undef LPATTN_ATTN
 static const struct {
   int head_dim, dtype;
   gpu_attn_fn fn;
 } gpu_attn_table[] = {
-#define GPU_ROW_ATTN(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
-#define GPU_ROW_QUANT(set, name, hd, dt)
-#define GPU_ROW_DEQUANT(set, name, hd, dt)
-#define GPU_ROW_MERGE(set, name, hd, dt)
-#define GPU_ROW_DECODE(set, name, hd, dt)
-#define GPU_ROW_BWD(set, name, hd, dt)
-#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_ROW_##op(set, name, hd, dt)
-#include "registry.inc"
-#undef LPATTN_KERNEL
+#define LPATTN_ATTN(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
+#include "registry_attn.inc"
+#undef LPATTN_ATTN
     {0, 0, NULL}};
 
-/* the backward kernels (gen/lpattn_*_bwd_*), by head dim and dtype */
+/* the backward kernels (gen/registry_bwd.inc, empty on HIP), by head dim and dtype */
+#define LPATTN_BWD(set, name, hd, dt) GPU_SET_##set(lpattn_status name(const lp_gpu_bwd_args *, cudaStream_t);)
+#include "registry_bwd.inc"
+#undef LPATTN_BWD
 static const struct {
   int head_dim, dtype;
   gpu_bwd_fn fn;
 } gpu_bwd_table[] = {
-#define GPU_BROW_BWD(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
-#define GPU_BROW_ATTN(set, name, hd, dt)
-#define GPU_BROW_QUANT(set, name, hd, dt)
-#define GPU_BROW_DEQUANT(set, name, hd, dt)
-#define GPU_BROW_MERGE(set, name, hd, dt)
-#define GPU_BROW_DECODE(set, name, hd, dt)
-#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_BROW_##op(set, name, hd, dt)
-#include "registry.inc"
-#undef LPATTN_KERNEL
+#define LPATTN_BWD(set, name, hd, dt) GPU_SET_##set({hd, dt, name}, )
+#include "registry_bwd.inc"
+#undef LPATTN_BWD
     {0, 0, NULL}};
 
 gpu_bwd_fn find_bwd(int64_t D, lpattn_dtype dt) {

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "gpu_backend.h"
+#include "gpu_decode_plan.h"
 #include "kvpage.h"
 #include "lp_gpu_args.h"
 #include "lp_gpu_kv_args.h"
@@ -22,52 +23,50 @@
  * CUDA kernel quantizes its rows itself (the same quantizer, no launch). */
 #if defined(LPATTN_HIP)
 #define GPU_DECODE_QUANT_Q 1
+#define GPU_DECODE_NT 256 /* LPH_NT (lp_gpu_decode_hip.cuh) */
 #else
 #define GPU_DECODE_QUANT_Q 0
+#define GPU_DECODE_NT 128 /* lpd_body's 4 warps (lp_gpu_decode.cuh) */
 #endif
 
 namespace GPU_NS {
 
-/* ---- kernels: decode variants and the quantizer (gen/registry.inc) -------- */
-typedef lpattn_status (*gpu_dec_fn)(const lp_gpu_pdecode_args *, cudaStream_t);
+/* ---- kernels: decode variants and the quantizer (gen/registry_*.inc) ----- */
+typedef lpattn_status (*gpu_dec_fn)(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t);
 #define GPU_POOL_SET_DEFAULT(...) __VA_ARGS__
 #if defined(LPATTN_CUDA_ALL_VARIANTS) || defined(LPATTN_HIP_ALL)
 #define GPU_POOL_SET_ALL(...) __VA_ARGS__
 #else
 #define GPU_POOL_SET_ALL(...)
 #endif
-#define GPU_POOL_DECL_ATTN(set, name)
-#define GPU_POOL_DECL_QUANT(set, name)                              \
+/* the queries' quantizer (HIP's low pools), the decode variants (their own
+ * registries, gen/registry_quant.inc and registry_decode.inc) */
+#define LPATTN_QUANT(set, name, hd, dt)                        \
   lpattn_status name(const lp_gpu_quant_args *, cudaStream_t); \
   static lpattn_status (*const gpu_pool_quant_k)(const lp_gpu_quant_args *, cudaStream_t) = name;
-#define GPU_POOL_DECL_DEQUANT(set, name)
-#define GPU_POOL_DECL_DECODE(set, name) GPU_POOL_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, cudaStream_t);)
-#define GPU_POOL_DECL_MERGE(set, name)
-#define GPU_POOL_DECL_BWD(set, name)
-#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_DECL_##op(set, name)
-#include "registry.inc"
-#undef LPATTN_KERNEL
+#include "registry_quant.inc"
+#undef LPATTN_QUANT
+#define LPATTN_DECODE(set, name, hd, dt) \
+  GPU_POOL_SET_##set(lpattn_status name(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t);)
+#include "registry_decode.inc"
+#undef LPATTN_DECODE
 
 static const struct {
   int head_dim, dtype;
   gpu_dec_fn fn;
 } gpu_dec_table[] = {
-#define GPU_POOL_ROW_DECODE(set, name, hd, dt) GPU_POOL_SET_##set({hd, dt, name}, )
-#define GPU_POOL_ROW_ATTN(set, name, hd, dt)
-#define GPU_POOL_ROW_QUANT(set, name, hd, dt)
-#define GPU_POOL_ROW_DEQUANT(set, name, hd, dt)
-#define GPU_POOL_ROW_MERGE(set, name, hd, dt)
-#define GPU_POOL_ROW_BWD(set, name, hd, dt)
-#define LPATTN_KERNEL(set, name, op, hd, dt) GPU_POOL_ROW_##op(set, name, hd, dt)
-#include "registry.inc"
-#undef LPATTN_KERNEL
+#define LPATTN_DECODE(set, name, hd, dt) GPU_POOL_SET_##set({hd, dt, name}, )
+#include "registry_decode.inc"
+#undef LPATTN_DECODE
     {0, 0, NULL}};
 
-static gpu_dec_fn find_decode(int D, lpattn_dtype dt) {
+static gpu_dec_fn find_decode(int64_t D, int dt) {
   for (size_t i = 0; gpu_dec_table[i].fn; i++)
-    if (gpu_dec_table[i].head_dim == D && gpu_dec_table[i].dtype == (int)dt) return gpu_dec_table[i].fn;
+    if (gpu_dec_table[i].head_dim == D && gpu_dec_table[i].dtype == dt) return gpu_dec_table[i].fn;
   return NULL;
 }
+static int has_decode(int64_t D, int dt) { return find_decode(D, dt) != NULL; }
+static const lp_gpu_decode_dev gpu_decode_dev = {GPU_DECODE_QUANT_Q, GPU_DECODE_NT, 8, has_decode};
 
 /* gen/lp_gpu_decode_append, gen/lp_gpu_decode_thrift */
 lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st);
@@ -251,6 +250,7 @@ lpattn_status gpu_ids_add(lpattn_ctx *ctx, int32_t *p, int32_t n) {
  * call and a plan (gpu_decode_plan) keeps. */
 typedef struct {
   gpu_dec_fn fn;
+  lp_gpu_dec_launch k; /* the plan's kernel and grid */
   lp_gpu_pdecode_args a;
   lp_gpu_merge_args m;
   lp_gpu_quant_args qa; /* HIP, low pools: the queries' quantizer (quant_q) */
@@ -259,61 +259,56 @@ typedef struct {
   float *ws; /* a plan's own workspace */
 } gpu_decode_call;
 
-/* The call's geometry and the workspace bytes it needs (part: NULL to size
- * only; else the workspace the pointers are carved from). */
+/* The call's plan (gpu_decode_plan.h) and the workspace bytes it needs
+ * (part: NULL to size only; else the workspace the pointers are carved from). */
 static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                   const lpattn_attn_problem *pr, float *part, size_t *need_out,
                                   gpu_decode_call *c) {
   const lp_kv_layout *L = &pool_of(pool)->L;
-  if (pr->q->dtype != pool->p.high_dtype) return LPATTN_ERR_UNSUPPORTED;
-  if (!unit_strides(batch) || pr->score_f16) return LPATTN_ERR_UNSUPPORTED;
-  gpu_dec_fn fn = find_decode(L->D, pool->p.high_dtype);
-  if (!fn) return LPATTN_ERR_UNSUPPORTED;
-  const int ns = batch->num_seqs, Hq = L->Hq, D = L->D, Sq = (int)pr->q->shape[2];
-  if (Sq < 1 || Sq > L->T) return LPATTN_ERR_INVALID_ARGUMENT;
-  const int64_t span = (int64_t)L->T * LP_DECODE_CHUNK_TILES;
-  const int shard = batch->kv_start.data != NULL; /* chunks in the sequence's tiles: one more */
-  const int nchunk = (int)((batch->max_length + span - 1) / span > 0 ? (batch->max_length + span - 1) / span : 1) + shard;
-  const size_t rows = (size_t)nchunk * ns * Hq * Sq, qrows = (size_t)ns * Hq * Sq;
-  /* HIP: the queries quantized by the backend's quantizer first; the CUDA
-   * kernel quantizes its rows itself (lp_gpu_decode.cuh, the same quantizer) */
-  const size_t qbytes = L->has_low && GPU_DECODE_QUANT_Q ? (qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256 : 0;
-  /* THRIFT: the selection masks, [num_seqs][Hq][2 query tiles][words] */
-  const int64_t maxtiles = (batch->max_length + L->T - 1) / L->T;
-  const int words = L->has_qmean ? (int)((maxtiles + 31) / 32 > 0 ? (maxtiles + 31) / 32 : 1) : 0;
-  const size_t sbytes = ((size_t)ns * Hq * 2 * words * 4 + 255) / 256 * 256;
-  *need_out = rows * ((size_t)D + 2) * 4 + qbytes + sbytes;
+  lp_gpu_decode_problem dp;
+  memset(&dp, 0, sizeof dp);
+  dp.D = L->D, dp.Hq = L->Hq, dp.Hkv = L->Hkv, dp.T = L->T;
+  dp.has_low = L->has_low, dp.fmt = L->fmt, dp.has_qmean = L->has_qmean, dp.pasa = pool->p.pasa;
+  dp.hdt = pool->p.high_dtype, dp.qdt = pr->q->dtype;
+  dp.unit_strides = unit_strides(batch), dp.score_f16 = pr->score_f16;
+  dp.num_seqs = batch->num_seqs, dp.sharded = batch->kv_start.data != NULL;
+  dp.Sq = (int)pr->q->shape[2], dp.max_length = batch->max_length;
+  lp_gpu_decode_plan P;
+  if (!lp_gpu_decode_plan_make(&dp, &gpu_decode_dev, &P)) return P.st;
+  *need_out = P.ws;
   if (!part) return LPATTN_OK;
   memset(c, 0, sizeof *c);
-  c->fn = fn;
-  lp_gpu_pdecode_args &a = c->a;
-  a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
-  a.q = pr->q->data;
-  memcpy(a.sq, pr->q->stride, sizeof a.sq);
-  a.Sq = Sq, a.nchunk = nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
-  a.part_o = part, a.part_l = part + rows * D, a.part_h = a.part_l + rows;
-  if (L->has_low && GPU_DECODE_QUANT_Q) { /* the queries quantized once per token (HIP) */
-    uint8_t *qb = (uint8_t *)(a.part_h + rows);
-    const int G = L->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
-    lp_gpu_quant_args &qa = c->qa;
-    qa.x = pr->q->data, qa.dtype = pr->q->dtype;
-    memcpy(qa.sx, pr->q->stride, sizeof qa.sx);
-    qa.B = ns, qa.H = Hq, qa.S = Sq, qa.D = D;
-    qa.format = L->fmt, qa.axis = LPATTN_AXIS_D, qa.tile = 64, qa.mx_round_up = pool->p.mx_scale_round_up;
-    const size_t oo = (qrows * (D + D / G) + 15) / 16 * 16;
-    qa.codes = qb, qa.scales = qb + qrows * D, qa.outer = (float *)(qb + oo);
-    qa.rows = Sq;
-    a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
-    c->quant_q = 1;
-  }
-  if (L->has_qmean) { /* record the queries, select on the device (k from each length) */
-    a.sel = (uint32_t *)((uint8_t *)(a.part_h + rows) + qbytes), a.sel_words = words;
-    a.thrift_k = pr->thrift_k, a.thrift_budget = pr->thrift_budget;
-    a.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
-    c->select = 1;
+  c->fn = find_decode(dp.D, dp.hdt), c->k = P.k;
+  uint8_t *w = (uint8_t *)part;
+  const int ns = dp.num_seqs, Hq = dp.Hq, D = dp.D, Sq = dp.Sq;
+  {
+    lp_gpu_pdecode_args &a = c->a;
+    a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
+    a.q = pr->q->data;
+    memcpy(a.sq, pr->q->stride, sizeof a.sq);
+    a.Sq = Sq, a.nchunk = P.nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
+    a.part_o = (float *)(w + P.at_o), a.part_l = (float *)(w + P.at_l), a.part_h = (float *)(w + P.at_h);
+    if (P.quant_q) { /* the queries quantized once per token (HIP) */
+      lp_gpu_quant_args &qa = c->qa;
+      qa.x = pr->q->data, qa.dtype = pr->q->dtype;
+      memcpy(qa.sx, pr->q->stride, sizeof qa.sx);
+      qa.B = ns, qa.H = Hq, qa.S = Sq, qa.D = D;
+      qa.format = (lpattn_format)dp.fmt, qa.axis = LPATTN_AXIS_D, qa.tile = 64;
+      qa.mx_round_up = pool->p.mx_scale_round_up;
+      qa.codes = w + P.at_qc, qa.scales = w + P.at_qs, qa.outer = (float *)(w + P.at_qo);
+      qa.rows = Sq;
+      a.qcodes = qa.codes, a.qscales = qa.scales, a.qouter = qa.outer;
+      c->quant_q = 1;
+    }
+    if (P.select) { /* record the queries, select on the device (k from each length) */
+      a.sel = (uint32_t *)(w + P.at_sel), a.sel_words = P.words;
+      a.thrift_k = pr->thrift_k, a.thrift_budget = pr->thrift_budget;
+      a.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
+      c->select = 1;
+    }
   }
   lp_gpu_merge_args &m = c->m;
-  m.n = nchunk, m.part_o = a.part_o, m.part_l = a.part_l, m.part_h = a.part_h;
+  m.n = P.nchunk, m.part_o = c->a.part_o, m.part_l = c->a.part_l, m.part_h = c->a.part_h;
   m.B = ns, m.H = Hq, m.S = Sq, m.D = D;
   m.out = pr->out->data, m.out_dtype = pr->out->dtype;
   memcpy(m.sout, pr->out->stride, sizeof m.sout);
@@ -326,7 +321,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
 static lpattn_status decode_launch(const gpu_decode_call *c, cudaStream_t st) {
   if (c->quant_q) TRY(gpu_pool_quant_k(&c->qa, st));
   if (c->select) TRY(gpu_pool_thrift_select(&c->a, st));
-  TRY(c->fn(&c->a, st));
+  TRY(c->fn(&c->a, &c->k, st));
   return gpu_pool_merge(&c->m, st);
 }
 

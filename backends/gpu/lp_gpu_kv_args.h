@@ -72,6 +72,14 @@ typedef struct {
   int sel_words;
 } lp_gpu_pdecode_args;
 
+/* The kernel of a decode variant a call runs and its launch, as
+ * lp_gpu_decode_plan_make (backends/gpu/gpu_decode_plan.h) decides them. */
+enum { LP_DEC_HIGH, LP_DEC_NVFP4, LP_DEC_MXFP4, LP_DEC_FP8, LP_DEC_N };
+typedef struct {
+  int kernel, pasa;          /* LP_DEC_*; the PASA kernel (f16 variants) */
+  unsigned grid[3], block;
+} lp_gpu_dec_launch;
+
 #ifdef __cplusplus
 }
 #endif

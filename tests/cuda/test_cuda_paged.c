@@ -14,6 +14,7 @@
  * decode (or, on HIP, no THRIFT/PASA pool yet). */
 #include "cudatest.h"
 #include "kvpage.h"
+#include "../../backends/gpu/gpu_decode_plan.h" /* the paged decode's plan: its chunks */
 #if !defined(LPATTN_TEST_HIP)
 #include <cuda_runtime_api.h>
 #endif
@@ -148,9 +149,23 @@ static lpattn_status decode(lpattn_ctx *cu, pooled *P, const seqdata *sd, const 
   return st;
 }
 
+/* the chunks the decode plan (backends/gpu/gpu_decode_plan.h) splits one
+ * unsharded sequence of length L into: the ref's chunking below */
+static int any_variant(int64_t d, int dt) { return (void)d, (void)dt, 1; }
+static int plan_chunks(int L, int sq) {
+  lp_gpu_decode_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.D = D, pr.Hq = HQ, pr.Hkv = HKV, pr.T = T, pr.hdt = pr.qdt = HT, pr.unit_strides = 1;
+  pr.num_seqs = 1, pr.Sq = sq, pr.max_length = L;
+  const lp_gpu_decode_dev dev = {0, 128, 8, any_variant};
+  lp_gpu_decode_plan p;
+  CHECK(lp_gpu_decode_plan_make(&pr, &dev, &p), "decode plan of L = %d, sq = %d", L, sq);
+  return p.nchunk;
+}
+
 /* ref rows of sequence s's last sq positions with the decode's chunking */
 static void reference(lpattn_ctx *ref, const seqdata *sd, int s, int sq, lpattn_precision prec, outs *r) {
-  const int L = LEN[s], span = T * LP_DECODE_CHUNK_TILES, nc = (L + span - 1) / span;
+  const int L = LEN[s], span = T * LP_DECODE_CHUNK_TILES, nc = plan_chunks(L, sq);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.precision = prec;

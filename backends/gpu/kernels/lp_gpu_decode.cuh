@@ -290,16 +290,14 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
 }
 
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
-static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, cudaStream_t st) {
+static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t st) {
   const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW, RING);
   const size_t smem = lpd_smem<D>::bytes(wr, LOW);
   if (smem > GPU_SMEM_MAX) return LPATTN_ERR_UNSUPPORTED;
   gpu_nf_env();
   if (cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
     return LPATTN_ERR_BACKEND;
-  const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + 7) / 8;
-  dim3 grid((unsigned)a->nchunk, (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
-  K<<<grid, 128, smem, st>>>(*a);
+  K<<<dim3(l->grid[0], l->grid[1], l->grid[2]), l->block, smem, st>>>(*a); /* the plan's grid */
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 #endif

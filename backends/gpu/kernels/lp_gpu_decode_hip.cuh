@@ -334,9 +334,5 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
   }
 }
 
-static inline dim3 lph_grid(const lp_gpu_pdecode_args *a) {
-  const int G = a->pool.Hq / a->pool.Hkv, nrb = (G * a->Sq + LPH_R - 1) / LPH_R;
-  return dim3((unsigned)a->nchunk, (unsigned)(a->pool.Hkv * nrb), (unsigned)a->seqs.num_seqs);
-}
 } // namespace LP_GPU_NS
 #endif
