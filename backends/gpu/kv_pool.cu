@@ -84,11 +84,6 @@ typedef struct {
   size_t part_bytes;
 } gpu_pool_state;
 
-#define CK(call) \
-  do { if ((call) != cudaSuccess) return LPATTN_ERR_BACKEND; } while (0)
-#define TRY(call) \
-  do { lpattn_status st_ = (call); if (st_ != LPATTN_OK) return st_; } while (0)
-
 static gpu_pool_state *pool_of(lpattn_kv_pool *p) { return (gpu_pool_state *)p->impl; }
 
 /* A pool's work goes on the calling context's current stream (lpattn_set_stream
