@@ -127,9 +127,23 @@ void lp_kv_seq_qmean(const lp_kv_seq *s, int hq, int64_t j, float *mean) {
 
 /* ---- pool memory ---------------------------------------------------------- */
 
+/* FP8_STATIC in caller memory: every slot starts without descales (zeros),
+ * so an append before lpattn_kv_pool_set_descales is refused whatever the
+ * memory held (the library's own memory is zeroed whole below). */
+static void clear_descales(lpattn_kv_pool *pool) {
+  lp_kv_layout L;
+  lp_kv_layout_init(&L, &pool->p);
+  if (!L.fp8s) return;
+  for (int32_t s = 0; s < pool->p.num_slots; s++)
+    memset(pool->mem + lp_kv_slot_off(&L, s) + L.ds, 0, 2 * (size_t)L.Hkv * sizeof(float));
+}
+
 lpattn_status lp_host_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
   (void)ctx;
-  if (pool->mem) return LPATTN_OK;
+  if (pool->mem) {
+    clear_descales(pool);
+    return LPATTN_OK;
+  }
   const size_t n = pool->bytes ? pool->bytes : LP_KV_ALIGN;
   /* A large pool in 2 MiB pages where the kernel allows them (Linux THP on
    * madvise): decode streams it with fewer TLB misses and page-boundary stalls. */

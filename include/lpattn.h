@@ -365,8 +365,9 @@ typedef struct {
    * UNSUPPORTED. */
   float softcap;
   /* THRIFT: OR of lpattn_thrift_rule flags, 0 (default) = SPEC 5's rule.
-   * Host backends' prefill and backward; GPU backends and decode answer
-   * UNSUPPORTED for a nonzero rule; other bits: INVALID_ARGUMENT. */
+   * Prefill on every backend, the backward on host backends; decode (every
+   * backend) answers UNSUPPORTED for a nonzero rule; other bits:
+   * INVALID_ARGUMENT. */
   int thrift_rule;
 } lpattn_attn_params;
 
@@ -693,7 +694,10 @@ LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *po
  * E4M3(k / k_descale), E4M3(v / v_descale) (RNE, saturating at 448), and
  * decode/prefill read value = code * descale. The descales hold for the
  * sequence's whole life: call this before its first append, not between
- * (it empties the slot); lpattn_kv_slot_copy copies them with the slot. A
+ * (it empties the slot); an append with length 0 keeps them (a new
+ * sequence in the slot calls this again); lpattn_kv_slot_copy copies them
+ * with the slot. Slots start without descales (the pool zeroes them at
+ * creation, in caller memory too). A
  * completed page shared between sequences is read with each reader's
  * descales: share pages only between sequences with equal descales. Host
  * backends reject a descale that is not finite and > 0 (INVALID_ARGUMENT,

@@ -184,12 +184,17 @@ def _attn_params_shared(*args, **kw):
 
 
 def shared_params_addr(*args, **kw):
-    """The address of _attn_params_shared's struct, None when attn_params
-    raises (the caller's Python path then raises it in its own order)."""
+    """The address of _attn_params_shared's struct while it is cached (the
+    cache never drops one, so the address outlives the call); None when
+    attn_params raises (the caller's Python path then raises it in its own
+    order) or the struct is not cached (unhashable arguments, a full cache):
+    the C extension must not read a struct that is freed once this returns."""
     try:
-        return ctypes.addressof(_attn_params_shared(*args, **kw))
+        p = _attn_params_shared(*args, **kw)
+        cached = _SHARED_PARAMS.get((args, tuple(kw.items())) if kw else args) is p
     except Exception:
         return None
+    return ctypes.addressof(p) if cached else None
 
 
 def _descales(p, like, qv, B, Hkv, named):

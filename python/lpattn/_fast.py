@@ -41,7 +41,7 @@ def _load():
                 spec = importlib.util.spec_from_file_location("lpattn._fastcall", path)
                 m = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(m)
-        except ImportError:
+        except Exception:  # noqa: BLE001 (a bad LPATTN_FASTCALL path: no spec, no file)
             continue
         if m.sizes() == (ctypes.sizeof(_lib.Tensor), ctypes.sizeof(_lib.Batch)):
             return m

@@ -178,8 +178,17 @@ static int follow_stream(PyObject *ctx, int device_id) {
   PyObject *s = PyObject_CallFunction(G.stream, "i", device_id);
   if (!s) return bail();
   PyObject *cur = PyObject_GetAttr(ctx, s_stream);
-  int same = cur && PyObject_RichCompareBool(s, cur, Py_EQ) == 1;
-  Py_XDECREF(cur);
+  if (!cur) {
+    Py_DECREF(s);
+    return bail();
+  }
+  const int eq = PyObject_RichCompareBool(s, cur, Py_EQ);
+  Py_DECREF(cur);
+  if (eq < 0) {
+    Py_DECREF(s);
+    return bail();
+  }
+  const int same = eq == 1;
   PyObject *r = same ? Py_NewRef(Py_None) : PyObject_CallMethodOneArg(ctx, s_use_stream, s);
   Py_DECREF(s);
   if (!r) return bail();

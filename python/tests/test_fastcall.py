@@ -120,6 +120,22 @@ class FastcallTest(unittest.TestCase):
         with self.assertRaises(lpattn.LpattnError):  # the library's error, raised from the extension
             self.taken(lambda: lpattn.attention(q, k[:, :, :, :32], v))
 
+    def test_uncached_params_not_taken(self):
+        """Params the shared cache does not hold (unhashable arguments, a full
+        cache) would be freed before the extension reads them: such calls go
+        the Python path, with the same result."""
+        q, k, v = self.qkv()
+        self.assertIsNone(_api.shared_params_addr("high", False, None, None, None, "nvfp4",
+                                                  False, None, None, None, False, False, False,
+                                                  None, None, None, None, [8, 0], None))
+        want = lpattn.attention(q, k, v, window=(8, 0))
+        self.assertTrue(torch.equal(self.both(lambda: lpattn.attention(q, k, v, window=[8, 0]))[1][0],
+                                    want))
+        with mock.patch.dict(_api._SHARED_PARAMS, {i: None for i in range(256)}, clear=True):
+            self.assertTrue(torch.equal(lpattn.attention(q, k, v, sm_scale=0.123),
+                                        lpattn.attention(q, k, v, sm_scale=0.123)))
+            self.assertIsNone(_api.shared_params_addr("high", False, 0.5))
+
     def pool(self):
         pool = lpattn.KVPool(8, 2, 2, 4, 64, precision="nvfp4", like=torch.empty(0),
                              high_dtype="float32")

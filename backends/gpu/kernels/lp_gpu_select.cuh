@@ -222,6 +222,7 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
   if (!a->leaky) {
     gpu_qbar_kernel<<<dim3((unsigned)nqx, Hs, B), 128, 0, st>>>(*a);
     if (a->rule & LPATTN_THRIFT_RULE_KMAX) {
+      if (a->T != 64) return LPATTN_ERR_UNSUPPORTED; /* its reduction and staging assume T = 64 */
       const size_t km = gpu_kmax_smem_bytes(a);
       if (gpu_smem_opt_in((const void *)gpu_kmax_kernel, km) != LPATTN_OK) return LPATTN_ERR_BACKEND;
       const unsigned nx = (unsigned)((nqx + GPU_KMAX_QT - 1) / GPU_KMAX_QT);
