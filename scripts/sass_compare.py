@@ -30,6 +30,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench', 'cuda'))
+import sass_loop  # noqa: E402 (the one cuobjdump -sass parser)
+
 TRITON = '/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump'
 
 
@@ -47,19 +50,15 @@ NORM = [(re.compile(r'\bU?R(\d+|Z)\b'), 'R'), (re.compile(r'\bU?P[0-6T]\b'), 'P'
 
 
 def sass(obj):
-    """kernel -> list of normalized instructions"""
-    out, cur = {}, None
-    for line in run('-sass', obj).splitlines():
-        m = re.search(r'Function : (\S+)', line)
-        if m:
-            cur = out.setdefault(m.group(1), [])
-            continue
-        m = re.match(r'\s*/\*[0-9a-f]{4,}\*/\s*(.*?);', line)
-        if m and cur is not None:
-            ins = m.group(1)
+    """kernel -> list of normalized instructions (bench/cuda/sass_loop.py's parse)"""
+    out = {}
+    for kernel, listing in sass_loop.functions(run('-sass', obj)).items():
+        norm = []
+        for _, ins in listing:
             for rx, rep in NORM:
                 ins = rx.sub(rep, ins)
-            cur.append(ins.strip())
+            norm.append(ins.strip())
+        out[kernel] = norm
     return out
 
 
