@@ -87,7 +87,9 @@ def main(argv):
         args.remove(argv[argv.index('--match') + 1])
     if '--show' in argv:
         args.remove(argv[argv.index('--show') + 1])
-    old, new = args[:2]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    old, new = args
     bad = 0
     print(f'{"kernel":46} {"instr old/new":>15} {"diff":>5} {"hist":>4} {"REG":>7} {"STACK":>7} '
           f'{"SHARED":>9} {"LOCAL":>5} {"STL/LDL":>9}')
