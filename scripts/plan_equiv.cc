@@ -254,16 +254,7 @@ int main(void) {
   for (int pasa = 0; pasa < 2; pasa++) for (int prec = 0; prec <= LPATTN_PREC_FP8_STATIC; prec++) {
     const int64_t D = Ds[id];
     lp_gpu_dev dev = {ccs[ic], 32, 1, nowg, 1, paths_cuda};
-    lpattn_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;
-    lpattn_attn_problem pr;
-    memset(&pr, 0, sizeof pr);
-    pr.q = pr.k = pr.v = pr.out = &t;
-    pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
-    pr.precision = (lpattn_precision)prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
-    lp_gpu_attn_plan p;
-    const int now = prec == LPATTN_PREC_FP8 && lp_gpu_attn_plan_make(&pr, &dev, &p) && p.path == LP_PATH_WG8;
+    const int now = prec == LPATTN_PREC_FP8 && lp_gpu_plan_probe(D, (lpattn_precision)prec, pasa, &dev) == LP_PATH_WG8;
     const int old = prec == LPATTN_PREC_FP8 && D == 128 && !pasa && ccs[ic] == 90 && !nowg;
     ntest++;
     if (now != old) return fprintf(stderr, "DIFF test rule cc=%d nowg=%d D=%lld pasa=%d prec=%d\n", ccs[ic], nowg, (long long)D, pasa, prec), 1;

@@ -207,6 +207,22 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   return 1;
 }
 
+/* The path the plan gives a one-tile f16 call of head dim D (B = H = 1,
+ * Sq = Skv = 64, tiles 64; pasa: PASA or f16 scores) in precision prec on
+ * dev: what the tests and the equivalence harness ask of the plan. */
+static inline lp_gpu_path lp_gpu_plan_probe(int64_t D, lpattn_precision prec, int pasa, const lp_gpu_dev *dev) {
+  lpattn_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;
+  lpattn_attn_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.q = pr.k = pr.v = pr.out = &t;
+  pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
+  pr.precision = prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
+  lp_gpu_attn_plan p;
+  return lp_gpu_attn_plan_make(&pr, dev, &p) ? p.path : LP_PATH_NONE;
+}
+
 #ifdef __cplusplus
 }
 #endif

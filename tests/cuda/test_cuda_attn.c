@@ -87,16 +87,7 @@ static lp_gpu_path plan_path(lpattn_precision prec, int64_t D, int pasa) {
     dev.cc = major * 10 + minor, dev.warp = 32, dev.dequant_kv = 1, dev.no_wgmma = e && e[0] == '1';
     dev.wg_image = 1, dev.paths = tv_attn_paths;
   }
-  lpattn_tensor t;
-  memset(&t, 0, sizeof t);
-  t.dtype = LPATTN_F16, t.stride[3] = 1, t.stride[2] = D;
-  lpattn_attn_problem pr;
-  memset(&pr, 0, sizeof pr);
-  pr.q = pr.k = pr.v = pr.out = &t;
-  pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
-  pr.precision = prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
-  lp_gpu_attn_plan p;
-  return lp_gpu_attn_plan_make(&pr, &dev, &p) ? p.path : LP_PATH_NONE;
+  return lp_gpu_plan_probe(D, prec, pasa, &dev);
 }
 #endif
 /* Whether FP8 calls of head dim D (PASA or f16 scores: pasa) run the E4M3
