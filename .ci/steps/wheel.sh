@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/lpattn-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-if ! python3 -m venv "$work/venv" 2>/dev/null; then
-  echo "wheel: python3 -m venv fails (scripts/setup.sh installs python3-venv)"; exit 1
+if ! python3 -m venv "$work/venv" 2>"$work/venv.err"; then
+  tail -5 "$work/venv.err"
+  echo "wheel: python3 -m venv fails (scripts/setup.sh installs python3-venv; or the disk is full)"; exit 1
 fi
 bash scripts/wheel.sh cpu "$work/dist"
 "$work/venv/bin/pip" install -q numpy
