@@ -76,9 +76,14 @@ __device__ __forceinline__ void gpu_kmax_chunk(const float *krow, const float *q
 }
 
 /* kmax[(b * Hs + hs) * sel_tiles + qi][j] for the full tiles j of query tiles
- * qi in [8 x, 8 x + 8): one block per (x, hs, b), the heaviest (last) query
- * tiles first; GPU_KMAX_NG groups of T (64) threads, each on its own K tile
- * (j = j0 + group), a thread per key. Shared: per group a K chunk
+ * qi in [8 x, 8 x + 8): one block per (x, key tiles [NG y, NG y + NG), hs, b)
+ * (blockIdx.x = x * ny + y, ny = ceil(nkt / NG)): GPU_KMAX_NG groups of T (64)
+ * threads, each on its own K tile (j = NG y + group), a thread per key. A
+ * block whose key tiles no query tile of it sees in full exits at once.
+ * (One block per x that looped over every key tile took 2.6 ms at 8k, causal,
+ * 32 heads on the H200, ~10x its CUDA-core bound: one block's serial chain
+ * of staging latencies was the limit; each (qi, j) is still written by one
+ * thread with the same sums, so the values are unchanged.) Shared: per group a K chunk
  * [T][DC + 1], per-key maxima [8][T] and their 8-key parts [8][8]; Qbar [D][8]. A thread stages one
  * channel of the tile's keys, 16 loads in flight (one at a time, or with
  * the 64-bit offset of every element, the staging cost more than the dots). */
@@ -87,7 +92,16 @@ __global__ void gpu_kmax_kernel(const gpu_select_args a) {
   const int T = a.T, D = a.D, hs = blockIdx.y, b = blockIdx.z;
   const int g = threadIdx.x / T, c = threadIdx.x % T;
   const int hk = gpu_sel_gqa(a) ? hs : hs / (a.Hq / a.Hkv);
-  const int qa = (gridDim.x - 1 - blockIdx.x) * GPU_KMAX_QT, qb = min(qa + GPU_KMAX_QT, a.sel_tiles);
+  const int nkt = (a.Skv + T - 1) / T, ny = (nkt + GPU_KMAX_NG - 1) / GPU_KMAX_NG;
+  const int qa = (int)(blockIdx.x / ny) * GPU_KMAX_QT, qb = min(qa + GPU_KMAX_QT, a.sel_tiles);
+  const int jfirst = (int)(blockIdx.x % ny) * GPU_KMAX_NG;
+  /* the last tile any of the block's query tiles sees in full */
+  int jlast = nkt - 1;
+  if (a.causal) {
+    const int64_t e = (int64_t)(qb - 1) * T + a.off - (T - 1); /* first key of the last full tile */
+    jlast = e < 0 ? -1 : (int)min((int64_t)nkt - 1, e / T);
+  }
+  if (jfirst > jlast) return; /* block-uniform, before any barrier */
   float *ks = gpu_kmax_smem + g * T * (GPU_KMAX_DC + 1);
   float *qs = gpu_kmax_smem + GPU_KMAX_NG * T * (GPU_KMAX_DC + 1);
   float *red = qs + D * GPU_KMAX_QT + g * GPU_KMAX_QT * T;
@@ -98,14 +112,8 @@ __global__ void gpu_kmax_kernel(const gpu_select_args a) {
     const int t = qi < qb ? gpu_sel_src(a, qi) : -1;
     qs[i] = t >= 0 ? a.qbar[(hrow + t) * D + d] : 0.0f;
   }
-  /* the last tile any of the block's query tiles sees in full */
-  const int nkt = (a.Skv + T - 1) / T;
-  int jlast = nkt - 1;
-  if (a.causal) {
-    const int64_t e = (int64_t)(qb - 1) * T + a.off - (T - 1); /* first key of the last full tile */
-    jlast = e < 0 ? -1 : (int)min((int64_t)nkt - 1, e / T);
-  }
-  for (int j0 = 0; j0 <= jlast; j0 += GPU_KMAX_NG) { /* every group meets every barrier */
+  { /* one round: every group meets every barrier */
+    const int j0 = jfirst;
     const int j = j0 + g, nk = j <= jlast ? min(T, a.Skv - j * T) : 0;
     float acc[GPU_KMAX_QT];
 #pragma unroll
@@ -226,7 +234,8 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
       const size_t km = gpu_kmax_smem_bytes(a);
       if (gpu_smem_opt_in((const void *)gpu_kmax_kernel, km) != LPATTN_OK) return LPATTN_ERR_BACKEND;
       const unsigned nx = (unsigned)((nqx + GPU_KMAX_QT - 1) / GPU_KMAX_QT);
-      gpu_kmax_kernel<<<dim3(nx, Hs, B), (unsigned)(GPU_KMAX_NG * a->T), km, st>>>(*a);
+      const unsigned ny = (unsigned)(((a->Skv + a->T - 1) / a->T + GPU_KMAX_NG - 1) / GPU_KMAX_NG);
+      gpu_kmax_kernel<<<dim3(nx * ny, Hs, B), (unsigned)(GPU_KMAX_NG * a->T), km, st>>>(*a);
     }
   }
   const size_t smem = (size_t)(a->D + a->nkt) * 4 + (size_t)a->nkt + 16;
