@@ -108,10 +108,6 @@ lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = F32: GPU pools store F16 or BF16");
   if (p.check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
-  if (p.precision == LPATTN_PREC_FP8_STATIC && !host(ctx))
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the static FP8 page format "
-                   "runs on the ref and cpu backends; the %s decode kernel for it is still to come",
-                   lpattn_backend_name(ctx->kind));
   if (!host(ctx) && (p.head_dim_v != p.head_dim || lp_kv_store_dim(&p) != p.head_dim))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.head_dim = %d, head_dim_v = %d: %s pools take one head "
                    "dim for K and V, a multiple of 16 (MXFP4: 32) that a decode variant is built for; "

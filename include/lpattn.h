@@ -344,7 +344,10 @@ typedef struct {
    * k/v descales per (slot, KV head) (lpattn_kv_pool_set_descales): their
    * decode and prefill take q_descale {1, 1, num_seqs, Hkv} here (NULL = 1;
    * q is f32/f16/bf16, cast by the call) and k_descale/v_descale must stay
-   * NULL (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED. */
+   * NULL (INVALID_ARGUMENT). cuda: sm_90a; other GPU targets: UNSUPPORTED.
+   * CUDA pools decode FP8_STATIC pages (hip: UNSUPPORTED at pool creation);
+   * their descales are device memory, not checked (a bad value gives that
+   * slot's rows unspecified values). */
   lpattn_tensor q_descale, k_descale, v_descale;
   /* Sliding window (FlashAttention's window_size; docs/SEMANTICS.md "Sliding
    * window and softcap"): query row r sees key c iff

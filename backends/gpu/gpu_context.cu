@@ -159,6 +159,9 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.pool_fini = gpu_pool_fini;
   gpu_vtable.kv_append = gpu_kv_append;
   gpu_vtable.slot_copy = gpu_slot_copy;
+#ifndef LPATTN_HIP /* HIP pools refuse FP8_STATIC (kv_pool.cu) */
+  gpu_vtable.kv_set_descales = gpu_kv_set_descales;
+#endif
   gpu_vtable.paged_decode = gpu_paged_decode;
   gpu_vtable.decode_plan = gpu_decode_plan;
   gpu_vtable.decode_run = gpu_decode_run;

@@ -29,6 +29,7 @@ extern "C" {
 typedef struct {
   int D, Hq, Hkv, T;          /* the pool's head dim, heads, page size (lp_kv_layout) */
   int has_low, fmt, has_qmean, pasa; /* low pages and their format, THRIFT, PASA pools */
+  int fp8s;                   /* FP8_STATIC pages (E4M3 codes, slot descales) */
   lpattn_dtype hdt, qdt;      /* the pool's high dtype, the queries' */
   int unit_strides, score_f16;/* slots, lengths, table rows contiguous; f16 scores asked */
   int num_seqs, sharded, Sq;  /* sequences, kv_start given, query rows per sequence */
@@ -56,9 +57,10 @@ typedef struct {
   size_t ws;             /* workspace bytes */
 } lp_gpu_decode_plan;
 
-/* the kernel a pool's pages take: HIGH, or the low format's */
-static inline int lp_decode_kernel(int has_low, int fmt) {
+/* the kernel a pool's pages take: HIGH, static FP8, or the low format's */
+static inline int lp_decode_kernel(int has_low, int fmt, int fp8s) {
   if (!has_low) return LP_DEC_HIGH;
+  if (fp8s) return LP_DEC_FP8S;
   return fmt == LPATTN_FMT_NVFP4 ? LP_DEC_NVFP4 : fmt == LPATTN_FMT_MXFP4 ? LP_DEC_MXFP4 : LP_DEC_FP8;
 }
 
@@ -80,7 +82,7 @@ static inline int lp_gpu_decode_plan_make(const lp_gpu_decode_problem *pr, const
   p->rows = (size_t)p->nchunk * ns * Hq * Sq, p->qrows = (size_t)ns * Hq * Sq;
   p->at_o = 0, p->at_l = p->rows * D * 4, p->at_h = p->at_l + p->rows * 4;
   size_t at = p->at_h + p->rows * 4, qbytes = 0;
-  if (pr->has_low && dev->quant_q) { /* codes [qrows][D], scales, outer (16-aligned) */
+  if (pr->has_low && !pr->fp8s && dev->quant_q) { /* codes [qrows][D], scales, outer (16-aligned) */
     const int G = pr->fmt == LPATTN_FMT_MXFP4 ? 32 : 16;
     qbytes = (p->qrows * (D + D / 16 + 4) + 16 + 255) / 256 * 256;
     p->at_qc = at, p->at_qs = at + p->qrows * D;
@@ -93,7 +95,7 @@ static inline int lp_gpu_decode_plan_make(const lp_gpu_decode_problem *pr, const
   p->select = pr->has_qmean;
   p->at_sel = at; /* [ns][Hq][2 query tiles][words] */
   p->ws = at + ((size_t)ns * Hq * 2 * p->words * 4 + 255) / 256 * 256;
-  p->k.kernel = lp_decode_kernel(pr->has_low, pr->fmt), p->k.pasa = pr->pasa;
+  p->k.kernel = lp_decode_kernel(pr->has_low, pr->fmt, pr->fp8s), p->k.pasa = pr->pasa;
   /* a CTA: one chunk, `rows` query rows of one kv head's group, one sequence */
   const int G = Hq / pr->Hkv, nrb = (G * Sq + dev->rows - 1) / dev->rows;
   p->k.grid[0] = (unsigned)p->nchunk, p->k.grid[1] = (unsigned)(pr->Hkv * nrb), p->k.grid[2] = (unsigned)ns;

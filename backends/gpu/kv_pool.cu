@@ -74,6 +74,7 @@ lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st);
 lpattn_status gpu_pool_thrift_append(const lp_gpu_append_args *a, cudaStream_t st);
 lpattn_status gpu_pool_thrift_select(const lp_gpu_pdecode_args *a, cudaStream_t st);
 lpattn_status gpu_pool_ids_add(int32_t *p, int32_t n, cudaStream_t st);
+lpattn_status gpu_pool_set_descales(const lp_gpu_descales_args *a, cudaStream_t st);
 
 /* ---- pool ------------------------------------------------------------------ */
 typedef struct {
@@ -103,6 +104,9 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
 #if defined(LPATTN_HIP)
   /* the HIP decode kernel (backends/gpu/kernels/lp_gpu_decode_hip.cuh) has no THRIFT / PASA tiles yet */
   if (p->pasa || p->precision == LPATTN_PREC_THRIFT) return LPATTN_ERR_UNSUPPORTED;
+  if (p->precision == LPATTN_PREC_FP8_STATIC)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the " GPU_NAME " decode kernel "
+                   "has no static FP8 pages yet (CUDA, ref and cpu have them)");
 #endif
   if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;
   gpu_pool_state *k = (gpu_pool_state *)calloc(1, sizeof *k);
@@ -165,6 +169,7 @@ static lp_gpu_pool gpu_pool(lpattn_kv_pool *pool) {
   g.mx_round_up = pool->p.mx_scale_round_up;
   g.has_kmean = L->has_kmean, g.has_qmean = L->has_qmean, g.pasa = pool->p.pasa;
   g.pasa_beta = pool->p.pasa_beta;
+  g.fp8s = L->fp8s, g.ds = (int64_t)L->ds;
   return g;
 }
 
@@ -200,6 +205,23 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
   a.n = (int)call->n;
   TRY(gpu_pool_append(&a, k->stream));
   return gpu_pool_thrift_append(&a, k->stream);
+}
+
+/* FP8_STATIC slots' descales (core checked the views; device memory is not
+ * read on the host: a bad slot id is skipped, a bad value gives that slot's
+ * rows unspecified values, lpattn.h) */
+lpattn_status gpu_kv_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
+                                  const lpattn_tensor *k_descale, const lpattn_tensor *v_descale) {
+  gpu_pool_state *k = on_stream(ctx, pool);
+  if (slots->shape[3] > INT32_MAX) return LPATTN_ERR_SIZE_OVERFLOW;
+  CK(cudaSetDevice(k->device));
+  lp_gpu_descales_args a;
+  memset(&a, 0, sizeof a);
+  a.pool = gpu_pool(pool);
+  a.slots = (const int32_t *)slots->data, a.sslot = slots->stride[3], a.n = (int)slots->shape[3];
+  a.k = (const float *)k_descale->data, a.sk[0] = k_descale->stride[2], a.sk[1] = k_descale->stride[3];
+  a.v = (const float *)v_descale->data, a.sv[0] = v_descale->stride[2], a.sv[1] = v_descale->stride[3];
+  return gpu_pool_set_descales(&a, k->stream);
 }
 
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst) {
@@ -264,6 +286,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
   memset(&dp, 0, sizeof dp);
   dp.D = L->D, dp.Hq = L->Hq, dp.Hkv = L->Hkv, dp.T = L->T;
   dp.has_low = L->has_low, dp.fmt = L->fmt, dp.has_qmean = L->has_qmean, dp.pasa = pool->p.pasa;
+  dp.fp8s = L->fp8s;
   dp.hdt = pool->p.high_dtype, dp.qdt = pr->q->dtype;
   dp.unit_strides = unit_strides(batch), dp.score_f16 = pr->score_f16;
   dp.num_seqs = batch->num_seqs, dp.sharded = batch->kv_start.data != NULL;
@@ -283,6 +306,10 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
     memcpy(a.sq, pr->q->stride, sizeof a.sq);
     a.Sq = Sq, a.nchunk = P.nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
     a.part_o = (float *)(w + P.at_o), a.part_l = (float *)(w + P.at_l), a.part_h = (float *)(w + P.at_h);
+    if (dp.fp8s && pr->q_descale) { /* {1, 1, num_seqs, Hkv} (core/fp8s.c) */
+      a.q_desc = (const float *)pr->q_descale->data;
+      a.sqd[0] = pr->q_descale->stride[2], a.sqd[1] = pr->q_descale->stride[3];
+    }
     if (P.quant_q) { /* the queries quantized once per token (HIP) */
       lp_gpu_quant_args &qa = c->qa;
       qa.x = pr->q->data, qa.dtype = pr->q->dtype;

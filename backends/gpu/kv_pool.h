@@ -9,6 +9,8 @@ namespace GPU_NS {
 lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool);
 void gpu_pool_fini(lpattn_kv_pool *pool);
 lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_append_call *call);
+lpattn_status gpu_kv_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
+                                  const lpattn_tensor *k_descale, const lpattn_tensor *v_descale);
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr);

@@ -26,6 +26,10 @@ typedef struct {
   int has_low, has_high_pages, has_ring, mx_round_up;
   int has_kmean, has_qmean, pasa; /* key means (PASA/THRIFT), query means (THRIFT) */
   float pasa_beta;
+  /* FP8_STATIC (SPEC 11): E4M3 codes of every token (kc, vc; no ring, no
+   * scales), the slot's descales at ds: f32 k [Hkv] then v [Hkv] */
+  int fp8s;
+  int64_t ds;
 } lp_gpu_pool;
 
 /* The sequences of a call (device tensors). */
@@ -49,6 +53,18 @@ typedef struct {
   int phase; /* put kernel: 1 = the first tile's tokens (to the ring), 2 = the rest */
 } lp_gpu_append_args;
 
+/* FP8_STATIC slots (lpattn_kv_pool_set_descales): slot slots[i] takes k
+ * descales k[i * sk[0] + h * sk[1]] and v's likewise (device memory) and is
+ * emptied. */
+typedef struct {
+  lp_gpu_pool pool;
+  const int32_t *slots;
+  int64_t sslot; /* element stride of slots */
+  int n;
+  const float *k, *v;
+  int64_t sk[2], sv[2];
+} lp_gpu_descales_args;
+
 /* Paged decode: q [num_seqs, Hq, Sq, D]; partial states per chunk of
  * LP_DECODE_CHUNK_TILES tiles, merged afterwards (SPEC 7, chunk order). */
 typedef struct {
@@ -70,11 +86,15 @@ typedef struct {
   float thrift_budget;
   uint32_t *sel;
   int sel_words;
+  /* FP8_STATIC pools: q_descale of (sequence, kv head) at q_desc[b * sqd[0]
+   * + h * sqd[1]] (element strides), or NULL (1) */
+  const float *q_desc;
+  int64_t sqd[2];
 } lp_gpu_pdecode_args;
 
 /* The kernel of a decode variant a call runs and its launch, as
  * lp_gpu_decode_plan_make (backends/gpu/gpu_decode_plan.h) decides them. */
-enum { LP_DEC_HIGH, LP_DEC_NVFP4, LP_DEC_MXFP4, LP_DEC_FP8, LP_DEC_N };
+enum { LP_DEC_HIGH, LP_DEC_NVFP4, LP_DEC_MXFP4, LP_DEC_FP8, LP_DEC_FP8S, LP_DEC_N };
 typedef struct {
   int kernel, pasa;          /* LP_DEC_*; the PASA kernel (f16 variants) */
   unsigned grid[3], block;

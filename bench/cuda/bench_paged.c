@@ -67,7 +67,7 @@ static float copy_gbs(void) {
 
 static const char *pname(lpattn_precision p) {
   return p == LPATTN_PREC_HIGH ? "high" : p == LPATTN_PREC_FP8 ? "fp8" : p == LPATTN_PREC_NVFP4 ? "nvfp4"
-         : p == LPATTN_PREC_MXFP4 ? "mxfp4" : "thrift";
+         : p == LPATTN_PREC_MXFP4 ? "mxfp4" : p == LPATTN_PREC_FP8_STATIC ? "fp8_static" : "thrift";
 }
 
 static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int iters) {
@@ -106,6 +106,17 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   b.slots = lpattn_tensor_4d(dslots, LPATTN_I32, 1, 1, 1, B);
   b.lengths = lpattn_tensor_4d(dlens, LPATTN_I32, 1, 1, 1, B);
   b.page_table = lpattn_tensor_4d(dtab, LPATTN_I32, 1, 1, B, maxp);
+  if (prec == LPATTN_PREC_FP8_STATIC) { /* every slot's descales: 1/256 (values ~U(-1, 1)) */
+    float *dsc = dalloc(4 * (size_t)B * HKV);
+    float *h = malloc(4 * (size_t)B * HKV);
+    for (int i = 0; i < B * HKV; i++) h[i] = 1.0f / 256.0f;
+    CUDA_OK(cudaMemcpy(dsc, h, 4 * (size_t)B * HKV, cudaMemcpyHostToDevice));
+    const lpattn_tensor ts = lpattn_tensor_4d(dslots, LPATTN_I32, 1, 1, 1, B);
+    const lpattn_tensor td = lpattn_tensor_4d(dsc, LPATTN_F32, 1, 1, B, HKV);
+    LP_OK(lpattn_kv_pool_set_descales(ctx, pool, &ts, &td, &td));
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaFree(dsc), free(h);
+  }
   /* fill: appends of `step` tokens to every sequence (the same values each time) */
   const int step = 2048;
   void *kb = dalloc((size_t)B * HKV * step * D * 2), *vb = dalloc((size_t)B * HKV * step * D * 2);
@@ -150,12 +161,13 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   qsort(t, iters, sizeof *t, cmpf);
   const float ms = t[iters / 2];
   /* stored bytes a decode reads: completed tiles in their format, the
-   * current tile high (ring or page) */
+   * current tile high (ring or page); FP8_STATIC every tile's codes */
   lp_kv_layout L;
   LP_OK(lp_kv_layout_init(&L, &pp));
   const double ntiles = (ctxlen + T - 1) / T, hi_tile = (double)HKV * T * D * 2 * 2;
   const double per_seq = prec == LPATTN_PREC_HIGH ? ntiles * hi_tile
-                                                  : (ntiles - 1) * HKV * (double)L.head_bytes + hi_tile;
+                         : L.fp8s ? ntiles * HKV * (double)L.head_bytes
+                                  : (ntiles - 1) * HKV * (double)L.head_bytes + hi_tile;
   const double bytes = per_seq * B;
   printf("{\"kind\":\"paged\",\"B\":%d,\"ctx\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"p10\":%.4f,\"p90\":%.4f,"
          "\"bytes\":%.0f,\"gbs\":%.1f,\"lib_bytes_per_token\":%.1f,\"dev_bytes_per_token\":%.1f}\n",
@@ -174,10 +186,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no CUDA device\n");
     return 77;
   }
-  const lpattn_precision precs[5] = {LPATTN_PREC_HIGH, LPATTN_PREC_FP8, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4,
-                                     LPATTN_PREC_THRIFT};
+  enum { NP = 6 };
+  const lpattn_precision precs[NP] = {LPATTN_PREC_HIGH, LPATTN_PREC_FP8, LPATTN_PREC_NVFP4, LPATTN_PREC_MXFP4,
+                                      LPATTN_PREC_THRIFT, LPATTN_PREC_FP8_STATIC};
   if (argc >= 4) { /* one case (profiling): B context precision */
-    for (int p = 0; p < 5; p++)
+    for (int p = 0; p < NP; p++)
       if (!strcmp(argv[3], pname(precs[p]))) run(ctx, atoi(argv[1]), atoi(argv[2]), precs[p], 5);
     lpattn_free(ctx);
     return 0;
@@ -188,7 +201,7 @@ int main(int argc, char **argv) {
     for (int ci = 0; ci < 3; ci++) {
       if (Bs[bi] == 64 && ctxs[ci] > 32768) continue;
       if (quick && (ctxs[ci] != 131072 || Bs[bi] == 64)) continue;
-      for (int p = 0; p < 5; p++) run(ctx, Bs[bi], ctxs[ci], precs[p], 50);
+      for (int p = 0; p < NP; p++) run(ctx, Bs[bi], ctxs[ci], precs[p], 50);
     }
   lpattn_free(ctx);
   return 0;

@@ -38,6 +38,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d128_f16
   lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 128, 2, 3, true>(a);
 }
 
+extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d128_f16_fp8s(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 128, 2, 3, false, true>(a);
+}
+
 namespace lpattn_cuda {
 /* the kernels by lp_gpu_dec_launch (PASA, LP_DEC_*), in the order above */
 typedef lpattn_status (*lpd_fn)(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t);
@@ -47,12 +51,14 @@ static const lpd_fn lpattn_cuda_decode_d128_f16_k[2][LP_DEC_N] = {
     lpd_launch<::lpattn_cuda_decode_d128_f16_nvfp4, 128, true, 2>,
     lpd_launch<::lpattn_cuda_decode_d128_f16_mxfp4, 128, true, 2>,
     lpd_launch<::lpattn_cuda_decode_d128_f16_fp8, 128, true, 3>,
+    lpd_launch<::lpattn_cuda_decode_d128_f16_fp8s, 128, true, 3>,
   },
   {
     lpd_launch<::lpattn_cuda_decode_d128_f16_high_pasa, 128, false, 3>,
     lpd_launch<::lpattn_cuda_decode_d128_f16_nvfp4_pasa, 128, true, 2>,
     lpd_launch<::lpattn_cuda_decode_d128_f16_mxfp4_pasa, 128, true, 2>,
     lpd_launch<::lpattn_cuda_decode_d128_f16_fp8_pasa, 128, true, 3>,
+    lpd_launch<::lpattn_cuda_decode_d128_f16_fp8s, 128, true, 3>,
   },
 };
 lpattn_status lpattn_cuda_decode_d128_f16(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t s) {

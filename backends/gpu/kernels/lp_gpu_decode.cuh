@@ -64,6 +64,12 @@ struct lpd_sel_ring {
     return sl + (int64_t)(j & 1) * P.Hkv * LPD_T * D * 2 + (int64_t)C.h * LPD_T * D * 2;
   }
 };
+/* FP8_STATIC pools (SPEC 11): every tile a row sees is read low from its
+ * page, its own tile too (masked per key: lpd_low_tiles<S8>); no ring. */
+struct lpd_sel_fp8s {
+  __device__ __forceinline__ bool low(int j, int p) const { return j <= p / LPD_T; }
+  __device__ __forceinline__ bool high(int, int) const { return false; }
+};
 struct lpd_sel_pages {
   __device__ __forceinline__ bool low(int, int) const { return false; }
   __device__ __forceinline__ bool high(int, int) const { return true; }
@@ -81,7 +87,7 @@ struct lpd_sel_pages {
  * (lp_gpu_quant.cuh: the same codes as the backend's quantize kernel, so no
  * separate launch), into the warps' regions of shared memory (free until
  * the tile steps start). */
-template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_ctx<D> &C) {
+template <int D, int FMT, bool S8> __device__ __forceinline__ void lpd_load_q(const lpd_ctx<D> &C) {
   constexpr int LDH = lpd_smem<D>::LDH;
   constexpr bool LOW = FMT >= 0;
   const lp_gpu_pdecode_args &a = C.a;
@@ -92,7 +98,9 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
   /* scratch: codes [8][D] (FP4: D / 2 bytes a row), scales [8][D / 16], outer [8] */
   uint8_t *qcodes = C.sm, *qscales = qcodes + 8 * D;
   float *qouter = (float *)(qscales + 8 * (D / 16));
-  if (LOW) {
+  /* FP8_STATIC: Q^ = E4M3(q / q_descale) (SPEC 11, core/fp8s.c), factor q_descale */
+  const float qd8 = S8 && a.q_desc ? a.q_desc[b * a.sqd[0] + h * a.sqd[1]] : 1.0f;
+  if (LOW && !S8) {
     lp_gpu_quant_args qa;
     memset(&qa, 0, sizeof qa);
     qa.format = FMT, qa.mx_round_up = P.mx_round_up;
@@ -117,7 +125,11 @@ template <int D, int FMT> __device__ __forceinline__ void lpd_load_q(const lpd_c
       const unsigned short *q = (const unsigned short *)a.q;
       const int64_t o = lpk_off(a.sq, b, qh, s, d);
       v = q[o] | (uint32_t)q[o + a.sq[3]] << 16;
-      if (LOW) {
+      if (S8) {
+        x[0] = lpk_e4m3_decode(lpk_e4m3_encode(gpu_load(a.q, P.hdt, o) / qd8));
+        x[1] = lpk_e4m3_decode(lpk_e4m3_encode(gpu_load(a.q, P.hdt, o + a.sq[3]) / qd8));
+        f = qd8;
+      } else if (LOW) {
         const int row = r; /* the scratch rows of gpu_quant_domain above */
         if (FMT == LPATTN_FMT_FP8) {
           x[0] = lpk_e4m3_decode(qcodes[row * D + d]), x[1] = lpk_e4m3_decode(qcodes[row * D + d + 1]);
@@ -208,8 +220,9 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
 }
 
 /* PASA: the pool is a PASA pool (a constant, so that the other kernels'
- * tile loops carry no PASA code; the launcher picks the kernel by the pool). */
-template <typename HT, int D, int FMT, int RING, bool PASA>
+ * tile loops carry no PASA code; the launcher picks the kernel by the pool).
+ * S8: an FP8_STATIC pool (FMT FP8; every tile low, lpd_sel_fp8s). */
+template <typename HT, int D, int FMT, int RING, bool PASA, bool S8 = false>
 __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   typedef lpd_smem<D> SM;
   constexpr int T = LPD_T, LDH = SM::LDH;
@@ -257,7 +270,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
     C.R.p[i] = C.q0 + (8 * C.rb + r) % C.Sq, C.RL.p[i] = C.q0 + (8 * C.rb + rl) % C.Sq;
   }
   if (threadIdx.x < 8) C.rsel[threadIdx.x] = lpd_sel_bits(C.selmask(threadIdx.x), C.j0, C.j1);
-  lpd_load_q<D, FMT>(C);
+  lpd_load_q<D, FMT, S8>(C);
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < 2; i++) C.R.sel[i] = i ? 0u : C.rsel[C.g], C.RL.sel[i] = C.rsel[lpd_lrow(2 * C.t + i)];
@@ -279,7 +292,9 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.pages0 = P.num_slots * P.slot_bytes;
   C.table = a.seqs.table + (int64_t)C.b * a.seqs.table_stride;
 
-  if (LOW) {
+  if (S8) {
+    lpd_low_tiles<D, FMT, RING, lpd_sel_fp8s, true>(C, A, lpd_sel_fp8s());
+  } else if (LOW) {
     lpd_low_tiles<D, FMT, RING>(C, A, lpd_sel_ring());
     lpd_high_tiles<HT, D>(C, A, hmask, lpd_sel_ring());
   } else {

@@ -9,6 +9,8 @@
  *     tokens; its tokens come from the ring (the tile that was current) or
  *     from the input;
  *   put (phase 2): the tokens of the two newest tiles into the ring.
+ * FP8_STATIC pages take each token's E4M3 codes in phase 1 (no ring, no quant
+ * launch), cast by the slot's descales (gpu_descales_kernel writes them).
  * HIGH and THRIFT pages keep every token's high copy (phase 1 only); the
  * quant step then reads the page's copy. A completed tile's key mean goes to
  * its page first (PASA, THRIFT), and PASA quantizes K - beta * Kbar_j.
@@ -48,6 +50,18 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
   if (!gpu_seq(a, s, &len, &slot)) return;
   const int64_t pos = len + i, tile = pos / P.T, t0 = len / P.T, last = (len + a.n - 1) / P.T;
   uint8_t *dk, *dv;
+  if (P.fp8s) { /* FP8_STATIC: the token's codes into its page, E4M3(x / descale) (SPEC 11) */
+    uint8_t *pg = a.phase == 1 ? gpu_page(a, s, tile) : nullptr;
+    if (!pg) return;
+    const float kd = ((const float *)(slot + P.ds))[h], vd = ((const float *)(slot + P.ds))[P.Hkv + h];
+    uint8_t *c = pg + (int64_t)h * P.head_bytes;
+    const int64_t r = pos % P.T;
+    for (int d = threadIdx.x; d < P.D; d += blockDim.x) {
+      c[P.kc + r * P.D + d] = lpk_e4m3_encode(gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)) / kd);
+      c[P.vc + (int64_t)d * P.T + r] = lpk_e4m3_encode(gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)) / vd);
+    }
+    return;
+  }
   if (P.has_high_pages) {
     uint8_t *pg = a.phase == 1 ? gpu_page(a, s, tile) : nullptr;
     if (!pg) return;
@@ -211,6 +225,26 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
   }
 }
 
+/* one thread per (i, kv head): lp_gpu_descales_args */
+__global__ void gpu_descales_kernel(const lp_gpu_descales_args a) {
+  const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= (int64_t)a.n * a.pool.Hkv) return;
+  const int i = (int)(e / a.pool.Hkv), h = (int)(e % a.pool.Hkv);
+  const int32_t sl = a.slots[i * a.sslot];
+  if (sl < 0 || sl >= a.pool.num_slots) return;
+  uint8_t *slot = a.pool.mem + (int64_t)sl * a.pool.slot_bytes;
+  float *ds = (float *)(slot + a.pool.ds);
+  ds[h] = a.k[i * a.sk[0] + h * a.sk[1]], ds[a.pool.Hkv + h] = a.v[i * a.sv[0] + h * a.sv[1]];
+  if (h == 0) *(int64_t *)slot = 0, *(int32_t *)(slot + 8) = 0; /* emptied (core/kvpool.c reset_slot) */
+}
+
+lpattn_status gpu_pool_set_descales(const lp_gpu_descales_args *a, cudaStream_t st) {
+  const int64_t n = (int64_t)a->n * a->pool.Hkv;
+  if (n <= 0) return LPATTN_OK;
+  gpu_descales_kernel<<<(unsigned)((n + 127) / 128), 128, 0, st>>>(*a);
+  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
+}
+
 __global__ void gpu_ids_add_kernel(int32_t *p, int32_t n) { *p += n; }
 
 /* a KV cache's sequence length on the device (core/kvcache.c) */
@@ -234,7 +268,7 @@ lpattn_status gpu_pool_append(const lp_gpu_append_args *a, cudaStream_t st) {
   x.phase = 1;
   dim3 pg((unsigned)a->n, (unsigned)a->pool.Hkv, (unsigned)a->seqs.num_seqs);
   gpu_put_kernel<<<pg, 128, 0, st>>>(x);
-  if (a->pool.has_low || a->pool.has_kmean) {
+  if ((a->pool.has_low && !a->pool.fp8s) || a->pool.has_kmean) { /* FP8_STATIC: codes per token, above */
     const size_t smem = gpu_quant_smem(a->pool.T, a->pool.D);
     if (cudaFuncSetAttribute(gpu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
       return LPATTN_ERR_BACKEND;

@@ -16,8 +16,12 @@ namespace LP_GPU_NS {
  * keys 16t..16t+15: one 16-key group. Row p (its query position) takes tile
  * j here where sel.low(j, p) (Sel: lp_gpu_decode.cuh); a round whose
  * tile no row of the warp takes costs only its copy and the max exchange.
- * Every warp of the CTA must call it (it synchronizes the CTA per round). */
-template <int D, int FMT, int RING, class Sel>
+ * Every warp of the CTA must call it (it synchronizes the CTA per round).
+ * S8 (FP8_STATIC pools, FMT FP8): the rows' own tiles too, masked per key
+ * (key position <= the row's), the V codes of keys past the sequence's
+ * length zeroed (a page's unwritten bytes); K and V factors are the slot's
+ * descales, Q's q_descale (lpd_load_q). */
+template <int D, int FMT, int RING, class Sel, bool S8 = false>
 __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A, const Sel &sel) {
   constexpr int T = LPD_T, NB = D / 8, KS = D / 16, CW = D / 4;
   const lp_gpu_pdecode_args &a = C.a;
@@ -43,8 +47,11 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
   const bool pasa = C.pasa; /* scores in one absolute frame: f16(shifted score) + c */
   const bool two = C.two;   /* odd slots hold rows (lpd_lrow) */
-  /* below the last row's tile (the slot's last tile, or all of an earlier shard's) */
-  const int jl1 = min(j1, (C.q0 + C.Sq - 1) / T);
+  /* below the last row's tile (the slot's last tile, or all of an earlier shard's);
+   * FP8_STATIC: up to it */
+  const int jl1 = min(j1, (C.q0 + C.Sq - 1) / T + (S8 ? 1 : 0));
+  const float *ds8 = S8 ? (const float *)(P.mem + (int64_t)C.slot * P.slot_bytes + P.ds) : nullptr;
+  const float kd8 = S8 ? ds8[h] : 0.0f, vd8 = S8 ? ds8[P.Hkv + h] : 0.0f;
   const int rounds = jl1 > j0 ? (jl1 - j0 + 3) / 4 : 0;
   float mrun[2] = {gpu_ninf(), gpu_ninf()};
   const int sl = wr / RING / 16 * 16; /* ring slot of a half tile */
@@ -122,7 +129,8 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
               lpd_mma16(k & 1 ? c2 : c, af, qb[4 * u + k][0], qb[4 * u + k][1]);
             }
           }
-          kf[0] = ((const float *)(sb + ko_))[kA], kf[1] = ((const float *)(sb + ko_))[kB];
+          if (S8) kf[0] = kf[1] = kd8;
+          else kf[0] = ((const float *)(sb + ko_))[kA], kf[1] = ((const float *)(sb + ko_))[kB];
         } else {
           constexpr int GS = FMT == LPATTN_FMT_MXFP4 ? 32 : 16, NGL = CW / GS > 0 ? CW / GS : 1;
           uint32_t w[2][CW / 8], ksc[2][NGL];
@@ -182,7 +190,8 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           for (int h = 0; h < 2; h++) {
             const int e = 2 * h + i;
             const float v = ((c[e] + c2[e]) * kf[h]) * (i ? qs1 : qs0);
-            s[mt][e] = vis[i] ? (pasa ? lpk_round_f16(v) + cl[i] : v) : gpu_ninf();
+            const bool seen = !S8 || j * T + (h ? kB : kA) <= C.RL.p[i]; /* S8: the row's own tile */
+            s[mt][e] = vis[i] && seen ? (pasa ? lpk_round_f16(v) + cl[i] : v) : gpu_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
         }
@@ -229,7 +238,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
              * bias 0: p = 0; its sums are not used) */
             const float p = __expf(v + sp[i].bias);
             ps[i] += p;
-            pss[i] += p * v;
+            pss[i] += S8 && p == 0.0f ? 0.0f : p * v; /* S8: a masked key (v = -inf) of a seen tile */
             ga[i] = fmaxf(ga[i], p);
             s[mt][e] = p;
           }
@@ -300,6 +309,15 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         pb[mt][0] = lpd_trans(gpu_mma<__half>::pack(s[mt][0], s[mt][1]));
         pb[mt][1] = lpd_trans(gpu_mma<__half>::pack(s[mt][2], s[mt][3]));
       }
+      /* S8: byte masks of this lane's 16 V codes (keys 16t..16t+15), 0 past the length */
+      uint32_t vm[4] = {~0u, ~0u, ~0u, ~0u};
+      if (S8 && j * T + T > len) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+          const int lim = len - j * T - 16 * t - 4 * w;
+          vm[w] = lim >= 4 ? ~0u : lim <= 0 ? 0u : (1u << (8 * lim)) - 1u;
+        }
+      }
       /* O^T = O^T alpha + (V^T P^T) vcol prow, 16 channels at a time */
 #pragma unroll
       for (int ct = 0; ct < NB / 2; ct++) {
@@ -308,13 +326,15 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
         if (FMT == LPATTN_FMT_FP8) {
           const uint4 wa = *(const uint4 *)(sb + vc_ + cA * T + 16 * t);
           const uint4 wb = *(const uint4 *)(sb + vc_ + cB * T + 16 * t);
-          const uint32_t xa[4] = {wa.x, wa.y, wa.z, wa.w}, xb[4] = {wb.x, wb.y, wb.z, wb.w};
+          const uint32_t xa[4] = {wa.x & vm[0], wa.y & vm[1], wa.z & vm[2], wa.w & vm[3]},
+                         xb[4] = {wb.x & vm[0], wb.y & vm[1], wb.z & vm[2], wb.w & vm[3]};
 #pragma unroll
           for (int mt = 0; mt < 4; mt++) {
             const uint32_t af[4] = {lpd_e4m3x2(xa[mt]), lpd_e4m3x2(xb[mt]), lpd_e4m3x2(xa[mt] >> 16), lpd_e4m3x2(xb[mt] >> 16)};
             lpd_mma16(c, af, pb[mt][0], pb[mt][1]);
           }
-          vcol[0] = ((const float *)(sb + vo_))[cA], vcol[1] = ((const float *)(sb + vo_))[cB];
+          if (S8) vcol[0] = vcol[1] = vd8;
+          else vcol[0] = ((const float *)(sb + vo_))[cA], vcol[1] = ((const float *)(sb + vo_))[cB];
         } else {
           uint32_t hv[2][8], scl[2];
 #pragma unroll
