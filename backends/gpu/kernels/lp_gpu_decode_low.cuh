@@ -364,6 +364,10 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
 #pragma unroll
         for (int i = 0; i < 2; i++) {
           if (i && !two) break; /* empty odd slots: their accumulators are not read */
+          /* a row that does not take this tile keeps its O: its P is 0, but a
+           * non-finite V scale would make 0 x NaN (another row's tile of a
+           * multi-row call, SPEC 2) */
+          if (!vis[i]) continue;
 #pragma unroll
           for (int h = 0; h < 2; h++)
             A.accl[ct][2 * h + i] = A.accl[ct][2 * h + i] * sp[i].alpha + (c[2 * h + i] * prw[i]) * vcol[h];
