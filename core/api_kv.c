@@ -299,7 +299,7 @@ lpattn_status lpattn_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   lpattn_kv_batch b;
   int64_t n;
   LP_TRY(lp_kv_append_check(ctx, pool, batch, k, v, q, NULL, &b, &n));
-  const lpattn_kv_append_call call = {&b, n, k, v, q};
+  const lpattn_kv_append_call call = {&b, n, k, v, q, 0};
   return lp_err_backend(ctx->vt->kv_append(ctx, pool, &call), ctx, "kv_append");
 }
 

@@ -37,6 +37,10 @@ typedef struct {
    * .. r + off + window_right, -1 = unbounded; softcap 0 = off */
   int64_t window_left, window_right;
   float softcap;
+  /* Paged decode on device backends: tokens added on the device to every
+   * batch length (a paged prefill's piece, core/api_prefill.c, whose
+   * lengths the host cannot read); 0 otherwise, and on host backends */
+  int64_t len_add;
 } lpattn_attn_problem;
 
 /* Derived parameters, each rule written once (core/thrift.c); core resolves
@@ -72,6 +76,8 @@ typedef struct {
   const lpattn_kv_batch *batch;
   int64_t n;                          /* append: tokens per sequence */
   const lpattn_tensor *k, *v, *q;     /* append inputs (q may be NULL) */
+  int64_t len_add;                    /* device backends: added to every batch length
+                                         on the device (lpattn_attn_problem.len_add) */
 } lpattn_kv_append_call;
 
 typedef struct {
@@ -135,6 +141,19 @@ typedef struct {
    * UNSUPPORTED. */
   lpattn_status (*kv_set_descales)(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_tensor *slots,
                                    const lpattn_tensor *k_descale, const lpattn_tensor *v_descale);
+  /* Paged prefill on device backends (core/api_prefill.c; NULL: UNSUPPORTED
+   * there; host backends cut at tile borders from the lengths they read).
+   * Checks, before anything is written, that the pieces' appends and
+   * decodes will be taken (batch max_length: the call's largest length
+   * after it; pr: its decode params, pr->q a view of q with the largest
+   * piece's row count, min(largest count, page_size)), readies what they
+   * use (workspace), and sets
+   * *step: the tokens of a piece, counted from each sequence's first new
+   * token whatever its cached length, such that every row of a piece
+   * decoded after the piece's append (lengths + len_add on the device) is
+   * bitwise the decode of that row alone. */
+  lpattn_status (*prefill_step)(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                                const lpattn_attn_problem *pr, int64_t *step);
 } lpattn_backend_vtable;
 
 /* An object that belongs to a context (KV cache, pool): lpattn_free() calls

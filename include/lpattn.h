@@ -740,8 +740,16 @@ LPATTN_API lpattn_status lpattn_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *po
  * into calls, and equal lpattn_attention's causal prefill rows (block_q =
  * block_k = page_size) as decode rows do. batch.kv_start/q_start ->
  * INVALID_ARGUMENT. Every argument, id and length is checked before
- * anything is written (append's and decode's errors). Host backends (ref,
- * cpu); CUDA/HIP -> UNSUPPORTED for now. */
+ * anything is written (append's and decode's errors). CUDA/HIP: the
+ * lengths stay in device memory (no host wait; a call is a fixed sequence
+ * of append and decode launches, capturable in a graph once a call as
+ * large ran outside it, as decode; a replay reads the lengths its buffers
+ * hold); checked on the host is what lpattn_kv_append
+ * and lpattn_paged_decode check there (shapes, dtypes, max_length + n <=
+ * 2^31 - 1; q in the pool's high dtype; unit element strides of the
+ * batch's ids), not ids or lengths (a bad one is read in bounds, as
+ * decode's); check_finite and, on THRIFT pools, selection = paper ->
+ * UNSUPPORTED. */
 LPATTN_API lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                               const lpattn_kv_batch *batch,
                                               const lpattn_tensor *k, const lpattn_tensor *v,
@@ -766,7 +774,8 @@ LPATTN_API lpattn_status lpattn_paged_prefill(lpattn_ctx *ctx, lpattn_kv_pool *p
  * is written; cu_seqlens: NULL -> NULL_POINTER; wrong dtype -> BAD_DTYPE;
  * not num_seqs + 1 entries, or a last entry other than total -> BAD_SHAPE;
  * a first entry other than 0, a decreasing entry, or device memory ->
- * INVALID_ARGUMENT. Host backends (ref, cpu); CUDA/HIP -> UNSUPPORTED. */
+ * INVALID_ARGUMENT. CUDA/HIP: as lpattn_paged_prefill's, each sequence its
+ * own launches (a batch of one). */
 LPATTN_API lpattn_status lpattn_paged_prefill_varlen(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                                      const lpattn_kv_batch *batch,
                                                      const lpattn_tensor *k, const lpattn_tensor *v,

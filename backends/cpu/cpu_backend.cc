@@ -292,6 +292,7 @@ const lpattn_backend_vtable kCpuVtable = {
     nullptr,  // decode_plan_free
     nullptr,  // host_readable: every pointer is
     lp_host_set_descales,
+    nullptr,  // prefill_step: host backends cut at tile borders (core/api_prefill.c)
 };
 }  // namespace
 

@@ -163,6 +163,7 @@ extern "C" const lpattn_backend_vtable *GPU_VTABLE_FN(void) {
   gpu_vtable.kv_set_descales = gpu_kv_set_descales;
 #endif
   gpu_vtable.paged_decode = gpu_paged_decode;
+  gpu_vtable.prefill_step = gpu_prefill_step;
   gpu_vtable.decode_plan = gpu_decode_plan;
   gpu_vtable.decode_run = gpu_decode_run;
   gpu_vtable.decode_plan_free = gpu_decode_plan_free;

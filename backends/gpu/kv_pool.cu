@@ -185,6 +185,7 @@ static lp_gpu_seqs gpu_seqs(const lpattn_kv_batch *b) {
   s.table = (const int32_t *)b->page_table.data;
   s.table_stride = b->page_table.stride[2], s.max_pages = b->page_table.shape[3];
   s.kv_start = (const int32_t *)b->kv_start.data, s.q_start = (const int32_t *)b->q_start.data;
+  s.len_add = 0;
   return s;
 }
 
@@ -196,6 +197,7 @@ lpattn_status gpu_kv_append(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_
   lp_gpu_append_args a;
   memset(&a, 0, sizeof a);
   a.pool = gpu_pool(pool), a.seqs = gpu_seqs(call->batch);
+  a.seqs.len_add = (int32_t)call->len_add; /* a prefill's piece (core checked the sum) */
   a.k = call->k->data, a.v = call->v->data, a.kdt = call->k->dtype, a.vdt = call->v->dtype;
   memcpy(a.sk, call->k->stride, sizeof a.sk), memcpy(a.sv, call->v->stride, sizeof a.sv);
   if (call->q) {
@@ -302,6 +304,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
   {
     lp_gpu_pdecode_args &a = c->a;
     a.pool = gpu_pool(pool), a.seqs = gpu_seqs(batch);
+    a.seqs.len_add = (int32_t)pr->len_add;
     a.q = pr->q->data;
     memcpy(a.sq, pr->q->stride, sizeof a.sq);
     a.Sq = Sq, a.nchunk = P.nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
@@ -347,6 +350,21 @@ static lpattn_status decode_launch(const gpu_decode_call *c, cudaStream_t st) {
   return gpu_pool_merge(&c->m, st);
 }
 
+/* The pool's decode workspace holds `need` bytes: grows only, stream-ordered;
+ * warm it up before graph capture (the current device set). */
+static lpattn_status grow_part(gpu_pool_state *k, size_t need) {
+  if (need <= k->part_bytes) return LPATTN_OK;
+  TRY(gpu_no_capture(k->stream, "the pool's decode workspace"));
+  if (k->part) CK(cudaFreeAsync(k->part, k->stream));
+  k->part = NULL, k->part_bytes = 0;
+  if (cudaMallocAsync((void **)&k->part, need + need / 4, k->stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return LPATTN_ERR_OUT_OF_MEMORY;
+  }
+  k->part_bytes = need + need / 4;
+  return LPATTN_OK;
+}
+
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr) {
   gpu_pool_state *k = on_stream(ctx, pool);
@@ -355,18 +373,62 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
   gpu_decode_call c;
   TRY(decode_setup(pool, batch, pr, NULL, &need, &c));
   CK(cudaSetDevice(k->device));
-  if (need > k->part_bytes) { /* grows only, stream-ordered; warm it up before graph capture */
-    TRY(gpu_no_capture(k->stream, "the pool's decode workspace"));
-    if (k->part) CK(cudaFreeAsync(k->part, k->stream));
-    k->part = NULL, k->part_bytes = 0;
-    if (cudaMallocAsync((void **)&k->part, need + need / 4, k->stream) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return LPATTN_ERR_OUT_OF_MEMORY;
-    }
-    k->part_bytes = need + need / 4;
-  }
+  TRY(grow_part(k, need));
   TRY(decode_setup(pool, batch, pr, k->part, &need, &c));
   return decode_launch(&c, k->stream);
+}
+
+/* ---- paged prefill (core/api_prefill.c): the pieces' rule ------------------ */
+/* A piece of page_size tokens counted from a sequence's first new token
+ * (position len + a, a a multiple of T) spans at most two tiles, i and
+ * i + 1; after its append the slot ring still holds both high (the append
+ * writes tile i + 1 into ring index (i + 1) & 1, which held tile i - 1), and
+ * HIGH pages hold every tile. Its e - a rows are then decoded in one call
+ * (lengths + e, Sq = e - a), and each row is bitwise the decode of that row
+ * alone (len = its position + 1), because in lpd_body (lp_gpu_decode*.cuh)
+ * every quantity of a row is the row's own: its tiles low or high by its
+ * own position (lpd_sel_ring / lpd_sel_pages, keys <= its position; a tile
+ * it does not take leaves its state as it was: alpha 1, P = 0, no row_end),
+ * its P quantized against its own running max over the tiles it sees, its
+ * Q quantized alone, and a chunk holding only tiles it does not see gives
+ * LSE = -inf, which the merge adds as exact zeros (as for the batch's
+ * chunk count); keys of later rows of the piece are masked (P = 0, their
+ * finite V adds zeros; non-finite V is zeroed where a row does not see it).
+ * Two pool kinds read call-wide quantities instead, so they take pieces of
+ * one token (each row then is a decode of Sq = 1, as appending one token at
+ * a time): THRIFT (k from the call's length, lpt_select_kernel, where the
+ * row's own context has one tile less for the first tile's rows; PASA and
+ * THRIFT's high tiles take the diagonal shift rule from the call's first
+ * tile on, lpd_ctx::kshift) and HIGH pools with PASA (every tile high, the
+ * same kshift rule). THRIFT with selection = paper reads the mean of the
+ * query rows appended so far, which depends on where the host backends
+ * cut: UNSUPPORTED. Also done here, before core writes anything: what the
+ * pieces' appends and decodes would refuse (unit strides, the decode plan),
+ * and the decode workspace grown to the largest piece's (pr->q: its rows),
+ * so that no piece grows it (inside a graph capture that would fail after
+ * earlier pieces were written). */
+lpattn_status gpu_prefill_step(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                               const lpattn_attn_problem *pr, int64_t *step) {
+  gpu_pool_state *k = on_stream(ctx, pool);
+  const lp_kv_layout *L = &k->L;
+  if (L->has_qmean && pr->selection_mode != LPATTN_SELECT_CAUSAL)
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.selection = paper: the " GPU_NAME " backend's paged "
+                   "prefill cuts the new tokens elsewhere than the host backends, and paper selection reads "
+                   "the mean of the rows appended so far (causal selection is taken)");
+  if (!unit_strides(batch))
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "batch: the " GPU_NAME " backend reads slots, lengths and page "
+                   "table rows with unit element strides");
+  size_t need;
+  gpu_decode_call c;
+  const lpattn_status st = decode_setup(pool, batch, pr, NULL, &need, &c); /* the pieces' decodes (any Sq <= T) */
+  if (st != LPATTN_OK)
+    return lp_fail(st, "the " GPU_NAME " paged decode that attends each piece's rows does not take this call "
+                   "(q.dtype = %s with a %s pool: it takes q in the pool's high dtype, no f16 scores)",
+                   lp_dtype_name(pr->q->dtype), lp_dtype_name(pool->p.high_dtype));
+  CK(cudaSetDevice(k->device));
+  TRY(grow_part(k, need));
+  *step = L->has_qmean || (pool->p.pasa && !L->has_low) ? 1 : L->T;
+  return LPATTN_OK;
 }
 
 /* ---- decode plans (core/api_plan.c): the call above, built once ----------- */

@@ -14,6 +14,9 @@ lpattn_status gpu_kv_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool, const l
 lpattn_status gpu_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *pool, int32_t src, int32_t dst);
 lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
                                const lpattn_attn_problem *pr);
+/* paged prefill (vtable prefill_step; core/api_prefill.c) */
+lpattn_status gpu_prefill_step(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn_kv_batch *batch,
+                               const lpattn_attn_problem *pr, int64_t *step);
 /* LPATTN_OK unless st is capturing a graph: then UNSUPPORTED with what to do
  * (a workspace `what` cannot grow there; gpu_context.cu) */
 lpattn_status gpu_no_capture(cudaStream_t st, const char *what);

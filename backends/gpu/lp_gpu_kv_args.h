@@ -39,6 +39,10 @@ typedef struct {
   int64_t table_stride; /* elements between two sequences' rows */
   int64_t max_pages;    /* columns of the table */
   const int32_t *kv_start, *q_start; /* sharded decode (lpattn_kv_batch), or NULL */
+  /* added to every lens[i] where a kernel reads it: a paged prefill's piece
+   * (core/api_prefill.c) appends at lens[i] + a and decodes lens[i] + e
+   * without a host read of the lengths; 0 otherwise */
+  int32_t len_add;
 } lp_gpu_seqs;
 
 /* Append n tokens to each sequence: k, v [num_seqs, Hkv, n, D]; q

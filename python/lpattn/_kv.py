@@ -282,8 +282,10 @@ class KVPool:
         sequence its own) and to the new tokens before it. Returns out
         [num_seqs, Hq, n, head_dim_v] (and lse / entropy when asked). Row r
         of sequence i is bitwise the decode of position lengths[i] + r, so a
-        prompt gives the same rows however it is cut into calls. Host
-        backends (ref, cpu); keywords as decode.
+        prompt gives the same rows however it is cut into calls. Every
+        backend (CUDA/HIP: the lengths stay on the device; THRIFT pools
+        there take no selection="paper", docs/SEMANTICS.md); keywords as
+        decode.
 
         Ragged counts (lpattn_paged_prefill_varlen; FlashAttention's varlen
         layout, as lpattn.attention_varlen): with cu_seqlens (num_seqs + 1

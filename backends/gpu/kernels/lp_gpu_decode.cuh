@@ -235,7 +235,7 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.G = P.Hq / P.Hkv;
   const int nrb = (C.G * a.Sq + 7) / 8; /* blocks of 8 query rows */
   C.h = blockIdx.y / nrb, C.rb = blockIdx.y % nrb;
-  C.len = a.seqs.lens[C.b], C.Sq = a.Sq;
+  C.len = a.seqs.lens[C.b] + a.seqs.len_add, C.Sq = a.Sq;
   C.wr = SM::region(P.head_bytes, P.vc, LOW, RING);
   C.sm = lpd_sm;
   C.Qh = (unsigned short *)(lpd_sm + 4 * C.wr);

@@ -29,7 +29,7 @@ __device__ __forceinline__ float gpu_round_hi(int hdt, float x) {
 }
 __device__ __forceinline__ bool gpu_seq(const lp_gpu_append_args &a, int s, int64_t *len, uint8_t **slot) {
   const int32_t sl = a.seqs.slots[s];
-  *len = a.seqs.lens[s];
+  *len = (int64_t)a.seqs.lens[s] + a.seqs.len_add;
   if (sl < 0 || sl >= a.pool.num_slots || *len < 0) return false;
   *slot = a.pool.mem + (int64_t)sl * a.pool.slot_bytes;
   return true;

@@ -80,7 +80,7 @@ __device__ inline void lph_body(const lp_gpu_pdecode_args &a) {
   const int tid = threadIdx.x, chunk = blockIdx.x, b = blockIdx.z;
   const int Gq = P.Hq / P.Hkv, nrb = (Gq * a.Sq + R - 1) / R;
   const int h = blockIdx.y / nrb, rb = blockIdx.y % nrb, Sq = a.Sq;
-  const int len = a.seqs.lens[b];
+  const int len = a.seqs.lens[b] + a.seqs.len_add;
   const int32_t slot = a.seqs.slots[b];
   const int ntile = len > 0 ? (len + T - 1) / T : 0;
   /* sharded decode (core/kvpage.h, as the CUDA kernel): the slot's tile 0 is

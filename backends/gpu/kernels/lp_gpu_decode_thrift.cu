@@ -37,7 +37,7 @@ __device__ __forceinline__ float lpt_term(float x) { return isfinite(x) ? x : 0.
 
 __device__ __forceinline__ uint8_t *lpt_slot(const lp_gpu_pool &P, const lp_gpu_seqs &S, int s, int64_t *len) {
   const int32_t sl = S.slots[s];
-  *len = S.lens[s];
+  *len = (int64_t)S.lens[s] + S.len_add;
   if (sl < 0 || sl >= P.num_slots || *len < 0) return nullptr;
   return P.mem + (int64_t)sl * P.slot_bytes;
 }
