@@ -126,7 +126,7 @@ typedef struct {
 
 static const conf_paged_case conf_paged_cases[] = {
     {HI, 0, 0}, {F8, 0, 0}, {NV, 0, 0}, {MX, 0, 0}, {TH, 0, 0}, {NV, 1, 0}, {HI, 1, 0},
-    {HI, 0, 1}, {NV, 0, 1}, {FS, 0, 0}, {FS, 0, 1},
+    {HI, 0, 1}, {NV, 0, 1}, {FS, 0, 0}, {FS, 0, 1}, {F8, 0, 1}, {MX, 0, 1}, {TH, 0, 1}, {NV, 1, 1},
 };
 
 /* lpattn_kv_cache (the same three sequences appended 50 tokens a call,
