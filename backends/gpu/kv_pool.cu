@@ -394,6 +394,9 @@ lpattn_status gpu_paged_decode(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpat
  * LSE = -inf, which the merge adds as exact zeros (as for the batch's
  * chunk count); keys of later rows of the piece are masked (P = 0, their
  * finite V adds zeros; non-finite V is zeroed where a row does not see it).
+ * FP8_STATIC pages (lpd_sel_fp8s) read the row's own tile low, masked per
+ * key: keys of later rows have P = 0 and finite codes (a NaN code of a
+ * later token reaches the row, as in any decode of several rows).
  * Two pool kinds read call-wide quantities instead, so they take pieces of
  * one token (each row then is a decode of Sq = 1, as appending one token at
  * a time): THRIFT (k from the call's length, lpt_select_kernel, where the
