@@ -155,18 +155,16 @@ static int cmp(const lpattn_attn_problem *pr, const OldDev *dev) {
   Old o;
   lp_gpu_attn_plan p;
   /* A sliding window or a softcap (after the old code, which never saw one
-   * on a GPU): the mma.sync kernel's _win entry, as with LPATTN_NO_WGMMA=1,
-   * spec -1, an offset within the kernels' int range (static FP8: core
-   * refuses them before the plan) */
+   * on a GPU): the mma.sync kernels (_plain_win, _win), as with
+   * LPATTN_NO_WGMMA=1, an offset within the kernels' int range (static FP8:
+   * core refuses them before the plan) */
   const bool win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, pr->softcap) &&
                    pr->precision != LPATTN_PREC_FP8_STATIC;
   OldDev od = *dev;
   if (win) od.no_wgmma = 1;
   old_decide(pr, &od, &o);
-  if (win && o.st == 0) {
-    if (pr->off > ((int64_t)1 << 30) || pr->off < -((int64_t)1 << 30)) o.st = 1, o.why = LP_PLAN_ARGS;
-    else o.spec = -1;
-  }
+  if (win && o.st == 0 && (pr->off > ((int64_t)1 << 30) || pr->off < -((int64_t)1 << 30)))
+    o.st = 1, o.why = LP_PLAN_ARGS;
   const lp_gpu_dev nd = {dev->cc, dev->warp, dev->dequant_kv, dev->no_wgmma, dev->wg_image,
                          dev->cuda ? paths_cuda : paths_hip};
   const int taken = lp_gpu_attn_plan_make(pr, &nd, &p);

@@ -69,7 +69,8 @@ typedef struct {
   int why;            /* path NONE: LP_PLAN_* (the front's error detail), else 0 */
   lpattn_status st;   /* path NONE: the status the front answers */
   lpattn_dtype dtype; /* the variant's dtype (static FP8: f16, whose entry has _wg8s) */
-  int spec;           /* gpu_attn_spec of the arguments: -1 generic (_win with a window or softcap), 0 HIGH, 1 + fmt */
+  int spec;           /* gpu_attn_spec of the arguments: -1 generic, 0 HIGH, 1 + fmt (a window or
+                         softcap: _plain_win for 0, else _win) */
   int split;          /* causal low on sm_90a: init_o/init_st buffers in the arguments */
   int second;         /* the wgmma kernel's launch is followed by mma.sync's from that state */
   int low;            /* Q/K/V quantized into the workspace */
@@ -188,7 +189,7 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   }
   /* gpu_attn_spec of the arguments these buffers give (CUDA: low K/V always
    * have their bf16 copies, so both backends' low calls take 1 + fmt) */
-  if (pr->pasa || pr->score_f16 || win) p->spec = -1; /* win: the _win kernel */
+  if (pr->pasa || pr->score_f16) p->spec = -1; /* (win: spec 0 _plain_win, else _win) */
   else if (!p->low) p->spec = 0;
   else p->spec = (int)pr->low >= 0 && (int)pr->low <= 2 ? 1 + (int)pr->low : -1;
   p->st = LPATTN_OK;

@@ -64,8 +64,14 @@ typedef struct {
 } lp_gpu_attn_args;
 
 /* Whether call a has a sliding window or a softcap: only the mma.sync
- * kernels take those (the sm_90a warpgroup kernels decline: gpu_wg_ok). */
-static inline int lp_gpu_win_any(int causal, int left, int right, float softcap) {
+ * kernels take those (the sm_90a warpgroup kernels decline: gpu_wg_ok).
+ * Host and device (gpu_attn_spec). */
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define LP_GPU_ARGS_HD __host__ __device__
+#else
+#define LP_GPU_ARGS_HD
+#endif
+static inline LP_GPU_ARGS_HD int lp_gpu_win_any(int causal, int left, int right, float softcap) {
   return left >= 0 || (!causal && right >= 0) || softcap != 0.0f;
 }
 

@@ -139,6 +139,11 @@ static void parities(lpattn_ctx *cu, lpattn_ctx *ref) {
   const int nm = (int)(sizeof m / sizeof m[0]);
   const shape_t sq = {1, 4, 2, 300, 300, 128, LPATTN_F16};
   for (int i = 0; i < nm; i++) all_precs(cu, ref, &sq, &m[i]);
+  /* leaky: every tile in the window low, edge tiles masked per element */
+  for (int prec = LPATTN_PREC_FP8; prec < LPATTN_PREC_THRIFT; prec++) {
+    parity(cu, ref, &sq, &m[0], (lpattn_precision)prec, LPATTN_FMT_NVFP4, 1);
+    parity(cu, ref, &sq, &m[10], (lpattn_precision)prec, LPATTN_FMT_NVFP4, 1);
+  }
   /* Sq < Skv (off 80), GQA, bf16, D 64 */
   const shape_t lo = {1, 4, 1, 150, 230, 64, LPATTN_BF16};
   for (int i = 0; i < nm; i += 2) all_precs(cu, ref, &lo, &m[i]);

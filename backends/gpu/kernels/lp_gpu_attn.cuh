@@ -58,12 +58,12 @@ template <int D> struct gpu_smem {
  * low tiles of format f (FP8/NVFP4/MXFP4 or THRIFT over f); both without PASA
  * or f16 scores. SPEC -1: the
  * generic kernel. gpu_attn_spec() says which one a call may take. WIN: the
- * generic kernel that also takes a sliding window and a softcap (the _win
- * entry; every other kernel folds them away: no window, no softcap, the
- * code and registers they had before windows existed). */
+ * kernels that also take a sliding window and a softcap, the _plain_win
+ * entry (SPEC 0) and the _win entry (generic: every other call); every
+ * other kernel folds them away (no window, no softcap: the code and
+ * registers they had before windows existed). */
 __host__ __device__ inline int gpu_attn_spec(const lp_gpu_attn_args &a) {
   if (a.pasa || a.score_f16) return -1;
-  if (lp_gpu_win_any(a.causal, a.win_left, a.win_right, a.softcap)) return -1; /* WIN */
   if (a.prec == LPATTN_PREC_HIGH) return a.sel || a.kd ? -1 : 0;
   if (GPU_ASYNC && !a.kd) return -1; /* cp.async streams the dequantized copies */
   return a.low >= 0 && a.low <= 2 ? 1 + a.low : -1;
@@ -71,7 +71,7 @@ __host__ __device__ inline int gpu_attn_spec(const lp_gpu_attn_args &a) {
 template <typename T, int D, int SPEC, bool WIN = false>
 __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* by value: fewer spills */
   constexpr bool PLAIN = SPEC == 0;
-  static_assert(!WIN || SPEC < 0, "windows: the generic kernel");
+  static_assert(!WIN || SPEC <= 0, "windows: HIGH's kernel and the generic one");
   lp_gpu_attn_args a = a_in;
   if (SPEC >= 0) { /* constants the compiler folds (gpu_attn_spec holds) */
     a.pasa = 0, a.score_f16 = 0;
