@@ -227,7 +227,7 @@ lpattn_status lp_resolve_attention(lpattn_ctx *ctx, const lpattn_tensor *q, cons
   LP_TRY(lp_resolve_fp8s(host(ctx), params, &p, &pr));
   LP_TRY(resolve_positions(&p, &pr));
   LP_TRY(resolve_aux(aux_in, auxp, &pr));
-  LP_TRY(lp_window_backend(ctx, &pr));
+  LP_TRY(lp_window_backend(ctx, &pr, out_written ? LP_WINDOW_PREFILL : LP_WINDOW_BACKWARD));
   pr.q = q, pr.k = k, pr.v = v, pr.out = out;
   /* Device memory cannot be scanned from here: GPU backends do not offer it yet. */
   if (p.check_finite && !host(ctx))

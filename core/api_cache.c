@@ -162,7 +162,7 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   int check_finite;
   LP_TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
                         &check_finite));
-  LP_TRY(lp_window_backend(ctx, &pr));
+  LP_TRY(lp_window_backend(ctx, &pr, LP_WINDOW_DECODE));
   pr.q = q, pr.out = out;
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");

@@ -451,7 +451,7 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
   int check_finite;
   LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, auxp, pr,
                            &check_finite));
-  LP_TRY(lp_window_backend(ctx, pr));
+  LP_TRY(lp_window_backend(ctx, pr, LP_WINDOW_DECODE));
   pr->q = q, pr->out = out;
   if (host(ctx) && values) LP_TRY(check_host_batch(pool, &b, 0, 0, NULL, Sq));
   if (values || !host(ctx)) LP_TRY(check_positions(ctx, pool, &b, Sq));

@@ -178,7 +178,7 @@ static lpattn_status prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn
   }
   LP_TRY(lp_resolve_decode(&p0, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
                            &check_finite));
-  LP_TRY(lp_window_backend(ctx, &pr));
+  LP_TRY(lp_window_backend(ctx, &pr, LP_WINDOW_DECODE));
   if (check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
   if (check_finite) {

@@ -6,13 +6,13 @@
 
 #include <stdint.h>
 #include "lpattn.h"
+#include "mask.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* How a KV tile relates to a query tile under the causal mask. */
-enum { LP_TILE_MASKED = 0, LP_TILE_FULL = 1, LP_TILE_DIAG = 2 };
+/* How a KV tile relates to a query tile (LP_TILE_MASKED, _FULL, _DIAG): mask.h */
 /* How a KV tile is computed for a query tile. */
 enum { LP_MODE_SKIP = 0, LP_MODE_HIGH = 1, LP_MODE_LOW = 2 };
 

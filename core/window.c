@@ -1,34 +1,11 @@
 /* Sliding window and logit softcap (window.h, SEMANTICS "Sliding window and
- * softcap"): the mask's tile classes and row ranges, the parameters' rules,
- * THRIFT's k over a window. */
+ * softcap"): the parameters' rules, THRIFT's k over a window, which
+ * backends take them (the mask's math: mask.h). */
 #include "window.h"
 
 #include "error.h"
 #include "thrift_k.h"
 #include "tiles.h"
-
-/* hi(r) bounded? lo(r) bounded? */
-static int hi_bounded(const lp_mask *m) { return m->causal || m->right >= 0; }
-static int64_t hi_of(const lp_mask *m, int64_t r) {
-  return m->causal ? r + m->off : r + m->off + m->right;
-}
-static int64_t lo_of(const lp_mask *m, int64_t r) { return r + m->off - m->left; }
-
-int lp_mask_kind(const lp_mask *m, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  const int hb = hi_bounded(m), lb = m->left >= 0;
-  if ((hb && c0 > hi_of(m, r1)) || (lb && c1 < lo_of(m, r0))) return LP_TILE_MASKED;
-  if ((!hb || c1 <= hi_of(m, r0)) && (!lb || c0 >= lo_of(m, r0 + m->bq - 1))) return LP_TILE_FULL;
-  return LP_TILE_DIAG;
-}
-
-int64_t lp_mask_range(const lp_mask *m, int64_t r, int64_t c0, int64_t nk, int64_t *first) {
-  int64_t a = 0, b = nk; /* keys c0 + a .. c0 + b - 1 */
-  if (m->left >= 0 && lo_of(m, r) - c0 > a) a = lo_of(m, r) - c0;
-  if (hi_bounded(m) && hi_of(m, r) - c0 + 1 < b) b = hi_of(m, r) - c0 + 1;
-  if (b <= a) a = b = 0;
-  *first = a;
-  return b - a;
-}
 
 int lp_thrift_k_window(const lpattn_attn_problem *pr, int k_fixed, int causal, int64_t n_tiles) {
   const int64_t right = pr->causal ? 0 : pr->window_right;
@@ -65,14 +42,21 @@ lpattn_status lp_resolve_window(const lpattn_attn_params *p, lpattn_attn_problem
   return LPATTN_OK;
 }
 
-lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
+lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr, lp_window_op op) {
   if (ctx->kind != LPATTN_BACKEND_CUDA && ctx->kind != LPATTN_BACKEND_HIP) return LPATTN_OK;
+  /* The GPU prefill takes them on its mma.sync kernels (not static FP8's
+   * sm_90a kernel); the backward, decode, caches and pools not yet. */
+  if (op == LP_WINDOW_PREFILL && pr->precision != LPATTN_PREC_FP8_STATIC) return LPATTN_OK;
   const char *be = lpattn_backend_name(ctx->kind);
+  const char *what = op == LP_WINDOW_PREFILL ? "static FP8 (FP8_STATIC) prefill"
+                     : op == LP_WINDOW_BACKWARD ? "backward" : "decode (caches, pools)";
   if (pr->window_left >= 0)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left: the %s backend has no sliding window yet", be);
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left: the %s backend's %s has no sliding window yet",
+                   be, what);
   if (pr->window_right >= 0)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_right: the %s backend has no sliding window yet", be);
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_right: the %s backend's %s has no sliding window yet",
+                   be, what);
   if (pr->softcap != 0.0f)
-    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.softcap: the %s backend has no softcap yet", be);
+    return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.softcap: the %s backend's %s has no softcap yet", be, what);
   return LPATTN_OK;
 }

@@ -358,14 +358,16 @@ typedef struct {
    * is skipped (a paged decode reads none of its pages); one partly inside
    * is computed high, as a diagonal tile, so that no key outside a row's
    * window reaches the row through a scale. THRIFT's k counts the tiles a
-   * query tile's window spans. Host backends; cuda/hip: UNSUPPORTED. PASA
-   * with a window: UNSUPPORTED. */
+   * query tile's window spans. Every backend's prefill (cuda/hip: not
+   * static FP8's); cuda/hip's backward, decode, caches and pools:
+   * UNSUPPORTED. PASA with a window: UNSUPPORTED. */
   int window_left, window_right;
   /* Logit softcap (Gemma 2): s = softcap * tanh(s / softcap) on the scaled
    * score, before the softmax (low tiles: on the dequantized product); the
    * backward multiplies dS by 1 - tanh^2. 0 (default) = off; otherwise
-   * finite and > 0 (INVALID_ARGUMENT). Host backends; cuda/hip and PASA:
-   * UNSUPPORTED. */
+   * finite and > 0 (INVALID_ARGUMENT). Every backend's prefill (cuda/hip:
+   * not static FP8's); cuda/hip's backward, decode, caches and pools, and
+   * PASA: UNSUPPORTED. */
   float softcap;
   /* THRIFT: OR of lpattn_thrift_rule flags, 0 (default) = SPEC 5's rule.
    * Prefill on every backend, the backward on host backends; decode (every

@@ -154,7 +154,17 @@ static long npts, ntaken, npath[6];
 static int cmp(const lpattn_attn_problem *pr, const OldDev *dev) {
   Old o;
   lp_gpu_attn_plan p;
-  old_decide(pr, dev, &o);
+  /* A sliding window or a softcap (after the old code, which never saw one
+   * on a GPU): the mma.sync kernels (_plain_win, _win), as with
+   * LPATTN_NO_WGMMA=1, an offset within the kernels' int range (static FP8:
+   * core refuses them before the plan) */
+  const bool win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, pr->softcap) &&
+                   pr->precision != LPATTN_PREC_FP8_STATIC;
+  OldDev od = *dev;
+  if (win) od.no_wgmma = 1;
+  old_decide(pr, &od, &o);
+  if (win && o.st == 0 && (pr->off > ((int64_t)1 << 30) || pr->off < -((int64_t)1 << 30)))
+    o.st = 1, o.why = LP_PLAN_ARGS;
   const lp_gpu_dev nd = {dev->cc, dev->warp, dev->dequant_kv, dev->no_wgmma, dev->wg_image,
                          dev->cuda ? paths_cuda : paths_hip};
   const int taken = lp_gpu_attn_plan_make(pr, &nd, &p);
@@ -223,10 +233,11 @@ int main(void) {
       mk(&out, LPATTN_F32, B, Hq, Sq, Dp, 0);
       lpattn_attn_problem pr;
       memset(&pr, 0, sizeof pr);
+      pr.window_left = pr.window_right = -1;
       pr.q = &q, pr.k = &k, pr.v = &v, pr.out = &out;
       pr.B = B, pr.Hq = Hq, pr.Hkv = Hkv, pr.Sq = Sq, pr.Skv = Skv, pr.D = Dp;
       pr.causal = mask == 1 || mask == 2, pr.leaky = mask == 2;
-      if (mask == 3) pr.window_left = 100, pr.window_right = 0; /* window: core answers before (lp_window_backend) */
+      if (mask == 3) pr.window_left = 100, pr.window_right = 0; /* window: the _win kernel (cmp) */
       pr.Bq = pr.Bk = 64, pr.precision = (lpattn_precision)prec;
       pr.low = prec == LPATTN_PREC_HIGH ? LPATTN_FMT_NVFP4 : prec == LPATTN_PREC_THRIFT || prec == LPATTN_PREC_FP8_STATIC
                ? (lpattn_format)lowf : prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : prec == LPATTN_PREC_NVFP4 ? LPATTN_FMT_NVFP4 : LPATTN_FMT_MXFP4;

@@ -69,7 +69,8 @@ typedef struct {
   int why;            /* path NONE: LP_PLAN_* (the front's error detail), else 0 */
   lpattn_status st;   /* path NONE: the status the front answers */
   lpattn_dtype dtype; /* the variant's dtype (static FP8: f16, whose entry has _wg8s) */
-  int spec;           /* gpu_attn_spec of the arguments: -1 generic, 0 HIGH, 1 + fmt */
+  int spec;           /* gpu_attn_spec of the arguments: -1 generic, 0 HIGH, 1 + fmt (a window or
+                         softcap: _plain_win for 0, else _win) */
   int split;          /* causal low on sm_90a: init_o/init_st buffers in the arguments */
   int second;         /* the wgmma kernel's launch is followed by mma.sync's from that state */
   int low;            /* Q/K/V quantized into the workspace */
@@ -152,7 +153,10 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   if (!paths) return p->why = LP_PLAN_ARGS, 0;
   const int wg8 = pr->low == LPATTN_FMT_FP8 && (paths & LP_PATHS_WG8); /* FP8 on E4M3 wgmma */
   const int64_t nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
-  const int thrift = pr->precision == LPATTN_PREC_THRIFT, wg_dev = dev->cc == 90 && !dev->no_wgmma;
+  /* a sliding window or a softcap: the mma.sync kernels alone (gpu_wg_ok) */
+  const int win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, pr->softcap);
+  if (win && (pr->off > offmax || pr->off < -offmax)) return p->why = LP_PLAN_ARGS, 0;
+  const int thrift = pr->precision == LPATTN_PREC_THRIFT, wg_dev = dev->cc == 90 && !dev->no_wgmma && !win;
   p->low = pr->precision != LPATTN_PREC_HIGH;
   p->kv_bf16 = p->low && dev->dequant_kv;
   /* the sm_90a low kernels take calls whose every tile is low */
@@ -185,7 +189,7 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   }
   /* gpu_attn_spec of the arguments these buffers give (CUDA: low K/V always
    * have their bf16 copies, so both backends' low calls take 1 + fmt) */
-  if (pr->pasa || pr->score_f16) p->spec = -1;
+  if (pr->pasa || pr->score_f16) p->spec = -1; /* (win: spec 0 _plain_win, else _win) */
   else if (!p->low) p->spec = 0;
   else p->spec = (int)pr->low >= 0 && (int)pr->low <= 2 ? 1 + (int)pr->low : -1;
   p->st = LPATTN_OK;
@@ -218,6 +222,7 @@ static inline lp_gpu_path lp_gpu_plan_probe(int64_t D, lpattn_precision prec, in
   memset(&pr, 0, sizeof pr);
   pr.q = pr.k = pr.v = pr.out = &t;
   pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
+  pr.window_left = pr.window_right = -1; /* no sliding window */
   pr.precision = prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
   lp_gpu_attn_plan p;
   return lp_gpu_attn_plan_make(&pr, dev, &p) ? p.path : LP_PATH_NONE;

@@ -99,6 +99,7 @@ static lpattn_status gpu_attention_fp8s(gpu_impl *im, const lpattn_attn_problem 
   if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
   a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
   a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.prec = pr->precision, a.low = LPATTN_FMT_FP8;
+  a.win_left = a.win_right = -1; /* no window, no softcap (lp_window_backend refuses them here) */
   a.sm_scale = pr->sm_scale, a.nkt = (Skv + 63) / 64, a.nqx = (Sq + 63) / 64;
   a.warp = im->warp, a.cc = im->cc;
   const lpattn_status st = fn(&a, im->stream);
@@ -127,7 +128,9 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
     return p.st;
   }
   const lpattn_dtype dt = pr->q->dtype;
-  const int off = pr->causal ? (int)pr->off : 0; /* non-causal calls ignore the starts */
+  /* non-causal calls ignore the starts, unless a window is placed by them (SEMANTICS) */
+  const int win = pr->window_left >= 0 || pr->window_right >= 0;
+  const int off = pr->causal || win ? (int)pr->off : 0;
   gpu_attn_fn fn = find_attn(pr->D, dt);
   CK(cudaSetDevice(im->device));
   const int B = (int)pr->B, Hq = (int)pr->Hq, Hkv = (int)pr->Hkv, Sq = (int)pr->Sq,
@@ -183,6 +186,7 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Sq = Sq, s.Skv = Skv, s.D = D, s.T = 64;
     s.off = off, s.causal = pr->causal, s.sel_causal = pr->selection_mode == LPATTN_SELECT_CAUSAL;
     s.leaky = pr->leaky, s.nkt = nkt, s.kmean = kmean, s.kmean_tiles = nkt;
+    s.win_left = (int)pr->window_left, s.win_right = (int)pr->window_right;
     s.k = pr->thrift_k, s.sel = (int *)(ws + sel_at), s.sel_tiles = nqt, s.sel_k = pr->thrift_k;
     s.rule = pr->thrift_rule, s.qbar = (float *)(ws + p.at[LP_WS_QBAR]);
     s.k_in = pr->k->data, s.kdt = pr->k->dtype, s.kmax_tiles = nkt;
@@ -203,6 +207,7 @@ static lpattn_status gpu_attention_at(lpattn_ctx *ctx, const lpattn_attn_problem
   if (pr->entropy) a.ent = (float *)pr->entropy->data, strides(pr->entropy, a.se);
   a.B = B, a.Hq = Hq, a.Hkv = Hkv, a.Sq = Sq, a.Skv = Skv, a.D = D;
   a.causal = pr->causal, a.off = off, a.leaky = pr->leaky, a.prec = pr->precision, a.low = pr->low;
+  a.win_left = (int)pr->window_left, a.win_right = (int)pr->window_right, a.softcap = pr->softcap;
   a.pasa = pr->pasa, a.score_f16 = pr->score_f16, a.mx_round_up = pr->mx_round_up;
   a.sm_scale = pr->sm_scale, a.pasa_beta = pr->pasa_beta;
   a.nkt = nkt, a.nqx = (int)p.mma_grid[0], a.kmean = kmean, a.kmean_tiles = nkt; /* the mma.sync grid: the plan's */

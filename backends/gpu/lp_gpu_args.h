@@ -31,7 +31,10 @@ typedef struct {
   int64_t sl[4], se[4];
   int B, Hq, Hkv, Sq, Skv, D;
   int off;          /* causal row r sees key c iff c <= r + off (pr->off: Skv - Sq,
-                     * or q_start - kv_start with absolute positions) */
+                     * or q_start - kv_start with absolute positions); also a
+                     * window's offset, causal or not (core/mask.h) */
+  int win_left, win_right; /* sliding window (-1: unbounded; core/mask.h lp_mask) */
+  float softcap;    /* 0: off, else s = softcap * tanh(s / softcap) (SEMANTICS) */
   int causal, leaky, prec, low, pasa, score_f16, mx_round_up;
   float sm_scale, pasa_beta;
   int nkt;          /* KV tiles of the longest sequence */
@@ -59,6 +62,18 @@ typedef struct {
   const float *q_desc, *k_desc, *v_desc;
   int64_t sdesc[3][2];
 } lp_gpu_attn_args;
+
+/* Whether call a has a sliding window or a softcap: only the mma.sync
+ * kernels take those (the sm_90a warpgroup kernels decline: gpu_wg_ok).
+ * Host and device (gpu_attn_spec). */
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define LP_GPU_ARGS_HD __host__ __device__
+#else
+#define LP_GPU_ARGS_HD
+#endif
+static inline LP_GPU_ARGS_HD int lp_gpu_win_any(int causal, int left, int right, float softcap) {
+  return left >= 0 || (!causal && right >= 0) || softcap != 0.0f;
+}
 
 /* The sm_90a FP8 prefill kernel on E4M3 wgmma (lp_gpu_attn_wg8.cuh) takes
  * this low format and head dim; it reads the codes, so Q needs no bf16 copy. */

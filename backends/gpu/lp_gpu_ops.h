@@ -28,7 +28,8 @@ typedef struct {
   int qdt;
   int64_t sq[4];
   int B, Hq, Hkv, Sq, Skv, D, T;
-  int off; /* the causal offset (lp_gpu_attn_args) */
+  int off; /* the causal (and window) offset (lp_gpu_attn_args) */
+  int win_left, win_right; /* sliding window (-1: unbounded; core/mask.h) */
   int causal, sel_causal, leaky;
   int nkt;
   const float *kmean;

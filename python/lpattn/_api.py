@@ -308,7 +308,8 @@ def attention(q, k, v, *, causal=False, precision=None, layout="bhsd", sm_scale=
     unbounded): query i sees key j iff i + off - left <= j <= i + off + right
     (off = Sk - Sq, or the positions' offset), within the causal mask when
     causal. softcap (Gemma 2): s = softcap * tanh(s / softcap) before the
-    softmax; None/0 = off. Both: host backends (docs/SEMANTICS.md "Sliding
+    softmax; None/0 = off. Both: every backend's prefill (cuda/hip: not
+    fp8_static's; their backward: not yet) (docs/SEMANTICS.md "Sliding
     window and softcap"). Returns out (q's kind, dtype and layout), or
     (out, lse[, entropy]) with lse/entropy [B, Hq, Sq] float32 (nats)."""
     if (_fast.mod is not None and not (return_lse or return_entropy) and q_descale is None

@@ -72,10 +72,13 @@ static const conf_attn_case conf_attn_cases[] = {
     {TH, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 300, 111, 2, 0, 0, 0, 0.0f, 6, 0},
     {TH, FNV, 0, 0, TBF, T32, 1, 2, 2, 256, 384, 256, 2, 0, 0, 0, 0.0f, 3, 0},
     {TH, FNV, 1, 0, T16, T32, 1, 2, 1, 320, 320, 40, 2, 0, 0, 0, 0.0f, 3, 1},
-    /* sliding window and softcap (host backends; cuda/hip: UNSUPPORTED) */
+    /* sliding window and softcap (every backend's prefill) */
     {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2, 1, 100, -1, 0.0f},
     {NV, FNV, 0, 0, T16, T32, 1, 2, 1, 150, 230, 64, 2, 1, 64, 32, 30.0f},
     {HI, FNV, 1, 0, TBF, T32, 1, 2, 1, 129, 129, 128, 2, 0, 0, 0, 20.0f},
+    {F8, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 300, 128, 2, 1, 100, -1, 0.0f, 0, 0},
+    {MX, FNV, 0, 0, TBF, T32, 1, 2, 1, 200, 150, 64, 2, 1, 40, 20, 15.0f, 0, 0},
+    {HI, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 230, 80, 2, 1, 16, -1, 0.0f, 0, 0},
 };
 
 /* lpattn_quantize + lpattn_dequantize: every format and axis, RNE and

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lp_gpu_args.h"
+#include "mask.h" /* core/mask.h: the sliding window's tiles and row ranges, the softcap */
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {

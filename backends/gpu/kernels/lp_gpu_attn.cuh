@@ -42,7 +42,7 @@ template <int D> struct gpu_smem {
   static constexpr int NBUF = GPU_ASYNC ? 2 : 1;               /* double-buffered KV tiles */
   static constexpr size_t SCAL = (size_t)(2 * GPU_BQ + GPU_BK + 2 * D) * 4;
   static constexpr size_t KC = GPU_KCODES ? (size_t)GPU_BK * D : 0; /* FP8 K codes, bytes */
-  static constexpr size_t NFM = (size_t)D * 2; /* per channel: V's first non-finite key (gpu_nf_fix) */
+  static constexpr size_t NFM = (size_t)D * 8; /* per channel: V's non-finite keys, bits (gpu_nf_fix_bits) */
   /* K then V in one buffer where both do not fit (HIP, D = 256: 64 KB of LDS) */
   static constexpr bool SPLIT = (size_t)(QSZ + NBUF * (KSZ + VSZ)) * 2 + SCAL + KC + NFM > GPU_SMEM_MAX;
   static constexpr int KVSZ = NBUF * (SPLIT ? (KSZ > VSZ ? KSZ : VSZ) : KSZ + VSZ);
@@ -57,20 +57,26 @@ template <int D> struct gpu_smem {
  * take (registers, instruction cache): SPEC 0, precision HIGH; SPEC 1 + f,
  * low tiles of format f (FP8/NVFP4/MXFP4 or THRIFT over f); both without PASA
  * or f16 scores. SPEC -1: the
- * generic kernel. gpu_attn_spec() says which one a call may take. */
+ * generic kernel. gpu_attn_spec() says which one a call may take. WIN: the
+ * kernels that also take a sliding window and a softcap, the _plain_win
+ * entry (SPEC 0) and the _win entry (generic: every other call); every
+ * other kernel folds them away (no window, no softcap: the code and
+ * registers they had before windows existed). */
 __host__ __device__ inline int gpu_attn_spec(const lp_gpu_attn_args &a) {
   if (a.pasa || a.score_f16) return -1;
   if (a.prec == LPATTN_PREC_HIGH) return a.sel || a.kd ? -1 : 0;
   if (GPU_ASYNC && !a.kd) return -1; /* cp.async streams the dequantized copies */
   return a.low >= 0 && a.low <= 2 ? 1 + a.low : -1;
 }
-template <typename T, int D, int SPEC>
+template <typename T, int D, int SPEC, bool WIN = false>
 __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* by value: fewer spills */
   constexpr bool PLAIN = SPEC == 0;
+  static_assert(!WIN || SPEC <= 0, "windows: HIGH's kernel and the generic one");
   lp_gpu_attn_args a = a_in;
   if (SPEC >= 0) { /* constants the compiler folds (gpu_attn_spec holds) */
     a.pasa = 0, a.score_f16 = 0;
   }
+  if (!WIN) a.win_left = a.win_right = -1, a.softcap = 0.0f; /* the entry sends windows to _win */
   if (PLAIN) a.prec = LPATTN_PREC_HIGH, a.sel = nullptr, a.kd = nullptr, a.vd = nullptr;
   if (SPEC > 0) a.low = SPEC - 1;
   typedef gpu_smem<D> SM;
@@ -88,7 +94,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 #if defined(LPATTN_HIP_FP8_MFMA)
   uint8_t *Kc = (uint8_t *)(shift + D); /* raw FP8 K codes (GPU_KCODES) */
 #endif
-  short *nfm = (short *)((unsigned char *)(shift + D) + SM::KC);
+  uint64_t *nfm = (uint64_t *)((unsigned char *)(shift + D) + SM::KC);
 
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
   const L lay{lane};
@@ -104,18 +110,24 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   auto live = [&](int lr) { return base + lr <= r1; };
   if (r0 > r1 || Skv <= 0) return;
   const int nkt = (Skv + BK - 1) / BK;
-  int jmax = nkt - 1, jfull = nkt - 1;
-  if (a.causal) {
-    jmax = min(nkt - 1, gpu_floordiv(r1 + off, BK));
-    /* full iff the unclipped c1 = c0 + BK - 1 <= r0 + off: a partial last
-     * tile is never full, as in decode (SEMANTICS) */
-    jfull = min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1);
+  /* the causal mask and the sliding window (SEMANTICS "Sliding window and
+   * softcap"): the tiles js .. je - 1 are not masked, each is full or an
+   * edge (diagonal) tile; a partial last tile is never full, as in decode */
+  const lp_mask msk = {a.causal, off, a.win_left, a.win_right, BQ};
+  int js, je;
+  {
+    int64_t j0, j1;
+    lp_mask_tiles(&msk, r0, r1, BK, nkt, &j0, &j1);
+    js = (int)j0, je = (int)(j1 > j0 ? j1 : j0);
   }
-  int js = 0;
-  const int je = jmax + 1;
+  auto edge = [&](int j) { /* not full: high (but leaky), masked per element */
+    return lp_mask_kind(&msk, r0, r1, (int64_t)j * BK, (int64_t)j * BK + BK - 1) != LP_TILE_FULL;
+  };
+  /* PASA (no window): the last full tile, the shift source of diagonal ones */
+  const int jfull = a.causal ? min(nkt - 1, gpu_floordiv(r0 + off + 1, BK) - 1) : nkt - 1;
   /* the sm_90a low kernel did keys [0, kw) of this tile's rows (init_o) */
   const int kw = SPEC > 0 && a.init_o ? gpu_wgl_kw(qi * BQ / 128 * 128, off, Skv) : 0;
-  if (kw > 0) js = kw / BK;
+  if (kw > 0) js = kw / BK; /* (no window there: gpu_wg_ok) */
   const bool any_low = a.prec != LPATTN_PREC_HIGH;
   const int fmt = a.low;
 
@@ -203,8 +215,8 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
   /* Precision of tile j (SEMANTICS); sp walks the ascending THRIFT list. */
   auto is_low = [&](int j, int &sp) -> bool {
-    const bool dg = a.causal && j * BK + BK - 1 > r0 + off;
     if (a.prec == LPATTN_PREC_HIGH) return false;
+    const bool dg = edge(j);
     if (a.leaky) return true;
     if (dg) return false;
     if (a.prec == LPATTN_PREC_THRIFT) {
@@ -223,8 +235,8 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
   }
 
   for (int j = js; j < je; j++) {
-    const int c0 = j * BK, c1 = c0 + BK - 1; /* unclipped (SEMANTICS) */
-    const bool diag = a.causal && c1 > r0 + off;
+    const int c0 = j * BK; /* keys c0 .. c0 + BK - 1, unclipped (SEMANTICS) */
+    const bool diag = edge(j);
     const bool low = is_low(j, selp);
     const int sj = diag ? jfull : j; /* PASA shift source tile (SEMANTICS) */
     const int buf = (j - js) & (SM::NBUF - 1);
@@ -304,59 +316,10 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
 #endif
 
-      /* ---- scores, masks, online softmax --------------------------------- */
+      /* ---- scores, masks, softcap, then the online softmax ------------------ */
       float smax[FR];
       bool vis[FR]; /* a row that sees none of the tile's keys does not visit it */
-#pragma unroll
-      for (int hh = 0; hh < FR; hh++) {
-        smax[hh] = gpu_ninf();
-        vis[hh] = !(a.causal && c0 > row_of(warp * 16 + lay.row(hh)) + off);
-      }
-      const bool masked_tile = c0 + BK > Skv || (a.causal && c1 > r0 + off);
-      if (!low && !a.pasa && !a.score_f16 && !masked_tile) { /* the common case */
-#pragma unroll
-        for (int hh = 0; hh < FR; hh++)
-#pragma unroll
-          for (int sl = 0; sl < NS; sl++) {
-            s[hh][sl] = __fmul_rn(s[hh][sl], a.sm_scale);
-            smax[hh] = fmaxf(smax[hh], s[hh][sl]);
-          }
-      } else if (low && !masked_tile) {
-#pragma unroll
-        for (int hh = 0; hh < FR; hh++) {
-          const float qo = qout[warp * 16 + lay.row(hh)];
-#pragma unroll
-          for (int sl = 0; sl < NS; sl++) {
-            float v = __fmul_rn(__fmul_rn(s[hh][sl], __fmul_rn(qo, kout[lay.key(sl)])), a.sm_scale);
-            if (a.pasa) v = lpk_round_f16(v);
-            s[hh][sl] = v;
-            smax[hh] = fmaxf(smax[hh], v);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int hh = 0; hh < FR; hh++) {
-          const int lr = warp * 16 + lay.row(hh), r = row_of(lr);
-#pragma unroll
-          for (int sl = 0; sl < NS; sl++) {
-            const int col = lay.key(sl), key = c0 + col;
-            float v = s[hh][sl];
-            if (low) {
-              v = __fmul_rn(__fmul_rn(v, __fmul_rn(qout[lr], kout[col])), a.sm_scale);
-              if (a.pasa) v = lpk_round_f16(v);
-            } else if (a.pasa) {
-              v = lpk_round_f16(v);
-            } else if (a.score_f16) {
-              v = __fmul_rn(lpk_round_f16(v), a.sm_scale);
-            } else {
-              v = __fmul_rn(v, a.sm_scale);
-            }
-            if (key >= Skv || (a.causal && key > r + off)) v = gpu_ninf();
-            s[hh][sl] = v;
-            smax[hh] = fmaxf(smax[hh], v);
-          }
-        }
-      }
+#include "lp_gpu_attn_scores.cuh"
       lpk_step stp[FR];
       float psum[FR], pssum[FR];
 #pragma unroll
@@ -424,17 +387,18 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
       if (!loaded) load_v(j, Vs, low);
       __syncthreads();
     }
-    /* SPEC 2: a non-finite V element at a key that some row of the tile
-     * does not see is zeroed before the product (nfm: per channel its first
-     * such key) and re-applied to the rows that see it (lp_gpu_nonfinite.cuh) */
+    /* SPEC 2: a non-finite V element at a key that some row of the (edge)
+     * tile does not see is zeroed before the product (nfm: per channel the
+     * bits of such keys) and re-applied to the rows that see one of them,
+     * each row's run of keys (lp_gpu_nonfinite.cuh; the window's leak rule) */
     bool vnf = false;
-    if (a.causal && c1 > r0 + off && GPU_NF) {
+    if (diag && GPU_NF) {
       const bool tv = low && vt; /* [d][key] */
       const bool bf = low || gpu_nf_bf<T>::v;
       vnf = __syncthreads_or(gpu_nf_scan(Vs, tv ? D : BK, tv ? BK : D, tv ? LDV : LD, bf, tid, NT));
       if (vnf) {
-        if (tv) gpu_nf_fix<false>(Vs, BK, D, [&](int k, int d) { return d * LDV + k; }, bf, nfm, tid, NT);
-        else gpu_nf_fix<false>(Vs, BK, D, [&](int k, int d) { return k * LD + d; }, bf, nfm, tid, NT);
+        if (tv) gpu_nf_fix_bits(Vs, BK, D, [&](int k, int d) { return d * LDV + k; }, bf, nfm, tid, NT);
+        else gpu_nf_fix_bits(Vs, BK, D, [&](int k, int d) { return k * LD + d; }, bf, nfm, tid, NT);
         __syncthreads();
       }
     }
@@ -455,11 +419,13 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
     if (vnf)
 #pragma unroll
-      for (int hh = 0; hh < FR; hh++) {
-        const int lim = row_of(warp * 16 + lay.row(hh)) + off - c0; /* the row's last key of the tile */
+      for (int hh = 0; hh < FR; hh++) { /* the keys of the tile the row sees, as bits */
+        int64_t f;
+        const int64_t n = lp_mask_range(&msk, row_of(warp * 16 + lay.row(hh)), c0, min(BK, Skv - c0), &f);
+        const uint64_t seen = n <= 0 ? 0 : (n >= 64 ? ~0ull : (1ull << n) - 1) << f;
 #pragma unroll
         for (int o = 0; o < NO; o++)
-          if (nfm[lay.chan(o)] <= lim) acc[hh][o] += gpu_nf_nan();
+          if (nfm[lay.chan(o)] & seen) acc[hh][o] += gpu_nf_nan();
       }
   }
 

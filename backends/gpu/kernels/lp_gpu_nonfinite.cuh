@@ -82,6 +82,24 @@ __device__ __forceinline__ void gpu_nf_fix(unsigned short *base, int R, int C, I
     mk[c] = (short)f;
   }
 }
+/* The same for an operand tile whose rows (R <= 64: a tile's keys) are
+ * seen in runs that need not start at row 0 (a sliding window's edge tile,
+ * SEMANTICS "Sliding window and softcap"): mk[c] receives the bits of the
+ * rows r that held a non-finite element (bit r), so that a reader of rows
+ * f .. f + n - 1 tests mk[c] against those n bits. */
+template <typename IX>
+__device__ __forceinline__ void gpu_nf_fix_bits(unsigned short *base, int R, int C, IX ix, bool bf, uint64_t *mk,
+                                                int tid, int nt) {
+  const unsigned short m = bf ? 0x7f80u : 0x7c00u;
+  for (int c = tid; c < C; c += nt) {
+    uint64_t f = 0;
+    for (int r = 0; r < R; r++) {
+      unsigned short *p = base + ix(r, c);
+      if ((*p & m) == m) *p = 0, f |= 1ull << r;
+    }
+    mk[c] = f;
+  }
+}
 #ifndef LPATTN_HIP /* CUDA */
 
 /* The vote of nt threads (a multiple of 32) on named barrier id (the

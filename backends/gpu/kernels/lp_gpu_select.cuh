@@ -11,7 +11,9 @@
  *   gpu_select_kernel the importance of every full tile (Qbar . Kbar, or
  *                    KMAX's, SINK's +inf on tile 0), then the repeated
  *                    strict arg-max (ties to the lower j, NaN last).
- * "Sel heads" Hs: the KV heads under the GQA rule (one selection per KV head,
+ * A sliding window (core/mask.h): masked tiles are never picked, edge tiles
+ * are high and count among the k, as diagonal ones (SEMANTICS "Sliding
+ * window and softcap"). "Sel heads" Hs: the KV heads under the GQA rule (one selection per KV head,
  * written to each q head of its group), else the q heads. Included once, by
  * lp_gpu_ops.cu, inside LP_GPU_NS. */
 #ifndef LP_GPU_SELECT_CUH
@@ -40,10 +42,21 @@ __device__ __forceinline__ int gpu_sel_src(const gpu_select_args &a, int qi) {
   return (a.causal && a.sel_causal) ? qi - 1 : qi;
 }
 
-/* Tile j is full for query tile qi: every row sees every key (the unclipped
- * last key, SEMANTICS); non-causal: every tile. */
+/* The mask of the call: causal and the sliding window (core/mask.h). */
+__device__ __forceinline__ lp_mask gpu_sel_mask(const gpu_select_args &a) {
+  const lp_mask m = {a.causal, a.off, a.win_left, a.win_right, a.T};
+  return m;
+}
+/* Class of tile j for query tile qi (LP_TILE_*, core/mask.h lp_mask_kind:
+ * full when every row sees every key, the unclipped last key, SEMANTICS;
+ * non-causal without a window: every tile). */
+__device__ __forceinline__ int gpu_sel_kind(const gpu_select_args &a, int qi, int j) {
+  const lp_mask m = gpu_sel_mask(a);
+  const int64_t r0 = (int64_t)qi * a.T, r1 = min(r0 + a.T, (int64_t)a.Sq) - 1;
+  return lp_mask_kind(&m, r0, r1, (int64_t)j * a.T, (int64_t)j * a.T + a.T - 1);
+}
 __device__ __forceinline__ bool gpu_sel_full(const gpu_select_args &a, int qi, int j) {
-  return !a.causal || (int64_t)j * a.T + a.T - 1 <= (int64_t)qi * a.T + a.off;
+  return gpu_sel_kind(a, qi, j) == LP_TILE_FULL;
 }
 
 /* qbar[(b * Hs + hs) * sel_tiles + t][d]: one block per (t, hs, b). */
@@ -167,18 +180,25 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   const int qi = blockIdx.x, hs = blockIdx.y, b = blockIdx.z;
   const bool gqa = gpu_sel_gqa(a);
   const int G = a.Hq / a.Hkv, hk = gqa ? hs : hs / G;
-  const int Skv = a.Skv, Sq = a.Sq, off = a.off, T = a.T;
+  const int Skv = a.Skv, Sq = a.Sq, T = a.T;
   const int r0 = qi * T, r1 = min(r0 + T, Sq) - 1;
   if (r0 > r1) return;
   const int nkt = (Skv + T - 1) / T;
-  const int jmax = a.causal ? min(nkt - 1, (r1 + off) >= 0 ? (r1 + off) / T : -1) : nkt - 1;
+  int jmax; /* the last tile that is not masked */
+  {
+    const lp_mask m = gpu_sel_mask(a);
+    int64_t j0, j1;
+    lp_mask_tiles(&m, r0, r1, T, nkt, &j0, &j1);
+    jmax = (int)j1 - 1;
+  }
   const int qsrc = gpu_sel_src(a, qi);
   const int64_t hrow = ((int64_t)b * gridDim.y + hs) * a.sel_tiles;
   const bool scored = qsrc >= 0 && !a.leaky; /* leaky: no selection, no Qbar */
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) qbar[d] = scored ? a.qbar[(hrow + qsrc) * a.D + d] : 0.0f;
   __syncthreads();
   for (int j = threadIdx.x; j <= jmax; j += blockDim.x) {
-    const bool full = gpu_sel_full(a, qi, j);
+    const int kind = gpu_sel_kind(a, qi, j);
+    const bool full = kind == LP_TILE_FULL;
     float s = 0.0f; /* no past query tile: all ties, the lowest j wins */
     if (full && scored && (a.rule & LPATTN_THRIFT_RULE_KMAX)) {
       s = a.kmax[(hrow + qi) * a.kmax_tiles + j];
@@ -188,7 +208,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
     }
     if (full && j == 0 && (a.rule & LPATTN_THRIFT_RULE_SINK)) s = -gpu_ninf(); /* the sink ranks first */
     score[j] = s != s ? gpu_ninf() : s;
-    mode[j] = full ? 0 : 2; /* 2 diagonal (high), 1 picked (high), 0 low */
+    mode[j] = kind == LP_TILE_MASKED ? 3 : full ? 0 : 2; /* 2 diagonal/edge (high), 1 picked (high), 0 low, 3 masked (a window's: never read) */
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
@@ -206,7 +226,7 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
     int *dst = a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k;
     int n = 0;
     for (int j = 0; j <= jmax && n < a.sel_k; j++)
-      if (mode[j] && !a.leaky) dst[n++] = j;
+      if ((mode[j] == 1 || mode[j] == 2) && !a.leaky) dst[n++] = j;
     for (int i = n; i < a.sel_k; i++) dst[i] = -1;
     if (a.out)
       for (int i = 0; i < a.out_k; i++)

@@ -25,6 +25,7 @@ static bool gpu_wg_ok(const lp_gpu_attn_args *a, int spec) {
   static int have = -1; /* per kernel (the first 9.0 device asked): its image is sm_90a */
   if (have < 0 && a->cc == 90) have = gpu_wg_image((const void *)K, 0);
   if (have <= 0 || a->cc != 90 || a->warp != 32 || gpu_attn_spec(*a) != spec) return false;
+  if (lp_gpu_win_any(a->causal, a->win_left, a->win_right, a->softcap)) return false; /* mma.sync's */
   if (spec == 0) return a->vec16;
   return (a->qd || lp_gpu_wg8_takes(a->low, a->D)) && a->kd && a->vd && !a->sel && (!a->causal || a->leaky || (a->init_o && a->init_st));
 }
@@ -34,7 +35,7 @@ template <void (*K)(lp_gpu_attn_args, gpu_tmaps)>
 static bool gpu_wg8s_ok(const lp_gpu_attn_args *a) {
   static int have = -1;
   if (have < 0 && a->cc == 90) have = gpu_wg_image((const void *)K, 0);
-  return have > 0 && a->cc == 90 && a->warp == 32;
+  return have > 0 && a->cc == 90 && a->warp == 32 && !lp_gpu_win_any(a->causal, a->win_left, a->win_right, a->softcap);
 }
 /* Launches K (configuration C: BQ rows a CTA, NT threads, bytes of shared
  * memory) for call a with the TMA maps tm (false: too little shared memory). */

@@ -9,6 +9,14 @@
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_hip_attn_d256_f16(const lp_gpu_attn_args a) {
   lpattn_hip::gpu_attn_body<lpattn_hip::gpu_f16, 256, -1>(a);
 }
+/* with a sliding window and a softcap (SEMANTICS "Sliding window and softcap"):
+ * precision HIGH's kernel, and the generic one for every other call */
+extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_hip_attn_d256_f16_plain_win(const lp_gpu_attn_args a) {
+  lpattn_hip::gpu_attn_body<lpattn_hip::gpu_f16, 256, 0, true>(a);
+}
+extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_hip_attn_d256_f16_win(const lp_gpu_attn_args a) {
+  lpattn_hip::gpu_attn_body<lpattn_hip::gpu_f16, 256, -1, true>(a);
+}
 extern "C" __global__ void __launch_bounds__(GPU_MAX_THREADS) lpattn_hip_attn_d256_f16_plain(const lp_gpu_attn_args a) {
   lpattn_hip::gpu_attn_body<lpattn_hip::gpu_f16, 256, 0>(a);
 }
@@ -27,6 +35,9 @@ lpattn_status lpattn_hip_attn_d256_f16(const lp_gpu_attn_args *a, cudaStream_t s
   if (a->prec == LPATTN_PREC_FP8_STATIC) { /* sm_90a at D = 128 only (lp_gpu_attn_wg8.cuh) */
     return LPATTN_ERR_UNSUPPORTED;
   }
+  if (lp_gpu_win_any(a->causal, a->win_left, a->win_right, a->softcap)) /* the mma.sync kernels alone */
+    return gpu_attn_spec(*a) == 0 ? gpu_attn_launch<::lpattn_hip_attn_d256_f16_plain_win, 256>(a, s)
+                                  : gpu_attn_launch<::lpattn_hip_attn_d256_f16_win, 256>(a, s);
   switch (gpu_attn_spec(*a)) {
   case 0:
     return gpu_attn_launch<::lpattn_hip_attn_d256_f16_plain, 256>(a, s);
