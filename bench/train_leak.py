@@ -204,6 +204,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--eval-seqs", type=int, default=16)
     ap.add_argument("--log-every", type=int, default=0, help="print every N steps (0: steps / 10)")
     ap.add_argument("--bf16", action="store_true", help="bf16 attention inputs on the CPU too (as on the GPU)")
@@ -232,7 +233,7 @@ def main():
             raise SystemExit(f"--modes: {m!r} is not one of {sorted(MODES)}")
     rows, curves = [], {}
     for mode in modes:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             t0 = time.time()
             m, norms = train(args, mode, seed, train_data)
             par, ar = evaluate(args, m, held)
