@@ -38,6 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import lpattn
 import lpattn.torch as lt
 
 MODES = {
@@ -45,6 +46,56 @@ MODES = {
     "safe": dict(precision="mxfp4", mx_scale_round_up=True),
     "leaky": dict(precision="mxfp4", mx_scale_round_up=True, leaky=True),
 }
+SETUP = {}  # --block, --mx-floor, --bwd: set by main() for every mode
+
+
+class _Blocked(torch.autograd.Function):
+    """lpattn.attention / attention_backward with block_q = block_k = --block
+    (lpattn.torch.attention takes lpattn's default blocks)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, kw):
+        q, k, v = (t.detach().contiguous() for t in (q, k, v))
+        out, lse = (torch.from_dlpack(t) for t in lpattn.attention(q, k, v, causal=True, return_lse=True, **kw))
+        ob = out
+        if SETUP.get("delta") == "unq":
+            # The backward's Delta = rowsum(dO * O) from the output with the
+            # quantizers of P and V taken out: softmax(Qd Kd^T s) V (leaky: every
+            # tile low, so Qd and Kd everywhere), so that dS's rows sum to ~0.
+            if not kw.get("leaky"):
+                raise SystemExit("--delta unq: leaky mode only")
+            up = kw.get("mx_scale_round_up", False)
+            qd, kd = (torch.from_dlpack(lpattn.dequantize(lpattn.quantize(t, "mxfp4", axis="d", mx_scale_round_up=up)))
+                      for t in (q, k))
+            ob = F.scaled_dot_product_attention(qd, kd, v, is_causal=True).to(out.dtype)
+        ctx.save_for_backward(q, k, v, ob, lse)
+        ctx.kw = kw
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        seed = int(torch.randint(0, 2 ** 62, (1,)).item())  # as lpattn.torch's backward
+        g = lpattn.attention_backward(*ctx.saved_tensors, dout.contiguous(), causal=True, seed=seed, **ctx.kw)
+        return tuple(torch.from_dlpack(t) for t in g) + (None,)
+
+
+def attend_lpattn(q, k, v, mode):
+    """lpattn's forward; its backward (--bwd lib), or the gradient of exact
+    attention at the same inputs (--bwd exact: a straight-through estimator
+    around the whole low-precision forward)."""
+    kw = dict(mode)
+    if SETUP.get("mx_floor") and kw.get("precision") == "mxfp4":
+        kw["mx_scale_round_up"] = False
+    if SETUP.get("block") or SETUP.get("delta") == "unq":
+        if SETUP.get("block"):
+            kw["block_q"] = kw["block_k"] = SETUP["block"]
+        out = _Blocked.apply(q, k, v, kw)
+    else:
+        out = lt.attention(q, k, v, causal=True, **kw)
+    if SETUP.get("bwd") == "exact" and torch.is_grad_enabled():
+        ex = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out = out.detach() + (ex - ex.detach())
+    return out
 
 
 def corpus(limit_bytes):
@@ -73,11 +124,14 @@ class Block(nn.Module):
     def forward(self, x):
         B, S, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
-        dt = torch.bfloat16 if x.is_cuda else torch.float32  # GPU backends take 16-bit inputs
+        with torch.no_grad():  # the keys' shared component: |mean over tokens| / rms of the rest, per head
+            km = k.mean(2, keepdim=True)
+            self.kshare = float((km.norm(dim=-1) / (k - km).norm(dim=-1).pow(2).mean(2, keepdim=True).sqrt()).max())
+        dt = torch.bfloat16 if x.is_cuda or SETUP.get("bf16") else torch.float32  # GPU backends take 16-bit inputs
         if self.attend is not None:
             a = self.attend(self, q, k, v).to(x.dtype)
         else:
-            a = lt.attention(q.to(dt), k.to(dt), v.to(dt), causal=True, **self.mode).to(x.dtype)
+            a = attend_lpattn(q.to(dt), k.to(dt), v.to(dt), self.mode).to(x.dtype)
         x = x + self.proj(a.transpose(1, 2).reshape(B, S, d))
         return x + self.mlp(self.ln2(x))
 
@@ -109,18 +163,21 @@ def train(args, mode, seed, train_data):
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.01)
     norms = []
     for step in range(args.steps):
-        lr = args.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / args.steps))
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * 0.5 * (1 + math.cos(math.pi * step / args.steps))
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = (t.to(args.device) for t in batches(train_data, args.batch, args.ctx, gen))
         loss = F.cross_entropy(m(x).flatten(0, 1), y.flatten())
         opt.zero_grad()
         loss.backward()
-        norms.append(float(torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)))
+        if step % (args.log_every or max(1, args.steps // 10)) == 0 or step == args.steps - 1:
+            top = sorted(((float(p.grad.norm()), n) for n, p in m.named_parameters()), reverse=True)[:3]
+        norms.append(float(torch.nn.utils.clip_grad_norm_(m.parameters(), args.clip)))
         opt.step()
-        if step % max(1, args.steps // 10) == 0 or step == args.steps - 1:
-            print(f"  {mode} seed {seed} step {step}: loss {loss.item():.3f}, grad norm {norms[-1]:.3f}",
-                  flush=True)
+        if step % (args.log_every or max(1, args.steps // 10)) == 0 or step == args.steps - 1:
+            print(f"  {mode} seed {seed} step {step}: loss {loss.item():.3f}, grad norm {norms[-1]:.3f}"
+                  f" (largest: {', '.join(f'{n} {g:.3g}' for g, n in top)}; key share "
+                  f"{' '.join(f'{b.kshare:.2f}' for b in m.blocks)})", flush=True)
     return m, norms
 
 
@@ -147,22 +204,36 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--eval-seqs", type=int, default=16)
+    ap.add_argument("--log-every", type=int, default=0, help="print every N steps (0: steps / 10)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 attention inputs on the CPU too (as on the GPU)")
+    ap.add_argument("--delta", choices=("out", "unq"), default="out",
+                    help="backward's Delta from the forward's output, or from softmax(Qd Kd^T) V (leaky only)")
+    ap.add_argument("--warmup", type=int, default=20, help="linear lr warm-up steps")
+    ap.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping")
+    ap.add_argument("--block", type=int, default=0, help="block_q = block_k (0: lpattn's default)")
+    ap.add_argument("--mx-floor", action="store_true", help="MXFP4's OCP (floor) scale rule instead of round-up")
+    ap.add_argument("--bwd", choices=("lib", "exact"), default="lib",
+                    help="attention backward: lpattn's (SPEC 10) or exact attention's gradient (straight-through)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     ap.add_argument("--out", default="bench/train_leak_out")
     args = ap.parse_args()
+    SETUP.update(delta=args.delta, bf16=args.bf16, block=args.block, mx_floor=args.mx_floor, bwd=args.bwd)
     os.makedirs(args.out, exist_ok=True)
     train_data, held = corpus(8 << 20)
     print(f"text: {len(train_data)} training bytes, {len(held)} held out; {args.layers} layers, "
           f"d_model {args.dmodel}, {args.heads} heads, context {args.ctx}, batch {args.batch}, "
-          f"{args.steps} steps, device {args.device}", flush=True)
+          f"{args.steps} steps, device {args.device}, lr {args.lr}, warm-up {args.warmup}, clip {args.clip}, "
+          f"block {args.block or 'default'}, MXFP4 scales {'floor' if args.mx_floor else 'round-up'}, "
+          f"backward {args.bwd}, Delta from {args.delta}{', bf16 attention' if args.bf16 else ''}", flush=True)
     modes = [m for m in args.modes.split(",") if m]
     for m in modes:
         if m not in MODES:
             raise SystemExit(f"--modes: {m!r} is not one of {sorted(MODES)}")
     rows, curves = [], {}
     for mode in modes:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             t0 = time.time()
             m, norms = train(args, mode, seed, train_data)
             par, ar = evaluate(args, m, held)

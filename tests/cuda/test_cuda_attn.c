@@ -405,6 +405,18 @@ static void wg_fallback(lpattn_ctx *cu, lpattn_ctx *ref) {
   }
 }
 
+/* bench/train_leak.py's GPU calls (issue 35): MXFP4 with the round-up scale
+ * rule, bf16, D = 64, 256 tokens, safe and leaky. */
+static void train_leak_calls(lpattn_ctx *cu, lpattn_ctx *ref) {
+  const shape_t s = {2, 4, 4, 256, 256, 64, LPATTN_BF16, LPATTN_BF16};
+  for (int leaky = 0; leaky < 2; leaky++) {
+    lpattn_attn_params ap;
+    lpattn_attn_params_init(&ap);
+    ap.precision = LPATTN_PREC_MXFP4, ap.causal = 1, ap.leaky = leaky, ap.mx_scale_round_up = 1;
+    parity_ap(cu, ref, &s, &ap);
+  }
+}
+
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
@@ -440,6 +452,7 @@ int main(void) {
   wg_fallback(cu, ref);
   variants(cu, ref);
   long_low(cu, ref);
+  train_leak_calls(cu, ref);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);
   lpattn_free(ref);

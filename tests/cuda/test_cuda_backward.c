@@ -275,6 +275,7 @@ int main(void) {
       low(cu, ref, &shapes[1], (lpattn_precision)prec, causal, 0, 0);
     }
     low(cu, ref, &shapes[3], (lpattn_precision)prec, 1, 1, 0); /* leaky */
+    low(cu, ref, &shapes[6], (lpattn_precision)prec, 1, 1, 1); /* leaky, D = 64, bf16, round-up MX scales */
     leak(cu, 100, (lpattn_precision)prec);
   }
   unsupported(cu);
