@@ -578,7 +578,8 @@ typedef struct {
                                  written as it is appended (no high ring, no page
                                  scales), per-(slot, KV head) descales set by
                                  lpattn_kv_pool_set_descales; no pasa
-                                 (INVALID_ARGUMENT); host backends for now */
+                                 (INVALID_ARGUMENT); ref, cpu and CUDA (HIP:
+                                 UNSUPPORTED) */
   lpattn_format thrift_low;   /* THRIFT: format of the quantized copies */
   int pasa;                   /* store K shifted by beta * tile mean (SPEC 6) */
   float pasa_beta;            /* 0 = lpattn_pasa_beta(F16, page_size) */
@@ -708,8 +709,10 @@ LPATTN_API lpattn_status lpattn_kv_slot_copy(lpattn_ctx *ctx, lpattn_kv_pool *po
  * backends reject a descale that is not finite and > 0 (INVALID_ARGUMENT,
  * naming it and its [i, h]), a slot out of range or twice, and an append or
  * decode of a slot whose descales were never set (INVALID_ARGUMENT), before
- * writing anything. Another pool precision: INVALID_ARGUMENT. CUDA/HIP:
- * FP8_STATIC pools are UNSUPPORTED for now. */
+ * writing anything. Another pool precision: INVALID_ARGUMENT. CUDA: slots
+ * and descales in device memory, written by a kernel, not read on the host
+ * (a slot id out of range is skipped; a bad value gives that slot's rows
+ * unspecified values). HIP: FP8_STATIC pools are UNSUPPORTED for now. */
 LPATTN_API lpattn_status lpattn_kv_pool_set_descales(lpattn_ctx *ctx, lpattn_kv_pool *pool,
                                                      const lpattn_tensor *slots,
                                                      const lpattn_tensor *k_descale,
