@@ -255,7 +255,7 @@ lpattn_status lpattn_attention(lpattn_ctx *ctx, const lpattn_tensor *q, const lp
 
 /* Decode params (lpattn_decode, lpattn_paged_decode): the storage sp fixes
  * tile, precision, PASA and the MXFP4 rule; the call fixes the rest. */
-lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+lpattn_status lp_resolve_decode(int host, const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
                                 const lpattn_kv_pool_params *sp, int64_t B, int64_t Sq,
                                 int64_t max_len, lpattn_attn_aux *aux, lpattn_attn_problem *pr,
                                 int *check_finite) {
@@ -282,7 +282,7 @@ lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_a
   if (sp->precision == LPATTN_PREC_FP8_STATIC && (p.k_descale.data || p.v_descale.data))
     return lp_fail(LPATTN_ERR_INVALID_ARGUMENT, "params.%s: a pool's k and v descales are its slots' "
                    "(lpattn_kv_pool_set_descales)", p.k_descale.data ? "k_descale" : "v_descale");
-  LP_TRY(lp_resolve_fp8s(1, params, &p, pr));
+  LP_TRY(lp_resolve_fp8s(host, params, &p, pr));
   pr->off = pr->Skv - pr->Sq;
   if (p.thrift_k == 0) pr->thrift_k = 0; /* derived per sequence from its own length */
   LP_TRY(resolve_aux(aux_in, aux, pr));

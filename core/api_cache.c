@@ -160,7 +160,7 @@ lpattn_status lpattn_decode(lpattn_ctx *ctx, lpattn_kv_cache *cache, const lpatt
   lpattn_attn_problem pr;
   lpattn_attn_aux aux;
   int check_finite;
-  LP_TRY(lp_resolve_decode(params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
+  LP_TRY(lp_resolve_decode(host(ctx), params, aux_in, &sp, cp->num_seqs, Sq, max_len, &aux, &pr,
                         &check_finite));
   LP_TRY(lp_window_backend(ctx, &pr, LP_WINDOW_DECODE));
   pr.q = q, pr.out = out;

@@ -449,7 +449,7 @@ lpattn_status lp_paged_decode_check(lpattn_ctx *ctx, lpattn_kv_pool *pool, const
                    (long long)b.max_length, (long long)Sq);
   lpattn_attn_problem *pr = prp;
   int check_finite;
-  LP_TRY(lp_resolve_decode(params, aux_in, pp, b.num_seqs, Sq, b.max_length, auxp, pr,
+  LP_TRY(lp_resolve_decode(host(ctx), params, aux_in, pp, b.num_seqs, Sq, b.max_length, auxp, pr,
                            &check_finite));
   LP_TRY(lp_window_backend(ctx, pr, LP_WINDOW_DECODE));
   pr->q = q, pr->out = out;

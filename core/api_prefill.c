@@ -131,7 +131,7 @@ static lpattn_status piece(const pf_call *c, int64_t s, int64_t ts, int64_t r0, 
     p1.q_descale.data = (float *)p1.q_descale.data + s * p1.q_descale.stride[2];
     p1.q_descale.shape[2] = 1;
   }
-  LP_TRY(lp_resolve_decode(&p1, &a1, &c->pool->p, one.num_seqs, e - a, one.max_length, &ra, &pr, &cf));
+  LP_TRY(lp_resolve_decode(!c->dev, &p1, &a1, &c->pool->p, one.num_seqs, e - a, one.max_length, &ra, &pr, &cf));
   pr.q = &pq, pr.out = &po, pr.len_add = c->dev ? e : 0;
   return lp_err_backend(ctx->vt->paged_decode(ctx, c->pool, &one, &pr), ctx, "paged_prefill (decode)");
 }
@@ -172,11 +172,11 @@ static lpattn_status prefill(lpattn_ctx *ctx, lpattn_kv_pool *pool, const lpattn
   lpattn_attn_params_init(&p0);
   LP_TRY_ARG("params", lp_take_params(&p0, sizeof p0, params));
   if (cu && p0.q_descale.data) { /* FP8_STATIC: q_descale is [num_seqs, Hkv] also when packed */
-    LP_TRY(lp_resolve_decode(&p0, NULL, pp, b.num_seqs, n, b.max_length + most, &aux, &pr,
+    LP_TRY(lp_resolve_decode(host(ctx), &p0, NULL, pp, b.num_seqs, n, b.max_length + most, &aux, &pr,
                              &check_finite));
     p0.q_descale.data = NULL;
   }
-  LP_TRY(lp_resolve_decode(&p0, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
+  LP_TRY(lp_resolve_decode(host(ctx), &p0, aux_in, pp, q->shape[0], n, b.max_length + most, &aux, &pr,
                            &check_finite));
   LP_TRY(lp_window_backend(ctx, &pr, LP_WINDOW_DECODE));
   if (check_finite && !host(ctx))

@@ -234,8 +234,10 @@ int64_t lp_cu_at(const lpattn_tensor *cu, int64_t i);
 enum { LP_HEAD_DIM_MIN = 8, LP_HEAD_DIM_MAX = 256 };
 lpattn_status lp_check_head_dim(int64_t d);
 /* Decode params against storage sp (page_size, precision, thrift_low, pasa,
- * pasa_beta resolved, mx rule, heads, head_dim): pr filled except q/out. */
-lpattn_status lp_resolve_decode(const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
+ * pasa_beta resolved, mx rule, heads, head_dim): pr filled except q/out.
+ * host: the call's backend reads its memory on the host (host backends:
+ * q_descale's values are checked; device memory is not read). */
+lpattn_status lp_resolve_decode(int host, const lpattn_attn_params *params, const lpattn_attn_aux *aux_in,
                                 const lpattn_kv_pool_params *sp, int64_t B, int64_t Sq,
                                 int64_t max_len, lpattn_attn_aux *aux, lpattn_attn_problem *pr,
                                 int *check_finite);
