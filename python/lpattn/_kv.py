@@ -64,7 +64,7 @@ class KVPool:
     stores E4M3 codes only (2 * head_dim bytes a token and KV head) under
     per-(sequence, KV head) descales that set_descales gives each new
     sequence's slot before its first append (decode/prefill take
-    q_descale; ref and cpu backends for now). page_size: a multiple of 32 in [32, 256] (a page is a
+    q_descale; ref, cpu and cuda backends). page_size: a multiple of 32 in [32, 256] (a page is a
     tile; see lpattn.serving for engines with 16-token blocks). head_dim_v:
     V's (and out's) head dim where it differs (MLA: head_dim 576, head_dim_v
     512; append's v may be a view k[..., :512]); CPU and ref backends.

@@ -2,8 +2,10 @@
  * pages"): a CUDA pool and a ref pool fed the same tokens and descales
  * decode the same rows within the bounds of the other pool tests (O
  * relative RMSE 2e-3, LSE and H max abs 2e-3), for sequences of several
- * decode chunks and of part of a tile, Sq 1 and 5; shuffled pages give the
- * same bits; and the leak rule, bitwise: a call's later rows (K, V huge but
+ * decode chunks and of part of a tile, Sq 1 and 5; shuffled pages in
+ * library memory give the same bits as pages in caller memory full of NaN
+ * codes where nothing was written (no code past a length is read); and the
+ * leak rule, bitwise: a call's later rows (K, V huge but
  * finite, Q too) change none of its earlier rows. Exit 77 without a GPU. */
 #include "cudatest.h"
 
@@ -14,6 +16,7 @@ typedef struct {
   lpattn_kv_pool *pool;
   int32_t *table, *slots, *lens; /* device (GPU pool) or host (ref) */
   int dev;
+  void *mem; /* the pool's caller memory (device), or NULL */
 } side;
 
 static lpattn_tensor i32(void *p, int64_t a, int64_t b) { return lpattn_tensor_4d(p, LPATTN_I32, 1, 1, a, b); }
@@ -25,15 +28,24 @@ static void *put(int dev, const void *h, size_t n) {
 }
 static void drop(int dev, void *p) { dev ? ht_dfree(p) : free(p); }
 
-/* pages of sequence s: [s * MAXP, (s + 1) * MAXP), reversed when shuffle */
-static int side_make(lpattn_ctx *ctx, int dev, int shuffle, const float *ds, side *o) {
+/* pages of sequence s: [s * MAXP, (s + 1) * MAXP), reversed when shuffle;
+ * garbage: the pool in caller memory whose bytes are all 0xFF, so every
+ * page byte not yet written is a NaN code (a decode must not read codes
+ * past a sequence's length) */
+static int side_make(lpattn_ctx *ctx, int dev, int shuffle, int garbage, const float *ds, side *o) {
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
   pp.num_kv_heads = HKV, pp.num_q_heads = HQ, pp.head_dim = D, pp.page_size = T;
   pp.precision = LPATTN_PREC_FP8_STATIC, pp.high_dtype = LPATTN_F16;
   pp.num_pages = NS * MAXP, pp.num_slots = NS;
-  o->dev = dev, o->pool = NULL;
-  if (lpattn_kv_pool_create(ctx, &pp, NULL, 0, &o->pool) != LPATTN_OK) return 0;
+  o->dev = dev, o->pool = NULL, o->mem = NULL;
+  size_t page_bytes, slot_bytes, bytes = 0;
+  if (garbage) {
+    if (lpattn_kv_pool_size(&pp, &page_bytes, &slot_bytes, &bytes) != LPATTN_OK) return 0;
+    o->mem = ht_dalloc(bytes);
+    ht_dset(o->mem, 0xFF, bytes);
+  }
+  if (lpattn_kv_pool_create(ctx, &pp, o->mem, bytes, &o->pool) != LPATTN_OK) return 0;
   int32_t tab[NS * MAXP], sl[NS] = {0, 1, 2};
   for (int s = 0; s < NS; s++)
     for (int j = 0; j < MAXP; j++) tab[s * MAXP + j] = s * MAXP + (shuffle ? MAXP - 1 - j : j);
@@ -50,6 +62,7 @@ static int side_make(lpattn_ctx *ctx, int dev, int shuffle, const float *ds, sid
 }
 static void side_free(side *o) {
   lpattn_kv_pool_free(o->pool);
+  if (o->mem) ht_dfree(o->mem);
   drop(o->dev, o->table), drop(o->dev, o->slots), drop(o->dev, o->lens);
 }
 
@@ -123,7 +136,7 @@ int main(void) {
   if (!ct_setup(&cu, &ref)) return 77;
   float ds[2 * NS * HKV], qd[NS * HKV];
   for (int i = 0; i < NS * HKV; i++)
-    ds[i] = 0.004f * (1 + i % 3), ds[NS * HKV + i] = 0.003f * (1 + i % 2), qd[i] = 0.005f * (1 + i % 2);
+    ds[i] = 0.004f * (1 + i % 3), ds[NS * HKV + i] = 0.003f * (1 + i % 2), qd[i] = 0.005f * (1 + i % 3);
   ct_pair k[NS], v[NS], q[NS], k2[NS], v2[NS], q2[NS];
   for (int s = 0; s < NS; s++) {
     k[s] = ct_make(LPATTN_F16, 1, HKV, LEN[s], D), v[s] = ct_make(LPATTN_F16, 1, HKV, LEN[s], D);
@@ -145,11 +158,11 @@ int main(void) {
     ct_up(&k2[s]), ct_up(&v2[s]), ct_up(&q2[s]);
   }
   side g, gs, r;
-  if (!side_make(cu, 1, 0, ds, &g)) {
+  if (!side_make(cu, 1, 0, 1, ds, &g)) {
     printf("cuda pool: FP8_STATIC unsupported here (%s)\n", lpattn_last_error());
     return 77;
   }
-  CHECK(side_make(cu, 1, 1, ds, &gs) && side_make(ref, 0, 0, ds, &r), "pools");
+  CHECK(side_make(cu, 1, 1, 0, ds, &gs) && side_make(ref, 0, 0, 0, ds, &r), "pools");
   for (int sq = 1; sq <= SQ; sq += SQ - 1) {
     outs a = outs_make(sq), b = outs_make(sq), e = outs_make(sq);
     run(cu, &g, k, v, q, qd, sq, &a.o, &a.l, &a.h);
@@ -164,7 +177,7 @@ int main(void) {
   }
   { /* leak: rows 0..SQ-3 of a call equal with the last two tokens perturbed */
     side g2;
-    CHECK(side_make(cu, 1, 0, ds, &g2), "pool");
+    CHECK(side_make(cu, 1, 0, 0, ds, &g2), "pool");
     outs a = outs_make(SQ), b = outs_make(SQ);
     run(cu, &g, k, v, q, qd, SQ, &a.o, &a.l, &a.h); /* g again: its slots restart at length 0 */
     run(cu, &g2, k2, v2, q2, qd, SQ, &b.o, &b.l, &b.h);
