@@ -27,3 +27,16 @@ def reference(q, k, v, causal=False, sm_scale=None):
 def rel_err(got, want):
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def cuda_skip_reason(torch):
+    """Why a test on CUDA tensors cannot run here (torch missing, no CUDA
+    device, or a library without the CUDA backend), or None."""
+    import lpattn
+    if torch is None:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if "cuda" not in lpattn.available_backends():
+        return "the library has no CUDA backend"
+    return None

@@ -15,17 +15,13 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
+from common import cuda_skip_reason  # noqa: E402
+
 HKV, HQ, D, PAGES, MAXLEN = 2, 8, 128, 24, 1024
 
 
 def _skip():
-    if torch is None:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device"
-    if "cuda" not in lpattn.available_backends():
-        return "the library has no CUDA backend"
-    return None
+    return cuda_skip_reason(torch)
 
 
 @unittest.skipIf(_skip() is not None, _skip() or "")

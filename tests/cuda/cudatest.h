@@ -174,6 +174,35 @@ static inline int ct_cache_unsupported(lpattn_precision prec, int pasa) {
 #endif
 }
 
+/* A prefill problem (B, heads, lengths, D, input and output dtypes) and its
+ * buffers, host and device: q, k, v, out, lse, entropy, selection (ksel
+ * entries per query tile of 64 rows). */
+typedef struct {
+  int64_t B, Hq, Hkv, Sq, Skv, D;
+  lpattn_dtype in, out;
+} ct_shape;
+
+typedef struct {
+  ct_pair q, k, v, o, lse, ent, sel;
+} ct_prob;
+
+static inline ct_prob ct_prob_make(const ct_shape *s, int ksel) {
+  ct_prob p;
+  p.q = ct_make(s->in, s->B, s->Hq, s->Sq, s->D);
+  p.k = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
+  p.v = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
+  p.o = ct_make(s->out, s->B, s->Hq, s->Sq, s->D);
+  p.lse = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
+  p.ent = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
+  p.sel = ct_make(LPATTN_I32, s->B, s->Hq, (s->Sq + 63) / 64, ksel > 0 ? ksel : 1);
+  return p;
+}
+
+static inline void ct_prob_free(ct_prob *p) {
+  ct_free(&p->q), ct_free(&p->k), ct_free(&p->v), ct_free(&p->o);
+  ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
+}
+
 static inline int ct_setup(lpattn_ctx **cuda, lpattn_ctx **ref) {
   if (!lpattn_backend_available(CT_BACKEND)) return 0;
   if (lpattn_create(CT_BACKEND, NULL, cuda) != LPATTN_OK) return 0;

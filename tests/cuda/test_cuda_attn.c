@@ -8,35 +8,9 @@
 #endif
 #include "variants.h"
 
-typedef struct {
-  int64_t B, Hq, Hkv, Sq, Skv, D;
-  lpattn_dtype in, out;
-} shape_t;
-
-typedef struct {
-  ct_pair q, k, v, o, lse, ent, sel;
-} prob_t;
-
-static prob_t prob_make(const shape_t *s, int ksel) {
-  prob_t p;
-  p.q = ct_make(s->in, s->B, s->Hq, s->Sq, s->D);
-  p.k = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
-  p.v = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
-  p.o = ct_make(s->out, s->B, s->Hq, s->Sq, s->D);
-  p.lse = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
-  p.ent = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
-  p.sel = ct_make(LPATTN_I32, s->B, s->Hq, (s->Sq + 63) / 64, ksel > 0 ? ksel : 1);
-  return p;
-}
-
-static void prob_free(prob_t *p) {
-  ct_free(&p->q), ct_free(&p->k), ct_free(&p->v), ct_free(&p->o);
-  ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
-}
-
 /* Run on both backends; returns 1 when both succeeded. r holds ref's outputs.
  * want_ent 0: the entropy is not asked for (the kernels' path without it). */
-static int run_both_ent(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
+static int run_both_ent(lpattn_ctx *cu, lpattn_ctx *ref, ct_prob *p, ct_prob *r,
                         const lpattn_attn_params *ap, int want_sel, int want_ent) {
   lpattn_attn_aux ah, ad;
   lpattn_attn_aux_init(&ah), lpattn_attn_aux_init(&ad);
@@ -51,7 +25,7 @@ static int run_both_ent(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r,
   ct_down(&p->o), ct_down(&p->lse), ct_down(&p->ent), ct_down(&p->sel);
   return sr == LPATTN_OK && sc == LPATTN_OK;
 }
-static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, prob_t *p, prob_t *r, const lpattn_attn_params *ap,
+static int run_both(lpattn_ctx *cu, lpattn_ctx *ref, ct_prob *p, ct_prob *r, const lpattn_attn_params *ap,
                     int want_sel) {
   return run_both_ent(cu, ref, p, r, ap, want_sel, 1);
 }
@@ -110,7 +84,7 @@ static double fp8_wgmma_tol(lpattn_precision prec, int64_t D, int pasa, double t
 }
 
 /* The call ap on both backends, compared (ap.thrift_budget 0.3 under THRIFT). */
-static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const lpattn_attn_params *ap_in) {
+static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const ct_shape *s, const lpattn_attn_params *ap_in) {
   lpattn_attn_params ap = *ap_in;
   const lpattn_precision prec = ap.precision;
   const int causal = ap.causal, pasa = ap.pasa, leaky = ap.leaky;
@@ -120,7 +94,7 @@ static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const l
     int n = (int)((s->Skv + 63) / 64);
     k = lpattn_thrift_k(n, ap.thrift_budget, causal);
   }
-  prob_t p = prob_make(s, k), r = prob_make(s, k);
+  ct_prob p = ct_prob_make(s, k), r = ct_prob_make(s, k);
   ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
   if (!run_both(cu, ref, &p, &r, &ap, k > 0)) goto done;
   double e = ct_relerr(&p.o.h, &r.o.h), el = ct_maxabs(&p.lse.h, &r.lse.h),
@@ -147,10 +121,10 @@ static void parity_ap(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const l
     CHECK(memcmp(p.sel.h.data, r.sel.h.data, p.sel.bytes) == 0, "THRIFT selection differs from ref");
   }
 done:
-  prob_free(&p), prob_free(&r);
+  ct_prob_free(&p), ct_prob_free(&r);
 }
 
-static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precision prec,
+static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const ct_shape *s, lpattn_precision prec,
                    int causal, int pasa, int leaky) {
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
@@ -163,7 +137,7 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_pre
  * LSE = -inf); q_start - kv_start past Skv makes every tile visible; a
  * top-left mask (both starts 0, Sq != Skv). THRIFT takes zero starts only. */
 static void positions(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t s = {1, 4, 2, 200, 300, 64, LPATTN_F16, LPATTN_F32};
+  const ct_shape s = {1, 4, 2, 200, 300, 64, LPATTN_F16, LPATTN_F32};
   const int64_t starts[][2] = {{0, 0}, {0, 64}, {37, 0}, {700, 128}, {130, 64}};
   for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
@@ -176,8 +150,8 @@ static void positions(lpattn_ctx *cu, lpattn_ctx *ref) {
         parity_ap(cu, ref, &s, &ap);
       }
   /* non-causal calls ignore the starts: any start, bitwise the default call */
-  shape_t s2 = s;
-  prob_t a = prob_make(&s2, 0), b = prob_make(&s2, 0);
+  ct_shape s2 = s;
+  ct_prob a = ct_prob_make(&s2, 0), b = ct_prob_make(&s2, 0);
   ct_fill(&a.q, 0.0, 1.0), ct_fill(&a.k, 0.3, 1.0), ct_fill(&a.v, 0.0, 1.0);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
@@ -189,20 +163,20 @@ static void positions(lpattn_ctx *cu, lpattn_ctx *ref) {
   CHECK(memcmp(a.o.h.data, b.o.h.data, a.o.bytes) == 0, "non-causal call with starts differs from the default");
   ap.causal = 1; /* a causal offset past the kernels' int range */
   CHECK_STATUS(lpattn_attention(cu, &a.q.d, &a.k.d, &a.v.d, &b.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
-  prob_free(&a), prob_free(&b);
+  ct_prob_free(&a), ct_prob_free(&b);
 }
 
 /* Every attn variant of the table (gen/registry.inc, rendered from the
  * manifest) in every precision, causal and not: its head dim and input type
  * on one of three geometries in turn (GQA, Skv > Sq, Sq > Skv). */
 static void variants(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t geo[] = {{2, 4, 2, 200, 200, 0, LPATTN_F16, LPATTN_F32},
+  const ct_shape geo[] = {{2, 4, 2, 200, 200, 0, LPATTN_F16, LPATTN_F32},
                          {1, 4, 1, 100, 230, 0, LPATTN_F16, LPATTN_F16},
                          {1, 2, 2, 150, 90, 0, LPATTN_F16, LPATTN_BF16}};
   int n = 0;
   for (int vi = 0; vi < TV_COUNT; vi++) {
     if (tv_variants[vi].op != TV_ATTN) continue;
-    shape_t s = geo[n++ % 3];
+    ct_shape s = geo[n++ % 3];
     s.D = tv_variants[vi].head_dim, s.in = (lpattn_dtype)tv_variants[vi].dtype;
     printf("variant %s\n", tv_variants[vi].name);
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
@@ -214,19 +188,19 @@ static void variants(lpattn_ctx *cu, lpattn_ctx *ref) {
   CHECK(n >= 4, "only %d attn variants in the table", n);
   /* leaky, Sq >= Skv + 128: the first 128 rows see no key (the sm_90a low
    * kernel's CTA of no tile: O = 0, LSE = -inf, no wait on a copy never made) */
-  const shape_t none = {1, 2, 1, 320, 64, 128, LPATTN_F16, LPATTN_F32};
+  const ct_shape none = {1, 2, 1, 320, 64, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = LPATTN_PREC_HIGH + 1; prec < LPATTN_PREC_THRIFT; prec++)
     parity(cu, ref, &none, (lpattn_precision)prec, 1, 0, 1);
 }
 
 /* SPEC 4 test of record: rows <= t are bitwise unchanged when every token
  * after t changes (Q, K and V). */
-static void leak_on(lpattn_ctx *cu, const shape_t *sh, lpattn_precision prec, int pasa, int64_t t) {
-  const shape_t s = *sh;
+static void leak_on(lpattn_ctx *cu, const ct_shape *sh, lpattn_precision prec, int pasa, int64_t t) {
+  const ct_shape s = *sh;
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.precision = prec, ap.causal = 1, ap.pasa = pasa, ap.thrift_k = 2;
-  prob_t p = prob_make(&s, 0);
+  ct_prob p = ct_prob_make(&s, 0);
   ct_fill(&p.q, 0, 1), ct_fill(&p.k, 0.5, 1), ct_fill(&p.v, 0, 1);
   float *o1 = malloc(p.o.bytes);
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
@@ -251,10 +225,10 @@ static void leak_on(lpattn_ctx *cu, const shape_t *sh, lpattn_precision prec, in
          (long long)t, bad ? "LEAKS" : "bitwise equal");
   CHECK(bad == 0, "causal leak: %s D=%lld pasa=%d t=%lld", PN[prec], (long long)s.D, pasa, (long long)t);
   free(o1);
-  prob_free(&p);
+  ct_prob_free(&p);
 }
 static void leak(lpattn_ctx *cu, lpattn_precision prec, int pasa, int64_t t) {
-  const shape_t s = {1, 2, 1, 256, 256, 64, LPATTN_F16, LPATTN_F32};
+  const ct_shape s = {1, 2, 1, 256, 256, 64, LPATTN_F16, LPATTN_F32};
   leak_on(cu, &s, prec, pasa, t);
 }
 
@@ -264,7 +238,7 @@ static void leak(lpattn_ctx *cu, lpattn_precision prec, int pasa, int64_t t) {
  * absolute positions and the bitwise leak test at D = 128 (FP8 there runs
  * on E4M3 wgmma) and D = 64. */
 static void long_low(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t sh[] = {{1, 2, 1, 1100, 1100, 128, LPATTN_F16, LPATTN_F32},
+  const ct_shape sh[] = {{1, 2, 1, 1100, 1100, 128, LPATTN_F16, LPATTN_F32},
                         {1, 4, 2, 600, 1300, 128, LPATTN_BF16, LPATTN_F32},
                         {1, 2, 1, 700, 1000, 64, LPATTN_F16, LPATTN_F32}};
   for (int i = 0; i < 3; i++)
@@ -282,7 +256,7 @@ static void long_low(lpattn_ctx *cu, lpattn_ctx *ref) {
     parity_ap(cu, ref, &sh[1], &ap);
   }
   /* t in a 128-row block whose keys [0, 384) are the warpgroup kernel's */
-  const shape_t lk = {1, 2, 1, 640, 640, 128, LPATTN_F16, LPATTN_F32};
+  const ct_shape lk = {1, 2, 1, 640, 640, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = LPATTN_PREC_HIGH + 1; prec < LPATTN_PREC_THRIFT; prec++) {
     leak_on(cu, &lk, (lpattn_precision)prec, 0, 400);
     leak_on(cu, &lk, (lpattn_precision)prec, 0, 639 - 64);
@@ -293,27 +267,27 @@ static void long_low(lpattn_ctx *cu, lpattn_ctx *ref) {
  * without the entropy sum (the parity runs above ask for it): O and LSE
  * against ref, causal and not, HIGH and each low format. */
 static void no_entropy(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t s = {1, 4, 2, 200, 260, 128, LPATTN_F16, LPATTN_F32};
+  const ct_shape s = {1, 4, 2, 200, 260, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = 0; prec < LPATTN_PREC_THRIFT; prec++)
     for (int causal = 0; causal < 2; causal++) {
       lpattn_attn_params ap;
       lpattn_attn_params_init(&ap);
       ap.precision = (lpattn_precision)prec, ap.causal = causal;
-      prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
+      ct_prob p = ct_prob_make(&s, 0), r = ct_prob_make(&s, 0);
       ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
       run_both_ent(cu, ref, &p, &r, &ap, 0, 0);
       const double e = ct_relerr(&p.o.h, &r.o.h), el = ct_maxabs(&p.lse.h, &r.lse.h);
       printf("no entropy %-6s causal=%d: O %.2e LSE %.2e\n", PN[prec], causal, e, el);
       CHECK(e < fp8_wgmma_tol((lpattn_precision)prec, s.D, 0, 2e-3) && el < 1e-3, "%s causal=%d without entropy: O %g LSE %g", PN[prec],
             causal, e, el);
-      prob_free(&p), prob_free(&r);
+      ct_prob_free(&p), ct_prob_free(&r);
     }
 }
 
 /* SPEC 8 / seed 003: uniform x0 = 30, Am = 0.5, (1, 16, 1280, 128) in f16. */
 static void pasa_overflow(lpattn_ctx *cu, lpattn_ctx *ref) {
-  shape_t s = {1, 16, 16, 1280, 1280, 128, LPATTN_F16, LPATTN_F32};
-  prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
+  ct_shape s = {1, 16, 16, 1280, 1280, 128, LPATTN_F16, LPATTN_F32};
+  ct_prob p = ct_prob_make(&s, 0), r = ct_prob_make(&s, 0);
   ct_fill_unif(&p.q, 30, 0.5), ct_fill_unif(&p.k, 30, 0.5), ct_fill_unif(&p.v, 30, 0.5);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
@@ -334,7 +308,7 @@ static void pasa_overflow(lpattn_ctx *cu, lpattn_ctx *ref) {
   nf = ct_nonfinite(&p.o.h);
   printf("score_f16 baseline: nonfinite %lld of %lld\n", (long long)nf, (long long)ct_count(&p.o.h));
   CHECK(nf > 0, "score_f16 baseline should overflow on this data");
-  prob_free(&p), prob_free(&r);
+  ct_prob_free(&p), ct_prob_free(&r);
 }
 
 /* Causal PASA on seed 003's data (x0 = 30): query tile 0's diagonal tiles,
@@ -342,8 +316,8 @@ static void pasa_overflow(lpattn_ctx *cu, lpattn_ctx *ref) {
  * their f16 scores stay small; without that shift the entropy there is off
  * by ~1.5 nats. LSE ~ 7e3 here, so its f32 ulp is ~5e-4. */
 static void pasa_causal_x0(lpattn_ctx *cu, lpattn_ctx *ref) {
-  shape_t s = {1, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32};
-  prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
+  ct_shape s = {1, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32};
+  ct_prob p = ct_prob_make(&s, 0), r = ct_prob_make(&s, 0);
   ct_fill_unif(&p.q, 30, 0.5), ct_fill_unif(&p.k, 30, 0.5), ct_fill_unif(&p.v, 30, 0.5);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
@@ -354,18 +328,18 @@ static void pasa_causal_x0(lpattn_ctx *cu, lpattn_ctx *ref) {
     printf("pasa causal x0=30: O %.2e LSE %.2e H %.2e\n", e, el, eh);
     CHECK(e < 1e-3 && el < 1e-2 && eh < 1e-2, "causal PASA x0=30: O %g LSE %g H %g", e, el, eh);
   }
-  prob_free(&p), prob_free(&r);
+  ct_prob_free(&p), ct_prob_free(&r);
 }
 
 static void bad_inputs(lpattn_ctx *cu) {
-  shape_t s = {1, 2, 2, 64, 64, 64, LPATTN_F32, LPATTN_F32};
-  prob_t p = prob_make(&s, 0);
+  ct_shape s = {1, 2, 2, 64, 64, 64, LPATTN_F32, LPATTN_F32};
+  ct_prob p = ct_prob_make(&s, 0);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
-  prob_free(&p);
-  shape_t s2 = {1, 2, 2, 64, 64, 64, LPATTN_BF16, LPATTN_F32};
-  p = prob_make(&s2, 0);
+  ct_prob_free(&p);
+  ct_shape s2 = {1, 2, 2, 64, 64, 64, LPATTN_BF16, LPATTN_F32};
+  p = ct_prob_make(&s2, 0);
   ap.pasa = 1; /* f16 scores need f16 inputs */
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_UNSUPPORTED);
   ap.pasa = 0, ap.block_q = 32;
@@ -374,12 +348,12 @@ static void bad_inputs(lpattn_ctx *cu) {
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, NULL, &p.o.d, &ap, NULL), LPATTN_ERR_NULL_POINTER);
   ap.block_q = 48;
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_ERR_INVALID_ARGUMENT);
-  prob_free(&p);
-  shape_t s3 = {1, 2, 2, 64, 64, 48, LPATTN_F16, LPATTN_F32}; /* no D = 48 kernel: runs padded on D = 64 */
-  p = prob_make(&s3, 0);
+  ct_prob_free(&p);
+  ct_shape s3 = {1, 2, 2, 64, 64, 48, LPATTN_F16, LPATTN_F32}; /* no D = 48 kernel: runs padded on D = 64 */
+  p = ct_prob_make(&s3, 0);
   lpattn_attn_params_init(&ap);
   CHECK_STATUS(lpattn_attention(cu, &p.q.d, &p.k.d, &p.v.d, &p.o.d, &ap, NULL), LPATTN_OK);
-  prob_free(&p);
+  ct_prob_free(&p);
 }
 
 /* A call the sm_90a wgmma kernel cannot take goes to the mma.sync kernel:
@@ -388,9 +362,9 @@ static void bad_inputs(lpattn_ctx *cu) {
  * (different) values and O would differ from ref. (On other GPUs every
  * HIGH call takes mma.sync; the check is the same.) */
 static void wg_fallback(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t s = {1, 4, 2, 200, 200, 128, LPATTN_F16, LPATTN_F16};
+  const ct_shape s = {1, 4, 2, 200, 200, 128, LPATTN_F16, LPATTN_F16};
   for (int causal = 0; causal < 2; causal++) {
-    prob_t p = prob_make(&s, 0), r = prob_make(&s, 0);
+    ct_prob p = ct_prob_make(&s, 0), r = ct_prob_make(&s, 0);
     ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.0, 1.0), ct_fill(&p.v, 0.0, 1.0);
     p.k.h.stride[1] = p.k.d.stride[1] = 0, p.v.h.stride[1] = p.v.d.stride[1] = 0;
     lpattn_attn_params ap;
@@ -401,14 +375,14 @@ static void wg_fallback(lpattn_ctx *cu, lpattn_ctx *ref) {
       printf("broadcast K/V (no TMA map) causal=%d: O %.2e LSE %.2e\n", causal, e, el);
       CHECK(e < 2e-3 && el < 1e-3, "broadcast K/V causal=%d: O %g LSE %g", causal, e, el);
     }
-    prob_free(&p), prob_free(&r);
+    ct_prob_free(&p), ct_prob_free(&r);
   }
 }
 
 /* bench/train_leak.py's GPU calls (issue 35): MXFP4 with the round-up scale
  * rule, bf16, D = 64, 256 tokens, safe and leaky. */
 static void train_leak_calls(lpattn_ctx *cu, lpattn_ctx *ref) {
-  const shape_t s = {2, 4, 4, 256, 256, 64, LPATTN_BF16, LPATTN_BF16};
+  const ct_shape s = {2, 4, 4, 256, 256, 64, LPATTN_BF16, LPATTN_BF16};
   for (int leaky = 0; leaky < 2; leaky++) {
     lpattn_attn_params ap;
     lpattn_attn_params_init(&ap);
@@ -420,7 +394,7 @@ static void train_leak_calls(lpattn_ctx *cu, lpattn_ctx *ref) {
 int main(void) {
   lpattn_ctx *cu = NULL, *ref = NULL;
   if (!ct_setup(&cu, &ref)) return test_skip("no usable GPU device");
-  const shape_t shapes[] = {
+  const ct_shape shapes[] = {
       {2, 4, 2, 200, 200, 64, LPATTN_F16, LPATTN_F32},
       {1, 4, 1, 100, 230, 128, LPATTN_BF16, LPATTN_F16},
       {1, 2, 2, 150, 90, 64, LPATTN_F16, LPATTN_BF16}, /* Sq > Skv: fully masked rows */
@@ -428,13 +402,13 @@ int main(void) {
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++)
       for (int causal = 0; causal < 2; causal++) parity(cu, ref, &shapes[si], (lpattn_precision)prec, causal, 0, 0);
-  shape_t pz = {1, 2, 1, 192, 192, 128, LPATTN_F16, LPATTN_F32};
+  ct_shape pz = {1, 2, 1, 192, 192, 128, LPATTN_F16, LPATTN_F32};
   for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) parity(cu, ref, &pz, (lpattn_precision)prec, 1, 1, 0);
   parity(cu, ref, &pz, LPATTN_PREC_HIGH, 0, 1, 0);
   parity(cu, ref, &shapes[0], LPATTN_PREC_NVFP4, 1, 0, 1);
   /* the last query tile is one row and the last KV tile ends at it: that
    * tile is diagonal (high), as in decode (SEMANTICS: unclipped c1) */
-  const shape_t edges[] = {{1, 2, 1, 65, 65, 64, LPATTN_F16, LPATTN_F32},
+  const ct_shape edges[] = {{1, 2, 1, 65, 65, 64, LPATTN_F16, LPATTN_F32},
                            {1, 2, 1, 129, 129, 64, LPATTN_F16, LPATTN_F32}};
   for (int ei = 0; ei < 2; ei++)
     for (int prec = 0; prec <= LPATTN_PREC_THRIFT; prec++) {

@@ -15,37 +15,12 @@
 #include "cudatest.h"
 
 typedef struct {
-  int64_t B, Hq, Hkv, Sq, Skv, D;
-  lpattn_dtype in;
-} shape_t;
-
-typedef struct {
   int causal, left, right;
   float cap;
   int pos;                    /* absolute positions q_start, kv_start */
   int64_t q_start, kv_start;
 } win_t;
 
-typedef struct {
-  ct_pair q, k, v, o, lse, ent, sel;
-} prob_t;
-
-static prob_t prob_make(const shape_t *s, int ksel) {
-  prob_t p;
-  p.q = ct_make(s->in, s->B, s->Hq, s->Sq, s->D);
-  p.k = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
-  p.v = ct_make(s->in, s->B, s->Hkv, s->Skv, s->D);
-  p.o = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, s->D);
-  p.lse = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
-  p.ent = ct_make(LPATTN_F32, s->B, s->Hq, s->Sq, 1);
-  p.sel = ct_make(LPATTN_I32, s->B, s->Hq, (s->Sq + 63) / 64, ksel > 0 ? ksel : 1);
-  return p;
-}
-
-static void prob_free(prob_t *p) {
-  ct_free(&p->q), ct_free(&p->k), ct_free(&p->v), ct_free(&p->o);
-  ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
-}
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift", "fp8s"};
 
@@ -62,7 +37,7 @@ static lpattn_attn_params params_of(const win_t *w, lpattn_precision prec) {
  * from the text, not from core/window.c, so that it checks it): with a
  * window bounded on both sides, the non-causal rule over the tiles one
  * query tile's window spans. Sizes the selection output. */
-static int thrift_k_of(const shape_t *s, const win_t *w, float budget) {
+static int thrift_k_of(const ct_shape *s, const win_t *w, float budget) {
   const int nkt = (int)((s->Skv + 63) / 64);
   const int64_t right = w->causal ? 0 : w->right;
   if (w->left < 0 || right < 0) return lpattn_thrift_k(nkt, budget, w->causal);
@@ -73,12 +48,12 @@ static int thrift_k_of(const shape_t *s, const win_t *w, float budget) {
 }
 
 /* The call on both backends, compared; low: THRIFT's low format. */
-static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w,
+static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const ct_shape *s, const win_t *w,
                    lpattn_precision prec, lpattn_format low, int leaky) {
   lpattn_attn_params ap = params_of(w, prec);
   ap.thrift_low = low, ap.leaky = leaky;
   const int k = prec == LPATTN_PREC_THRIFT ? thrift_k_of(s, w, ap.thrift_budget) : 0;
-  prob_t p = prob_make(s, k), r = prob_make(s, k);
+  ct_prob p = ct_prob_make(s, k), r = ct_prob_make(s, k);
   ct_fill(&p.q, 0.0, 1.0), ct_fill(&p.k, 0.3, 1.0), ct_fill(&p.v, 0.0, 1.0);
   lpattn_attn_aux ah, ad;
   lpattn_attn_aux_init(&ah), lpattn_attn_aux_init(&ad);
@@ -96,7 +71,7 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_
         lpattn_status_string(sc), lpattn_last_error());
   if (sr != LPATTN_OK || sc != LPATTN_OK) {
     printf(": not run\n");
-    prob_free(&p), prob_free(&r);
+    ct_prob_free(&p), ct_prob_free(&r);
     return;
   }
   ct_down(&p.o), ct_down(&p.lse), ct_down(&p.ent), ct_down(&p.sel);
@@ -109,11 +84,11 @@ static void parity(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_
   CHECK(el < 1e-3, "%s LSE max err %g", PN[prec], el);
   CHECK(eh < 1e-3, "%s entropy max err %g", PN[prec], eh);
   if (k > 0) CHECK(memcmp(p.sel.h.data, r.sel.h.data, p.sel.bytes) == 0, "THRIFT selection differs from ref");
-  prob_free(&p), prob_free(&r);
+  ct_prob_free(&p), ct_prob_free(&r);
 }
 
 /* Every precision of the prefill on one shape and mask. */
-static void all_precs(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w) {
+static void all_precs(lpattn_ctx *cu, lpattn_ctx *ref, const ct_shape *s, const win_t *w) {
   for (int prec = 0; prec < LPATTN_PREC_THRIFT; prec++)
     parity(cu, ref, s, w, (lpattn_precision)prec, LPATTN_FMT_NVFP4, 0);
   if (!w->pos || (w->q_start == 0 && w->kv_start == 0)) /* THRIFT takes zero starts only */
@@ -137,7 +112,7 @@ static void parities(lpattn_ctx *cu, lpattn_ctx *ref) {
       {1, 150, 7, 2.0f, 0, 0, 0}, /* causal: window_right is moot */
   };
   const int nm = (int)(sizeof m / sizeof m[0]);
-  const shape_t sq = {1, 4, 2, 300, 300, 128, LPATTN_F16};
+  const ct_shape sq = {1, 4, 2, 300, 300, 128, LPATTN_F16, LPATTN_F32};
   for (int i = 0; i < nm; i++) all_precs(cu, ref, &sq, &m[i]);
   /* leaky: every tile in the window low, edge tiles masked per element */
   for (int prec = LPATTN_PREC_FP8; prec < LPATTN_PREC_THRIFT; prec++) {
@@ -145,17 +120,17 @@ static void parities(lpattn_ctx *cu, lpattn_ctx *ref) {
     parity(cu, ref, &sq, &m[10], (lpattn_precision)prec, LPATTN_FMT_NVFP4, 1);
   }
   /* Sq < Skv (off 80), GQA, bf16, D 64 */
-  const shape_t lo = {1, 4, 1, 150, 230, 64, LPATTN_BF16};
+  const ct_shape lo = {1, 4, 1, 150, 230, 64, LPATTN_BF16, LPATTN_F32};
   for (int i = 0; i < nm; i += 2) all_precs(cu, ref, &lo, &m[i]);
   /* Sq > Skv (off -110: rows that see no key) */
-  const shape_t hi = {1, 2, 2, 200, 90, 64, LPATTN_F16};
+  const ct_shape hi = {1, 2, 2, 200, 90, 64, LPATTN_F16, LPATTN_F32};
   for (int i = 1; i < nm; i += 2) all_precs(cu, ref, &hi, &m[i]);
   /* longer: THRIFT picks among several full tiles of the window; B = 2 */
-  const shape_t lg = {2, 2, 1, 700, 700, 64, LPATTN_F16};
+  const ct_shape lg = {2, 2, 1, 700, 700, 64, LPATTN_F16, LPATTN_F32};
   const win_t ml[] = {{1, 300, -1, 0, 0, 0, 0}, {1, 130, -1, 15.0f, 0, 0, 0}, {0, 200, 100, 0, 0, 0, 0}};
   for (int i = 0; i < 3; i++) all_precs(cu, ref, &lg, &ml[i]);
   /* a head dim without its own variant (zero-padded onto the next one) */
-  const shape_t pd = {1, 2, 1, 130, 130, 80, LPATTN_F16};
+  const ct_shape pd = {1, 2, 1, 130, 130, 80, LPATTN_F16, LPATTN_F32};
   all_precs(cu, ref, &pd, &m[9]);
   /* absolute positions: the window is placed by q_start - kv_start, causal or not */
   const win_t mp[] = {{1, 70, -1, 0, 1, 37, 0},
@@ -163,13 +138,13 @@ static void parities(lpattn_ctx *cu, lpattn_ctx *ref) {
                       {0, 30, 10, 0, 1, 100, 0},
                       {0, 50, 0, 0, 1, 0, 128},  /* rows before the keys: some see none */
                       {1, 40, -1, 0, 1, 0, 320}}; /* q before kv: every row sees none */
-  const shape_t ps = {1, 4, 2, 200, 300, 64, LPATTN_F16};
+  const ct_shape ps = {1, 4, 2, 200, 300, 64, LPATTN_F16, LPATTN_F32};
   for (int i = 0; i < 5; i++) all_precs(cu, ref, &ps, &mp[i]);
 }
 
 /* Perturbs K, V of keys [c0, c1) of every kv head (V: large values, and
  * NaN/Inf in a few channels when nf); Q of rows [q0, q1) too. */
-static void perturb(prob_t *p, const shape_t *s, int64_t c0, int64_t c1, int64_t q0, int64_t q1, int nf) {
+static void perturb(ct_prob *p, const ct_shape *s, int64_t c0, int64_t c1, int64_t q0, int64_t q1, int nf) {
   for (int64_t b = 0; b < s->B; b++) {
     for (int64_t h = 0; h < s->Hkv; h++)
       for (int64_t c = c0; c < c1; c++)
@@ -191,7 +166,7 @@ static void perturb(prob_t *p, const shape_t *s, int64_t c0, int64_t c1, int64_t
 }
 
 /* Rows [r0, r1) of O, LSE, H bitwise equal in a and b (host copies)? */
-static int64_t rows_differ(const prob_t *a, const float *o, const float *l, const float *e, const shape_t *s,
+static int64_t rows_differ(const ct_prob *a, const float *o, const float *l, const float *e, const ct_shape *s,
                            int64_t r0, int64_t r1) {
   int64_t bad = 0;
   for (int64_t bh = 0; bh < s->B * s->Hq; bh++)
@@ -204,7 +179,7 @@ static int64_t rows_differ(const prob_t *a, const float *o, const float *l, cons
   return bad;
 }
 
-static lpattn_status run(lpattn_ctx *cu, prob_t *p, const lpattn_attn_params *ap) {
+static lpattn_status run(lpattn_ctx *cu, ct_prob *p, const lpattn_attn_params *ap) {
   lpattn_attn_aux ad;
   lpattn_attn_aux_init(&ad);
   ad.lse = p->lse.d, ad.entropy = p->ent.d;
@@ -219,7 +194,7 @@ static lpattn_status run(lpattn_ctx *cu, prob_t *p, const lpattn_attn_params *ap
  * tokens after t never reach rows at or before t (causal: Q, K, V; not
  * causal, window_right R: K, V of keys after t reach no row <= t - R). */
 static void leaks(lpattn_ctx *cu) {
-  const shape_t s = {1, 4, 2, 320, 320, 128, LPATTN_F16};
+  const ct_shape s = {1, 4, 2, 320, 320, 128, LPATTN_F16, LPATTN_F32};
   const win_t ws[] = {{1, 100, -1, 4.0f, 0, 0, 0}, {1, 40, -1, 0, 0, 0, 0}, {0, 70, 30, 0, 0, 0, 0}};
   const int64_t ts[] = {20, 64, 90, 130, 200};
   for (int wi = 0; wi < 3; wi++) {
@@ -230,7 +205,7 @@ static void leaks(lpattn_ctx *cu) {
       int64_t bad_past = 0, bad_future = 0, rows = 0;
       for (int ti = 0; ti < 5; ti++) {
         const int64_t t = ts[ti];
-        prob_t p = prob_make(&s, 0);
+        ct_prob p = ct_prob_make(&s, 0);
         ct_fill(&p.q, 0.2, 1.0), ct_fill(&p.k, 0.5, 1.0), ct_fill(&p.v, 0.0, 1.0);
         CHECK_STATUS(run(cu, &p, &ap), LPATTN_OK);
         const size_t no = p.o.bytes, nl = p.lse.bytes;
@@ -250,7 +225,7 @@ static void leaks(lpattn_ctx *cu) {
         CHECK_STATUS(run(cu, &p, &ap), LPATTN_OK);
         if (last >= 0) bad_future += rows_differ(&p, o, l, e, &s, 0, last + 1), rows += last + 1;
         free(o), free(l), free(e), free(k0), free(v0), free(q0);
-        prob_free(&p);
+        ct_prob_free(&p);
       }
       printf("leak %-6s causal=%d window %d,%d softcap %g: %lld rows, %s\n", PN[prec], w->causal, w->left,
              w->right, (double)w->cap, (long long)rows * s.Hq, bad_past || bad_future ? "LEAKS" : "bitwise equal");
