@@ -60,6 +60,7 @@ double conf_relerr(const void *a, const void *b, lpattn_dtype dt, int64_t n);
  * (ct_maxabs); equal values (infinities included) count 0. */
 double conf_maxrel(const float *a, const float *b, int64_t n);
 double conf_maxabs(const float *a, const float *b, int64_t n);
+extern int64_t conf_argmax; /* the element of the last conf_maxrel/conf_maxabs's maximum (-1: none) */
 
 /* One reported quantity of a case. */
 typedef struct {

@@ -305,12 +305,20 @@ static void varlen_case(const conf_varlen_case *c) {
     own = conf_relerr(o[1].h, o[2].h, LPATTN_F32, nq);
   const conf_attn_bound b = conf_bound_attn(c->prec, c->pasa, c->in, VD, own);
   double (*m)(const float *, const float *, int64_t) = b.lse_rel ? conf_maxrel : conf_maxabs;
-  const conf_q qs[2] = {{"O", conf_relerr(o[0].h, o[1].h, LPATTN_F32, nq), b.o},
-                        {"LSE", m(l[0].h, l[1].h, VHQ * VTQ), b.lse}};
+  const double el = m(l[0].h, l[1].h, VHQ * VTQ);
+  const int64_t wl = conf_argmax; /* the worst LSE row: [head][token] */
+  const conf_q qs[2] = {{"O", conf_relerr(o[0].h, o[1].h, LPATTN_F32, nq), b.o}, {"LSE", el, b.lse}};
   char params[128];
   snprintf(params, sizeof params, "%s%s%s %s 6 seqs Hq4 Hkv2 D64 packed", c->causal ? "causal " : "",
            c->pasa ? "pasa " : "", PN[c->prec], c->in == LPATTN_BF16 ? "bf16" : "f16");
-  conf_report(OP_VARLEN, params, sb, sr, qs, 2);
+  /* the worst LSE row, on a failure and for PASA (whose bound is one f16 ulp
+   * of a score: conf_bound_attn) */
+  if ((!conf_report(OP_VARLEN, params, sb, sr, qs, 2) || c->pasa) && wl >= 0) {
+    int s = 0, t = (int)(wl % VTQ);
+    for (int c = 0; s < VNS - 1 && c + vlq[s] <= t; s++) c += vlq[s];
+    printf("  worst LSE: head %d token %d (sequence %d, Sq %d, Skv %d): %s %.7g, ref %.7g\n", (int)(wl / VTQ), t, s,
+           vlq[s], vlk[s], E.name, ((const float *)l[0].h)[wl], ((const float *)l[1].h)[wl]);
+  }
   for (int s = 0; s < 3; s++) cb_free(&o[s]), cb_free(&l[s]);
   cb_free(&q), cb_free(&k), cb_free(&v);
 }

@@ -147,22 +147,26 @@ double conf_relerr(const void *a, const void *b, lpattn_dtype dt, int64_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+int64_t conf_argmax = -1;
+
 double conf_maxrel(const float *a, const float *b, int64_t n) {
   double m = 0;
+  conf_argmax = -1;
   for (int64_t i = 0; i < n; i++) {
     if (a[i] == b[i] || (isnan(a[i]) && isnan(b[i]))) continue;
     const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-    m = e > m || e != e ? e : m;
+    if (e > m || e != e) m = e, conf_argmax = i;
   }
   return m != m ? INFINITY : m;
 }
 
 double conf_maxabs(const float *a, const float *b, int64_t n) {
   double m = 0;
+  conf_argmax = -1;
   for (int64_t i = 0; i < n; i++) {
     if (a[i] == b[i] || (isnan(a[i]) && isnan(b[i]))) continue;
     const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= m)) m = e; /* NaN or inf: +inf below */
+    if (!(e <= m)) m = e, conf_argmax = i; /* NaN or inf: +inf below */
   }
   return m != m ? INFINITY : m;
 }
