@@ -163,7 +163,8 @@ static int cmp(const lpattn_attn_problem *pr, const OldDev *dev) {
   OldDev od = *dev;
   if (win) od.no_wgmma = 1;
   old_decide(pr, &od, &o);
-  if (win && o.st == 0 && (pr->off > ((int64_t)1 << 30) || pr->off < -((int64_t)1 << 30)))
+  const bool wmask = win && lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, 0.0f);
+  if (wmask && o.st == 0 && (pr->off > ((int64_t)1 << 30) || pr->off < -((int64_t)1 << 30)))
     o.st = 1, o.why = LP_PLAN_ARGS;
   const lp_gpu_dev nd = {dev->cc, dev->warp, dev->dequant_kv, dev->no_wgmma, dev->wg_image,
                          dev->cuda ? paths_cuda : paths_hip};
@@ -248,6 +249,10 @@ int main(void) {
         lpattn_attn_problem e = pr;
         e.off = ((int64_t)1 << 30) + 1, bad |= cmp(&e, &dev);
         e.off = -((int64_t)1 << 30) - 1, bad |= cmp(&e, &dev);
+        if (!pr.causal && pr.window_left < 0) { /* a softcap alone reads no offset */
+          e = pr, e.softcap = 30.0f, e.off = ((int64_t)1 << 30) + 1, bad |= cmp(&e, &dev);
+          e.window_right = 8, bad |= cmp(&e, &dev); /* a window does */
+        }
         e = pr, e.Bk = 128, bad |= cmp(&e, &dev);
         e = pr, e.Bq = 32, bad |= cmp(&e, &dev);
         e = pr, e.thrift_rule = 7, bad |= cmp(&e, &dev);

@@ -155,7 +155,10 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   const int64_t nkt = (Skv + 63) / 64, nqt = (Sq + 63) / 64;
   /* a sliding window or a softcap: the mma.sync kernels alone (gpu_wg_ok) */
   const int win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, pr->softcap);
-  if (win && (pr->off > offmax || pr->off < -offmax)) return p->why = LP_PLAN_ARGS, 0;
+  /* a window's bounds are offsets from the diagonal (int in the kernels); a
+   * softcap alone does not read the offset */
+  const int wmask = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, 0.0f);
+  if (wmask && (pr->off > offmax || pr->off < -offmax)) return p->why = LP_PLAN_ARGS, 0;
   const int thrift = pr->precision == LPATTN_PREC_THRIFT, wg_dev = dev->cc == 90 && !dev->no_wgmma && !win;
   p->low = pr->precision != LPATTN_PREC_HIGH;
   p->kv_bf16 = p->low && dev->dequant_kv;
