@@ -69,6 +69,47 @@ LP_MASK_FN int64_t lp_mask_range(const lp_mask *m, int64_t r, int64_t c0, int64_
   return b - a;
 }
 
+/* Whether row r sees key c. */
+LP_MASK_FN int lp_mask_sees(const lp_mask *m, int64_t r, int64_t c) {
+  return (!lp_mask_hi_bounded(m) || c <= lp_mask_hi(m, r)) && (m->left < 0 || c >= lp_mask_lo(m, r));
+}
+
+/* Rows r0 .. r0 + nr - 1 that see key c (the transpose of lp_mask_range:
+ * the GPU backward's key-major pass): rows r0 + *first .. r0 + *first + n
+ * - 1, n returned (0: none, *first = 0). The rows that see a key are a run. */
+LP_MASK_FN int64_t lp_mask_rows(const lp_mask *m, int64_t c, int64_t r0, int64_t nr, int64_t *first) {
+  int64_t a = 0, b = nr;
+  if (lp_mask_hi_bounded(m)) { /* hi(r) >= c: r >= c - off (- right) */
+    const int64_t lo = c - m->off - (m->causal ? 0 : m->right) - r0;
+    if (lo > a) a = lo;
+  }
+  if (m->left >= 0) { /* lo(r) <= c: r <= c - off + left */
+    const int64_t hi = c - m->off + m->left - r0 + 1;
+    if (hi < b) b = hi;
+  }
+  if (b <= a) a = b = 0;
+  *first = a;
+  return b - a;
+}
+
+/* The query tiles of size bq (nqt of them) with a row that sees one of the
+ * keys c0..c1 (c1 clipped to the last key): tiles *i0 .. *i1 - 1 (none:
+ * *i0 >= *i1); the transpose of lp_mask_tiles. */
+LP_MASK_FN void lp_mask_qtiles(const lp_mask *m, int64_t c0, int64_t c1, int64_t bq, int64_t nqt, int64_t *i0,
+                               int64_t *i1) {
+  int64_t a = 0, b = nqt;
+  if (lp_mask_hi_bounded(m)) { /* a row r with hi(r) >= c0 */
+    const int64_t r = c0 - m->off - (m->causal ? 0 : m->right);
+    if (r > 0) a = r / bq;
+  }
+  if (m->left >= 0) { /* a row r with lo(r) <= c1 */
+    const int64_t r = c1 - m->off + m->left;
+    const int64_t e = r < 0 ? 0 : r / bq + 1;
+    if (e < b) b = e;
+  }
+  *i0 = a, *i1 = b;
+}
+
 /* The non-masked KV tiles of size bk for query rows r0..r1 (r1 clipped) of
  * a call with nkt tiles: tiles *j0 .. *j1 - 1 (none: *j0 >= *j1). Every
  * tile outside the run is MASKED (lp_mask_kind), every one inside is not:

@@ -44,12 +44,12 @@ lpattn_status lp_resolve_window(const lpattn_attn_params *p, lpattn_attn_problem
 
 lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr, lp_window_op op) {
   if (ctx->kind != LPATTN_BACKEND_CUDA && ctx->kind != LPATTN_BACKEND_HIP) return LPATTN_OK;
-  /* The GPU prefill takes them on its mma.sync kernels (not static FP8's
-   * sm_90a kernel); the backward, decode, caches and pools not yet. */
+  /* The GPU prefill and backward take them on their mma.sync kernels (not
+   * static FP8's sm_90a kernel); decode, caches and pools not yet. */
   if (op == LP_WINDOW_PREFILL && pr->precision != LPATTN_PREC_FP8_STATIC) return LPATTN_OK;
+  if (op == LP_WINDOW_BACKWARD) return LPATTN_OK;
   const char *be = lpattn_backend_name(ctx->kind);
-  const char *what = op == LP_WINDOW_PREFILL ? "static FP8 (FP8_STATIC) prefill"
-                     : op == LP_WINDOW_BACKWARD ? "backward" : "decode (caches, pools)";
+  const char *what = op == LP_WINDOW_PREFILL ? "static FP8 (FP8_STATIC) prefill" : "decode (caches, pools)";
   if (pr->window_left >= 0)
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left: the %s backend's %s has no sliding window yet",
                    be, what);

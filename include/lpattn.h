@@ -359,15 +359,16 @@ typedef struct {
    * is computed high, as a diagonal tile, so that no key outside a row's
    * window reaches the row through a scale. THRIFT's k counts the tiles a
    * query tile's window spans. Every backend's prefill (cuda/hip: not
-   * static FP8's); cuda/hip's backward, decode, caches and pools:
-   * UNSUPPORTED. PASA with a window: UNSUPPORTED. */
+   * static FP8's) and backward (cuda: not THRIFT's, as without a window);
+   * cuda/hip's decode, caches and pools: UNSUPPORTED. PASA with a window:
+   * UNSUPPORTED. */
   int window_left, window_right;
   /* Logit softcap (Gemma 2): s = softcap * tanh(s / softcap) on the scaled
    * score, before the softmax (low tiles: on the dequantized product); the
    * backward multiplies dS by 1 - tanh^2. 0 (default) = off; otherwise
    * finite and > 0 (INVALID_ARGUMENT). Every backend's prefill (cuda/hip:
-   * not static FP8's); cuda/hip's backward, decode, caches and pools, and
-   * PASA: UNSUPPORTED. */
+   * not static FP8's) and backward; cuda/hip's decode, caches and pools,
+   * and PASA: UNSUPPORTED. */
   float softcap;
   /* THRIFT: OR of lpattn_thrift_rule flags, 0 (default) = SPEC 5's rule.
    * Prefill on every backend, the backward on host backends; decode (every

@@ -40,7 +40,9 @@ static lpattn_status gpu_backward_at(lpattn_ctx *ctx, const lpattn_bwd_problem *
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward has no THRIFT tiles yet (the forward's selection)");
   if (low && (pr->Bq != 64 || pr->Bk != 64))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward's low tiles are 64 x 64 (block_q = block_k = 64)");
-  if (pr->causal && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX))
+  /* a sliding window's bounds (win: lp_gpu_win_any without the softcap) */
+  const int win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, 0.0f);
+  if ((pr->causal || win) && (pr->off > GPU_OFF_MAX || pr->off < -GPU_OFF_MAX))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "the " GPU_NAME " backward takes q_start - kv_start within +-2^30");
   const lpattn_dtype dt = pr->q->dtype;
   if (pr->k->dtype != dt || pr->v->dtype != dt || bp->dout->dtype != dt)
@@ -79,7 +81,8 @@ static lpattn_status gpu_backward_at(lpattn_ctx *ctx, const lpattn_bwd_problem *
   a.dq_dtype = bp->dq->dtype, a.dk_dtype = bp->dk->dtype, a.dv_dtype = bp->dv->dtype;
   a.rowlse = (float *)((char *)im->ws + lse_at), a.delta = (float *)((char *)im->ws + delta_at);
   a.B = (int)pr->B, a.Hq = (int)pr->Hq, a.Hkv = (int)pr->Hkv, a.Sq = (int)pr->Sq, a.Skv = (int)pr->Skv;
-  a.D = (int)pr->D, a.causal = pr->causal, a.off = pr->causal ? (int)pr->off : 0, a.sm_scale = pr->sm_scale;
+  a.D = (int)pr->D, a.causal = pr->causal, a.off = pr->causal || win ? (int)pr->off : 0, a.sm_scale = pr->sm_scale;
+  a.win_left = (int)pr->window_left, a.win_right = pr->causal ? -1 : (int)pr->window_right, a.softcap = pr->softcap;
   a.vec16 = vec_ok(pr->q) && vec_ok(pr->k) && vec_ok(pr->v) && vec_ok(bp->dout);
   a.low = low ? (int)pr->low : -1, a.leaky = pr->leaky, a.mx_round_up = pr->mx_round_up, a.seed = bp->seed;
   if (low) {

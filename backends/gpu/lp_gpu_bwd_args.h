@@ -29,6 +29,11 @@ typedef struct {
   int B, Hq, Hkv, Sq, Skv, D;
   int causal;
   int off; /* causal row r sees key c iff c <= r + off (Skv - Sq, or q_start - kv_start) */
+  /* the sliding window (core/mask.h; -1: unbounded; win_right -1 when
+   * causal) and the logit softcap (0: none), SEMANTICS "Sliding window and
+   * softcap": the mma.sync kernels alone take them (gpu_bwd_wg_ok) */
+  int win_left, win_right;
+  float softcap;
   float sm_scale;
   int vec16; /* q, k, v, dout rows are 16-byte aligned and contiguous in D */
   /* Low tiles (SEMANTICS "Backward"): low = the format (-1: every tile
@@ -43,6 +48,11 @@ typedef struct {
   const void *lq, *lk, *dod, *vd, *dor, *qr, *kc;
   const float *lq_out, *lk_out, *dod_out, *vd_out, *dor_out, *qr_out, *kc_out;
 } lp_gpu_bwd_args;
+
+/* whether a backward call has a sliding window or a softcap */
+static inline int lp_gpu_bwd_win(const lp_gpu_bwd_args *a) {
+  return a->win_left >= 0 || a->win_right >= 0 || a->softcap != 0.0f;
+}
 
 #ifdef __cplusplus
 }

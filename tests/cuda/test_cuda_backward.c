@@ -4,8 +4,8 @@
  * D = 64 and 128, f16/bf16, strided inputs; bitwise determinism (two runs);
  * the causal leak test for gradients (dO zero after row t, Q/K/V after t
  * perturbed: dQ rows <= t bitwise unchanged), also with low tiles; the low
- * formats against ref (same seed); THRIFT and tiles other than 64 answer
- * UNSUPPORTED.
+ * formats against ref (same seed); sliding windows and the softcap; THRIFT
+ * and tiles other than 64 answer UNSUPPORTED.
  * Both backends get the same forward outputs (the GPU's O and LSE), so the
  * comparison is of the backward alone. Exit 77 without a GPU. */
 #define _POSIX_C_SOURCE 200112L
@@ -220,6 +220,52 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
         causal, eq, ek, ev, tol);
 }
 
+/* Sliding windows and the logit softcap (SEMANTICS "Sliding window and
+ * softcap"; the mma.sync kernels take them): against ref, every precision,
+ * bound 2e-3 as above; dQ/dK/dV bitwise the same on a second run. */
+typedef struct {
+  int causal, left, right;
+  float cap;
+  int64_t q_start, kv_start;
+} win_t;
+static void window(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w, lpattn_precision prec) {
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.causal = w->causal, ap.window_left = w->left, ap.window_right = w->right, ap.softcap = w->cap;
+  ap.precision = prec, ap.mx_scale_round_up = prec == LPATTN_PREC_MXFP4;
+  ap.positions = w->q_start || w->kv_start, ap.q_start = w->q_start, ap.kv_start = w->kv_start;
+  double err[3];
+  grads_vs_ref(cu, ref, s, &ap, err);
+  printf("backward window prec=%d D=%-3lld %s causal=%d left=%d right=%d softcap=%g starts=%lld,%lld Sq=%lld "
+         "Skv=%lld: dq %.2e dk %.2e dv %.2e\n", (int)prec, (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16",
+         w->causal, w->left, w->right, (double)w->cap, (long long)w->q_start, (long long)w->kv_start,
+         (long long)s->Sq, (long long)s->Skv, err[0], err[1], err[2]);
+  CHECK(err[0] < 2e-3 && err[1] < 2e-3 && err[2] < 2e-3, "window: rel err dq %g dk %g dv %g", err[0], err[1], err[2]);
+}
+static void windows(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *shapes) {
+  const win_t ws[] = {
+      {1, 100, -1, 0.0f, 0, 0},  /* causal, a left edge crossing tiles */
+      {0, 64, 32, 0.0f, 0, 0},   /* both edges, not causal */
+      {0, -1, 16, 0.0f, 0, 0},   /* a right edge alone */
+      {1, -1, -1, 30.0f, 0, 0},  /* softcap alone */
+      {1, 50, -1, 20.0f, 0, 0},  /* window and softcap */
+      {1, 70, -1, 0.0f, 37, 0},  /* absolute positions */
+      {0, 0, 0, 0.0f, 0, 0},     /* the diagonal alone */
+  };
+  const int nw = (int)(sizeof ws / sizeof ws[0]);
+  for (int i = 0; i < nw; i++) {
+    window(cu, ref, &shapes[0], &ws[i], LPATTN_PREC_HIGH); /* GQA, D 64, f16 */
+    window(cu, ref, &shapes[1], &ws[i], LPATTN_PREC_HIGH); /* Sq < Skv, D 128, bf16 */
+  }
+  window(cu, ref, &shapes[2], &ws[1], LPATTN_PREC_HIGH); /* Sq > Skv */
+  window(cu, ref, &shapes[5], &ws[4], LPATTN_PREC_HIGH); /* long, GQA 4 */
+  for (int prec = LPATTN_PREC_FP8; prec <= LPATTN_PREC_MXFP4; prec++) {
+    const int pick[] = {0, 1, 4};
+    for (int i = 0; i < 3; i++) window(cu, ref, &shapes[0], &ws[pick[i]], (lpattn_precision)prec);
+    window(cu, ref, &shapes[6], &ws[0], (lpattn_precision)prec); /* D 64 bf16, 577 tokens */
+  }
+}
+
 /* The gate, and what the kernel does not do yet. */
 static void unsupported(lpattn_ctx *cu) {
   const shape_t s = {1, 2, 1, 64, 64, 64, LPATTN_F16, LPATTN_F32, LPATTN_F32};
@@ -278,6 +324,7 @@ int main(void) {
     low(cu, ref, &shapes[6], (lpattn_precision)prec, 1, 1, 1); /* leaky, D = 64, bf16, round-up MX scales */
     leak(cu, 100, (lpattn_precision)prec);
   }
+  windows(cu, ref, shapes);
   unsupported(cu);
   lpattn_free(cu), lpattn_free(ref);
   return test_finish();

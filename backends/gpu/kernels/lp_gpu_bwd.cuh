@@ -89,10 +89,12 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int hk = blockIdx.y, b = blockIdx.z, G = a.Hq / a.Hkv, Sq = a.Sq, Skv = a.Skv;
-  const int c0 = blockIdx.x * 64, off = a.off, nqt = (Sq + 63) / 64;
-  /* causal: the first query tile with a row r + off >= c0 */
-  const int i0 = a.causal ? max(0, gpu_floordiv(c0 - off, 64)) : 0;
-  const int nq = max(nqt - i0, 0), n = G * nq;
+  const int c0 = blockIdx.x * 64, nqt = (Sq + 63) / 64;
+  /* the query tiles i0 .. i0 + nq - 1 with a row that sees one of the keys */
+  const lp_mask msk = gpu_bwd_mask(a);
+  int64_t x0, x1;
+  lp_mask_qtiles(&msk, c0, min(c0 + 63, Skv - 1), 64, nqt, &x0, &x1);
+  const int i0 = (int)x0, nq = (int)max(x1 - x0, (int64_t)0), n = G * nq;
   const bool edge_k = c0 + 64 > Skv;
 
   if (!LOW) {
@@ -129,42 +131,44 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     for (int hh = 0; hh < 2; hh++)
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
-    const bool edge = edge_k || r0 + 64 > Sq || (a.causal && c0 + 63 > r0 + off);
+    const bool edge = edge_k || r0 + 64 > Sq || gpu_bwd_diag(msk, r0, c0, Sq);
     gpu_mm_scores<HI, D>(s, Kw, Qs, lane); /* S^T = K Q^T */
     gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, ls, edge, a);
     gpu_bwd_pv<T, D>(dv, s, Os, lane);      /* dV += P^T dO */
     gpu_mm_scores<HI, D>(dp, Vw, Os, lane); /* dP^T = V dO^T */
-    gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge, a,
+    gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge, ls, a,
                      [&](int hh, int sl) { return dp[hh][sl] - dl[lay.key(sl)]; }); /* dS^T */
     gpu_bwd_pv<T, D>(dk, s, Qs, lane); /* dK += dS^T Q */
   };
   /* SPEC 2 on a step with masked pairs (lp_gpu_nonfinite.cuh): non-finite Q
    * and dO elements (the B operands of dK += dS^T Q, dV += P^T dO) are
    * zeroed in the step's tiles before it, nfq/nfo receive per channel the
-   * last query row holding one, and after the step the keys that row sees
-   * get them back. The rows' own P^T and dS^T carry them through LSE and
-   * Delta, as they do in ref. */
-  short *nfq = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
-                         gpu_bwd_smem<D>::NF),
-        *nfo = nfq + D;
+   * bits of the query rows holding one, and after the step the keys those
+   * rows see (each key's run of rows, lp_mask_rows) get them back. The rows'
+   * own P^T and dS^T carry them through LSE and Delta, as they do in ref. */
+  uint64_t *nfq = (uint64_t *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
+                               gpu_bwd_smem<D>::NF),
+           *nfo = nfq + D;
   auto nf_pre = [&](unsigned short *Qt, unsigned short *Ot, int r0) -> bool {
-    if (!(a.causal && c0 + 63 > r0 + off) || !GPU_NF) return false;
+    if (!gpu_bwd_diag(msk, r0, c0, Sq) || !GPU_NF) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Qt, 64, D, LD, bf, tid, 128) || gpu_nf_scan(Ot, 64, D, LD, bf, tid, 128)))
       return false;
-    gpu_nf_fix<true>(Qt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfq, tid, 128);
-    gpu_nf_fix<true>(Ot, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfo, tid, 128);
+    gpu_nf_fix_bits(Qt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfq, tid, 128);
+    gpu_nf_fix_bits(Ot, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfo, tid, 128);
     __syncthreads();
     return true;
   };
   auto nf_post = [&](int r0) {
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      const int lim = c0 + warp * 16 + lay.row(hh) - off - r0; /* the key's first query row, local */
+    for (int hh = 0; hh < 2; hh++) { /* the query rows of the tile that see the key, as bits */
+      int64_t f;
+      const int64_t nr = lp_mask_rows(&msk, c0 + warp * 16 + lay.row(hh), r0, 64, &f);
+      const uint64_t seen = nr <= 0 ? 0 : (nr >= 64 ? ~0ull : (1ull << nr) - 1) << f;
 #pragma unroll
       for (int o = 0; o < NO; o++) {
-        if (nfq[lay.chan(o)] >= max(lim, 0)) dk[hh][o] += gpu_nf_nan();
-        if (nfo[lay.chan(o)] >= max(lim, 0)) dv[hh][o] += gpu_nf_nan();
+        if (nfq[lay.chan(o)] & seen) dk[hh][o] += gpu_nf_nan();
+        if (nfo[lay.chan(o)] & seen) dv[hh][o] += gpu_nf_nan();
       }
     }
   };
@@ -204,7 +208,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     const unsigned short *Klw = Kl + warp * 16 * LD, *Vlw = Vl + warp * 16 * LD;
     for (int t = 0; t < n; t++) {
       const int h = hk * G + t / nq, qt = i0 + t % nq, r0 = qt * 64;
-      const bool lowt = a.leaky || !(a.causal && c0 + 63 > r0 + off);
+      const bool lowt = a.leaky || !gpu_bwd_diag(msk, r0, c0, Sq);
       __syncthreads(); /* the previous step's tiles are read */
       if (lowt) {
         gpu_bwd_low_tile<D>(Ql, a.lq, a.Hq, Sq, b, h, r0);
@@ -248,7 +252,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
 #pragma unroll
         for (int sl = 0; sl < 16; sl++)
           s[hh][sl] = __fmul_rn(s[hh][sl], __fmul_rn(qso[lay.key(sl)], kso[warp * 16 + lay.row(hh)]));
-      gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, lse_s, edge_k || (a.causal && c0 + 63 > r0 + off), a);
+      gpu_bwd_probs<true>(s, lay, r0, c0 + warp * 16, lse_s, edge_k || gpu_bwd_diag(msk, r0, c0, Sq), a);
 #pragma unroll
       for (int hh = 0; hh < 2; hh++)
 #pragma unroll
@@ -258,7 +262,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
       gpu_mm_pv_low<D>(dv, pq, Dr, false, pout, dro, lane);
       /* dP^T = V_d dO_d^T (both along D) */
       gpu_mm_scores<LO, D>(dp, Vlw, Dd, lane);
-      gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge_k || r0 + 64 > Sq || (a.causal && c0 + 63 > r0 + off), a,
+      gpu_bwd_ds<true>(s, lay, r0, c0 + warp * 16, edge_k || r0 + 64 > Sq || gpu_bwd_diag(msk, r0, c0, Sq), lse_s, a,
                        [&](int hh, int sl) {
         const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[lay.key(sl)], vso[warp * 16 + lay.row(hh)]));
         return d - del_s[lay.key(sl)]; /* dS^T = P^T (dP^T - Delta) */
@@ -297,8 +301,11 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   /* causal: the longest rows first (gpu_tile_order; written out here: through
    * the function this kernel's SASS changes, scripts/sass_compare.py) */
   const int r0 = (a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * 64;
-  const int r1 = min(r0 + 63, Sq - 1), off = a.off, nkt = (Skv + 63) / 64;
-  const int nj = a.causal ? min(nkt, gpu_floordiv(r1 + off, 64) + 1) : nkt; /* tiles 0..nj-1 */
+  const int r1 = min(r0 + 63, Sq - 1), nkt = (Skv + 63) / 64;
+  const lp_mask msk = gpu_bwd_mask(a); /* the key tiles j0 .. nj - 1 that a row sees */
+  int64_t x0, x1;
+  lp_mask_tiles(&msk, r0, r1, 64, nkt, &x0, &x1);
+  const int j0 = (int)x0, nj = (int)max(x0, x1);
 
   float lse[2], del[2];
 #pragma unroll
@@ -313,7 +320,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   for (int hh = 0; hh < 2; hh++)
 #pragma unroll
     for (int o = 0; o < NO; o++) dq[hh][o] = 0.0f;
-  if (!LOW && nj > 0) {
+  if (!LOW && nj > j0) {
     gpu_bwd_tile<D>(Qs, a.q, a.sq, b, h, r0, Sq, a.vec16);
     gpu_bwd_tile<D>(Os, a.dout, a.sdo, b, h, r0, Sq, a.vec16);
   }
@@ -332,41 +339,44 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
 #pragma unroll
       for (int sl = 0; sl < 16; sl++) s[hh][sl] = dp[hh][sl] = 0.0f;
     gpu_mm_scores<HI, D>(s, Qw, Ks, lane); /* S = Q K^T */
-    const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
+    const bool edge = j * 64 + 64 > Skv || gpu_bwd_diag(msk, r0, j * 64, Sq);
     gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
     gpu_mm_scores<HI, D>(dp, Ow, Vs, lane); /* dP = dO V^T */
-    gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, a,
+    gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, lse, a,
                       [&](int hh, int sl) { return dp[hh][sl] - del[hh]; }); /* dS */
     gpu_bwd_pv<T, D>(dq, s, Ks, lane); /* dQ += dS K */
   };
   /* SPEC 2 on a step with masked pairs (lp_gpu_nonfinite.cuh): non-finite K
    * elements (the B operand of dQ += dS K) are zeroed in the step's tile
-   * before it, nfk receives per channel the first key holding one, and after
-   * the step the rows that see it get them back (their own S carries them
-   * through LSE, as in ref). */
-  short *nfk = (short *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
-                         gpu_bwd_smem<D>::NF);
+   * before it, nfk receives per channel the bits of the keys holding one,
+   * and after the step the rows that see one of them (each row's run of
+   * keys, lp_mask_range) get them back (their own S carries them through
+   * LSE, as in ref). */
+  uint64_t *nfk = (uint64_t *)(gpu_bwd_raw + (LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes) -
+                               gpu_bwd_smem<D>::NF);
   auto nf_pre = [&](unsigned short *Kt, int j) -> bool {
-    if (!(a.causal && j * 64 + 63 > r0 + off) || !GPU_NF) return false;
+    if (!gpu_bwd_diag(msk, r0, j * 64, Sq) || !GPU_NF) return false;
     const bool bf = gpu_nf_bf<T>::v;
     if (!__syncthreads_or(gpu_nf_scan(Kt, 64, D, LD, bf, tid, 128))) return false;
-    gpu_nf_fix<false>(Kt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfk, tid, 128);
+    gpu_nf_fix_bits(Kt, 64, D, [&](int r, int d) { return r * LD + d; }, bf, nfk, tid, 128);
     __syncthreads();
     return true;
   };
   auto nf_post = [&](int j) {
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      const int lim = r0 + warp * 16 + lay.row(hh) + off - j * 64; /* the row's last key, local */
+    for (int hh = 0; hh < 2; hh++) { /* the keys of the tile the row sees, as bits */
+      int64_t f;
+      const int64_t nk = lp_mask_range(&msk, r0 + warp * 16 + lay.row(hh), j * 64, min(64, Skv - j * 64), &f);
+      const uint64_t seen = nk <= 0 ? 0 : (nk >= 64 ? ~0ull : (1ull << nk) - 1) << f;
 #pragma unroll
       for (int o = 0; o < NO; o++)
-        if (nfk[lay.chan(o)] <= lim) dq[hh][o] += gpu_nf_nan();
+        if (nfk[lay.chan(o)] & seen) dq[hh][o] += gpu_nf_nan();
     }
   };
   if constexpr (!LOW) { /* every tile high (the kernel of precision HIGH) */
-    if (nj > 0) issue(0, 0);
-    for (int j = 0; j < nj; j++) {
-      const int buf = j & 1;
+    if (nj > j0) issue(j0, 0);
+    for (int j = j0; j < nj; j++) {
+      const int buf = (j - j0) & 1;
       if (j + 1 < nj) {
         issue(j + 1, buf ^ 1);
         gpu_cp_wait<1>();
@@ -398,8 +408,8 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
     gpu_bwd_row_outer(dso, a.dod_out, fmt, a.Hq, Sq, b, h, r0);
     gpu_cp_commit();
     const unsigned short *Qlw = Ql + warp * 16 * LD, *Ddw = Dd + warp * 16 * LD;
-    for (int j = 0; j < nj; j++) {
-      const bool lowt = a.leaky || !(a.causal && j * 64 + 63 > r0 + off);
+    for (int j = j0; j < nj; j++) {
+      const bool lowt = a.leaky || !gpu_bwd_diag(msk, r0, j * 64, Sq);
       __syncthreads(); /* the previous step's tiles are read */
       if (lowt) {
         gpu_bwd_low_tile<D>(Kl, a.lk, a.Hkv, Skv, b, hk, j * 64);
@@ -434,10 +444,10 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
 #pragma unroll
         for (int sl = 0; sl < 16; sl++)
           s[hh][sl] = __fmul_rn(s[hh][sl], __fmul_rn(qso[warp * 16 + lay.row(hh)], kso[lay.key(sl)]));
-      const bool edge = j * 64 + 64 > Skv || (a.causal && j * 64 + 63 > r0 + off);
+      const bool edge = j * 64 + 64 > Skv || gpu_bwd_diag(msk, r0, j * 64, Sq);
       gpu_bwd_probs<false>(s, lay, r0 + warp * 16, j * 64, lse, edge, a);
       gpu_mm_scores<LO, D>(dp, Ddw, Vl, lane); /* dP = dO_d V_d^T (both along D) */
-      gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, a, [&](int hh, int sl) {
+      gpu_bwd_ds<false>(s, lay, r0 + warp * 16, j * 64, edge, lse, a, [&](int hh, int sl) {
         const float d = __fmul_rn(dp[hh][sl], __fmul_rn(dso[warp * 16 + lay.row(hh)], vso[lay.key(sl)]));
         return d - del[hh]; /* dS = P (dP - Delta) */
       });
@@ -459,41 +469,7 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   }
 }
 
-/* The three launches on one stream; calls with low tiles take the kernels'
- * LOW instance of their format (FMT = a->low: each format's own code, the
- * others' branches compiled out; their shared memory and registers are not
- * the HIGH ones'). */
-template <typename T, int D, int FMT> static lpattn_status gpu_bwd_launch_k(const lp_gpu_bwd_args *a, cudaStream_t st) {
-  constexpr bool LOW = FMT >= 0;
-  const size_t smem = LOW ? gpu_bwd_smem<D>::low_bytes : gpu_bwd_smem<D>::bytes;
-  int dev = 0, optin = 0; /* a device with less shared memory per block: UNSUPPORTED, not a launch failure */
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    return LPATTN_ERR_BACKEND;
-  if (smem > (size_t)optin) return LPATTN_ERR_UNSUPPORTED;
-  gpu_nf_env();
-  if (cudaFuncSetAttribute(gpu_bwd_dkdv<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-          cudaSuccess ||
-      cudaFuncSetAttribute(gpu_bwd_dq<T, D, FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-          cudaSuccess) {
-    (void)cudaGetLastError(); /* clear our own error */
-    return LPATTN_ERR_BACKEND;
-  }
-  const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
-  gpu_bwd_prep<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(*a);
-  const unsigned nkt = (unsigned)((a->Skv + 63) / 64), nqt = (unsigned)((a->Sq + 63) / 64);
-  gpu_bwd_dkdv<T, D, FMT><<<dim3(nkt, (unsigned)a->Hkv, (unsigned)a->B), 128, smem, st>>>(*a);
-  gpu_bwd_dq<T, D, FMT><<<dim3(nqt, (unsigned)a->Hq, (unsigned)a->B), 128, smem, st>>>(*a);
-  return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
-}
-template <typename T, int D> static lpattn_status gpu_bwd_launch(const lp_gpu_bwd_args *a, cudaStream_t st) {
-  switch (a->low) {
-  case LPATTN_FMT_NVFP4: return gpu_bwd_launch_k<T, D, LPATTN_FMT_NVFP4>(a, st);
-  case LPATTN_FMT_MXFP4: return gpu_bwd_launch_k<T, D, LPATTN_FMT_MXFP4>(a, st);
-  case LPATTN_FMT_FP8: return gpu_bwd_launch_k<T, D, LPATTN_FMT_FP8>(a, st);
-  default: return a->low < 0 ? gpu_bwd_launch_k<T, D, -1>(a, st) : LPATTN_ERR_UNSUPPORTED;
-  }
-}
+#include "lp_gpu_bwd_launch.cuh"
 } // namespace LP_GPU_NS
 #endif /* LPATTN_HIP */
 #endif /* LP_GPU_BWD_CUH */

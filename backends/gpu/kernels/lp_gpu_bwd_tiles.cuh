@@ -41,7 +41,7 @@ __device__ __forceinline__ void gpu_bwd_tile(unsigned short *dst, const void *sr
  * an SM as the HIGH instances do. */
 template <int D> struct gpu_bwd_smem {
   static constexpr int T64 = 64 * gpu_smem<D>::LD;
-  static constexpr size_t NF = (size_t)4 * D; /* at the end: two per-channel marks of gpu_nf_fix */
+  static constexpr size_t NF = (size_t)16 * D; /* at the end: two per-channel bit marks (gpu_nf_fix_bits) */
   static constexpr size_t bytes = (size_t)6 * T64 * 2 + 4 * 64 * 4 + NF;
   static constexpr size_t low_bytes = (size_t)6 * T64 * 2 + (size_t)(6 * 64 + 2 * D) * 4 + NF;
 };

@@ -411,7 +411,7 @@ template <typename T, int D> __device__ __forceinline__ void gpu_bwd_wg_dq(const
 template <void (*K1)(lp_gpu_bwd_args, gpu_bwd_tmaps)> static bool gpu_bwd_wg_ok(const lp_gpu_bwd_args *a) {
   static int have = -1;
   int dev = 0, major = 0, minor = 0;
-  if (a->low >= 0 || !a->vec16 || cudaGetDevice(&dev) != cudaSuccess ||
+  if (a->low >= 0 || !a->vec16 || lp_gpu_bwd_win(a) || cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
     (void)cudaGetLastError();
