@@ -10,7 +10,8 @@
  *                    looping over the query tiles that read its score;
  *   gpu_select_kernel the importance of every full tile (Qbar . Kbar, or
  *                    KMAX's, SINK's +inf on tile 0), then the repeated
- *                    strict arg-max (ties to the lower j, NaN last).
+ *                    strict arg-max (ties to the lower j, NaN last) over
+ *                    one warp's lanes.
  * A sliding window (core/mask.h): masked tiles are never picked, edge tiles
  * are high and count among the k, as diagonal ones (SEMANTICS "Sliding
  * window and softcap"). "Sel heads" Hs: the KV heads under the GQA rule (one selection per KV head,
@@ -60,8 +61,14 @@ __global__ void gpu_qbar_kernel(const gpu_select_args a) {
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float s = 0.0f;
     for (int h = h0; h < h0 + G; h++)
-      for (int r = q0; r < q1; r++)
-        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r, d))));
+      for (int r0 = q0; r0 < q1; r0 += 8) { /* 8 loads in flight, summed in row order */
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = r0 + u < q1 ? gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r0 + u, d)) : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+          if (r0 + u < q1) s = __fadd_rn(s, gpu_mean_term(v[u]));
+      }
     dst[d] = s / (float)((q1 - q0) * G);
   }
 }
@@ -228,7 +235,7 @@ __global__ void __launch_bounds__(GPU_KMAX_W * 32) gpu_kmax_kernel(const gpu_sel
 }
 
 /* One block per (query tile, sel head, b): importance of every full tile,
- * then the repeated strict arg-max of lp_tile_modes (ties to the lower j,
+ * then the repeated strict arg-max of lp_tile_modes on warp 0 (ties to the lower j,
  * NaN last). Writes the ascending high list (diagonal tiles included) of
  * each q head the sel head stands for. */
 __global__ void gpu_select_kernel(const gpu_select_args a) {
@@ -269,17 +276,31 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
     mode[j] = kind == LP_TILE_MASKED ? 3 : full ? 0 : 2; /* 2 diagonal/edge (high), 1 picked (high), 0 low, 3 masked (a window's: never read) */
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  const int k = a.k;
+  if (threadIdx.x >= 32) return;
+  const int k = a.k, lane = threadIdx.x;
   int ndiag = 0;
-  for (int j = 0; j <= jmax; j++) ndiag += mode[j] == 2;
+  for (int j = lane; j <= jmax; j += 32) ndiag += mode[j] == 2;
+#pragma unroll
+  for (int o = 16; o; o >>= 1) ndiag += __shfl_xor_sync(0xffffffffu, ndiag, o, 32);
+  /* the repeated arg-max over 32 lanes: each lane's best of its j (ascending,
+   * strict >), then the larger score or, equal, the lower j: the serial
+   * scan's lowest j of the maximum (scores are never NaN here) */
   for (int picked = ndiag; picked < k && !a.leaky; picked++) {
     int best = -1;
-    for (int j = 0; j <= jmax; j++)
-      if (mode[j] == 0 && (best < 0 || score[j] > score[best])) best = j;
-    if (best < 0) break;
-    mode[best] = 1;
+    float bs = 0.0f;
+    for (int j = lane; j <= jmax; j += 32)
+      if (mode[j] == 0 && (best < 0 || score[j] > bs)) best = j, bs = score[j];
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+      const int ob = __shfl_xor_sync(0xffffffffu, best, o, 32);
+      const float os = __shfl_xor_sync(0xffffffffu, bs, o, 32);
+      if (ob >= 0 && (best < 0 || os > bs || (!(os < bs) && ob < best))) best = ob, bs = os;
+    }
+    if (best < 0) break; /* warp-uniform */
+    if (lane == 0) mode[best] = 1;
+    __syncwarp();
   }
+  if (lane != 0) return;
   for (int h = gqa ? hs * G : hs; h < (gqa ? hs * G + G : hs + 1); h++) {
     int *dst = a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k;
     int n = 0;
