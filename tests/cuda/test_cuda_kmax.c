@@ -12,7 +12,7 @@
 typedef struct {
   int64_t B, Hq, Hkv, Sq, Skv, D;
   lpattn_dtype in;
-  int causal, rule, paper, win_left, nonfinite;
+  int causal, rule, paper, win_left, nonfinite; /* win_left >= 0 (causal only): a sliding window */
 } kmax_case;
 
 static const kmax_case cases[] = {
@@ -62,7 +62,11 @@ static void run_case(lpattn_ctx *cu, lpattn_ctx *ref, const kmax_case *c) {
   ap.precision = LPATTN_PREC_THRIFT, ap.causal = c->causal, ap.thrift_budget = 0.3f;
   ap.thrift_rule = c->rule, ap.selection = c->paper ? LPATTN_SELECT_PAPER : LPATTN_SELECT_CAUSAL;
   if (c->win_left >= 0) ap.window_left = c->win_left, ap.window_right = -1;
-  const int k = lpattn_thrift_k((int)((c->Skv + 63) / 64), ap.thrift_budget, c->causal);
+  int k = lpattn_thrift_k((int)((c->Skv + 63) / 64), ap.thrift_budget, c->causal);
+  if (c->win_left >= 0 && c->causal) { /* causal window: the non-causal rule over the tiles it spans */
+    const int64_t n = (c->win_left + 64 - 1 + 63) / 64 + 1, nkt = (c->Skv + 63) / 64; /* as test_cuda_window.c */
+    k = lpattn_thrift_k((int)(n < nkt ? n : nkt), ap.thrift_budget, 0);
+  }
   ct_prob p = ct_prob_make(&s, k), r = ct_prob_make(&s, k);
   ct_fill(&p.q, 0.2, 1.0), ct_fill(&p.v, 0.0, 1.0);
   fill_k(&p.k);
