@@ -63,9 +63,8 @@ static const conf_attn_case conf_attn_cases[] = {
     {NV, FNV, 1, 1, T16, T32, 1, 2, 1, 192, 256, 128, 2, 0, 0, 0, 0.0f},
     {TH, FNV, 1, 1, T16, T32, 1, 2, 1, 256, 256, 64, 2, 0, 0, 0, 0.0f},
     /* THRIFT selection rules (SEMANTICS "THRIFT selection rules"): SINK 1, KMAX 2,
-     * GQA 4 and their OR, causal and paper selection, Sq != Skv, D 111 and 40
-     * (padded there), D 256; the last two: many of the GPU's KMAX blocks (one
-     * per key tile) with several warps' 8-query-tile groups each, off > 0 */
+     * GQA 4 and their OR, causal and paper selection, Sq != Skv, two of the
+     * GPU's 8-query-tile KMAX blocks, D 111 and 40 (padded there), D 256 */
     {TH, FNV, 1, 0, T16, T32, 1, 4, 2, 600, 600, 64, 2, 0, 0, 0, 0.0f, 7, 0},
     {TH, FNV, 1, 0, TBF, T32, 1, 2, 1, 600, 600, 128, 2, 0, 0, 0, 0.0f, 2, 1},
     {TH, FF8, 0, 0, T16, T32, 1, 2, 1, 128, 320, 64, 2, 0, 0, 0, 0.0f, 1, 0},
@@ -73,8 +72,6 @@ static const conf_attn_case conf_attn_cases[] = {
     {TH, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 300, 111, 2, 0, 0, 0, 0.0f, 6, 0},
     {TH, FNV, 0, 0, TBF, T32, 1, 2, 2, 256, 384, 256, 2, 0, 0, 0, 0.0f, 3, 0},
     {TH, FNV, 1, 0, T16, T32, 1, 2, 1, 320, 320, 40, 2, 0, 0, 0, 0.0f, 3, 1},
-    {TH, FNV, 1, 0, TBF, T32, 1, 4, 2, 1100, 1100, 128, 2, 0, 0, 0, 0.0f, 2, 0},
-    {TH, FNV, 1, 0, T16, T32, 1, 2, 1, 700, 1300, 64, 2, 0, 0, 0, 0.0f, 3, 0},
     /* sliding window and softcap (every backend's prefill) */
     {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 200, 200, 64, 2, 1, 100, -1, 0.0f},
     {NV, FNV, 0, 0, T16, T32, 1, 2, 1, 150, 230, 64, 2, 1, 64, 32, 30.0f},
