@@ -152,9 +152,9 @@ __device__ __forceinline__ void gpu_kmax_dots(const float *kr, int ldk, const fl
  * threads, shared gpu_kmax_smem_bytes. */
 template <int C>
 __global__ void __launch_bounds__(GPU_KMAX_W * 32) gpu_kmax_kernel(const gpu_select_args a) {
-  extern __shared__ float4 gpu_kmax_smem4[];
+  extern __shared__ __attribute__((aligned(16))) float gpu_kmax_smem[]; /* float4 reads */
   __shared__ int qrange[2];
-  float *ks = (float *)gpu_kmax_smem4;
+  float *ks = gpu_kmax_smem;
   const int T = a.T, D = a.D, j = blockIdx.x, hs = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32, ldk = gpu_kmax_ldk(D), KP = 32 * C;
   const int hk = gpu_sel_gqa(a) ? hs : hs / (a.Hq / a.Hkv);
