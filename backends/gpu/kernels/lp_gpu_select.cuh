@@ -6,11 +6,12 @@
  *                    rows (GQA rule: every q head of the KV group, heads
  *                    outer, rows inner), one division;
  *   gpu_kmax_kernel  KMAX rule: max over each full tile's keys of Qbar . k
- *                    (d ascending), eight query tiles per CTA so that a
- *                    staged K tile serves all eight, four K tiles at once;
+ *                    (d ascending), one block per key tile, staged once,
+ *                    looping over the query tiles that read its score;
  *   gpu_select_kernel the importance of every full tile (Qbar . Kbar, or
  *                    KMAX's, SINK's +inf on tile 0), then the repeated
- *                    strict arg-max (ties to the lower j, NaN last).
+ *                    strict arg-max (ties to the lower j, NaN last) over
+ *                    one warp's lanes.
  * A sliding window (core/mask.h): masked tiles are never picked, edge tiles
  * are high and count among the k, as diagonal ones (SEMANTICS "Sliding
  * window and softcap"). "Sel heads" Hs: the KV heads under the GQA rule (one selection per KV head,
@@ -18,14 +19,6 @@
  * lp_gpu_ops.cu, inside LP_GPU_NS. */
 #ifndef LP_GPU_SELECT_CUH
 #define LP_GPU_SELECT_CUH
-
-#define GPU_KMAX_QT 8  /* query tiles per CTA of gpu_kmax_kernel */
-#define GPU_KMAX_DC 64 /* channels of K staged at a time */
-#ifdef LPATTN_HIP
-#define GPU_KMAX_NG 2 /* K tiles a CTA of gpu_kmax_kernel takes at once (64 KB of LDS) */
-#else
-#define GPU_KMAX_NG 4
-#endif
 
 /* A value's share of a tile mean: non-finite values count as zero, as in
  * core/tiles.h lp_mean_rows_f32 (SEMANTICS "Non-finite inputs"). */
@@ -68,109 +61,181 @@ __global__ void gpu_qbar_kernel(const gpu_select_args a) {
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float s = 0.0f;
     for (int h = h0; h < h0 + G; h++)
-      for (int r = q0; r < q1; r++)
-        s = __fadd_rn(s, gpu_mean_term(gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r, d))));
+      for (int r0 = q0; r0 < q1; r0 += 8) { /* 8 loads in flight, summed in row order */
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = r0 + u < q1 ? gpu_load(a.q, a.qdt, lpk_off(a.sq, b, h, r0 + u, d)) : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+          if (r0 + u < q1) s = __fadd_rn(s, gpu_mean_term(v[u]));
+      }
     dst[d] = s / (float)((q1 - q0) * G);
   }
 }
 
-/* acc[u] += qbar_u[d] * k[d] over one staged chunk of channels, d ascending;
- * NF (a non-finite key element in the chunk): such an element adds 0, as
- * core/thrift.c's dot_finite. */
-template <bool NF>
-__device__ __forceinline__ void gpu_kmax_chunk(const float *krow, const float *qs, int n, float acc[GPU_KMAX_QT]) {
-  for (int d = 0; d < n; d++) {
-    const float kv = krow[d];
-    const float *qd = qs + d * GPU_KMAX_QT;
+/* KMAX (SEMANTICS "THRIFT selection rules"): one block per (key tile j, sel
+ * head, b), so K is read once; GPU_KMAX_W 32-lane groups (warps) share the
+ * tile's keys, staged once as f32 in shared ([key][ldk], ldk = D rounded up to
+ * 8, + 4: the float4 rows of 8 lanes fall in distinct banks), and each group
+ * takes GPU_KMAX_R query tiles at a time of those that read the tile's score
+ * (full, with a Qbar) till none is left: lane l owns keys l and l + 32 (C = 2)
+ * for all R, acc[R][C] in registers, so a float4 of Qbar (shared, broadcast)
+ * feeds 2 keys x 4 channels and a float4 of K feeds R query tiles: 8 R C
+ * unfused f32 mul/add per R + C 16-byte shared loads. The group stages its
+ * Qbar GPU_KMAX_DC channels at a time, the next chunk's loads in flight
+ * during the dots; the max over the tile's keys is a 32-lane fmaxf butterfly
+ * (as the host's strict > from -inf: NaN never taken, only a zero's sign can
+ * differ, which no comparison sees). A non-finite key element anywhere in the
+ * tile puts the block on the exact slow path (the element adds +0, as
+ * core/thrift.c's dot_finite). Where 64 keys do not fit in shared (HIP's 64 KB
+ * at D 256), C = 1: two passes of 32 keys, the second taking the max with the
+ * first's. (Before, one block per 8 query tiles x 4 key tiles took 1.3-1.8 ms
+ * at 8k, causal, 32 heads on the H200: 3 barriers and a K staging per 1k
+ * multiply-adds a thread, half the blocks empty.) */
+#define GPU_KMAX_W 8   /* 32-lane groups per block */
+#define GPU_KMAX_R 8   /* query tiles a group takes at a time */
+#define GPU_KMAX_DC 32 /* Qbar channels a group stages at a time */
+#ifdef LPATTN_HIP
+#define GPU_KMAX_LDS 65536 /* shared bytes a block may take */
+#else
+#define GPU_KMAX_LDS (227 * 1024)
+#endif
+
+__host__ __device__ __forceinline__ int gpu_kmax_ldk(int D) { return (D + 7) / 8 * 8 + 4; }
+
+/* A dot's term: q * k, or with NF (non-finite keys in the tile) 0 for a non-finite k. */
+template <bool NF> __device__ __forceinline__ float gpu_kmax_term(float q, float k) {
+  return NF && !isfinite(k) ? 0.0f : __fmul_rn(q, k);
+}
+
+/* acc[u][c] += qs[u][d] * k_c[d] for d in [d, d + 4), ascending. */
+template <bool NF, int C>
+__device__ __forceinline__ void gpu_kmax_step4(const float *kr, int ldk, const float *qs, int d,
+                                               float (&acc)[GPU_KMAX_R][C]) {
+  float4 k4[C];
 #pragma unroll
-    for (int u = 0; u < GPU_KMAX_QT; u++)
-      acc[u] = __fadd_rn(acc[u], NF && !isfinite(kv) ? 0.0f : __fmul_rn(qd[u], kv));
+  for (int c = 0; c < C; c++) k4[c] = *(const float4 *)(kr + c * 32 * ldk + d);
+#pragma unroll
+  for (int u = 0; u < GPU_KMAX_R; u++) {
+    const float4 q = *(const float4 *)(qs + u * GPU_KMAX_DC + d);
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+      float s = __fadd_rn(acc[u][c], gpu_kmax_term<NF>(q.x, k4[c].x));
+      s = __fadd_rn(s, gpu_kmax_term<NF>(q.y, k4[c].y));
+      s = __fadd_rn(s, gpu_kmax_term<NF>(q.z, k4[c].z));
+      acc[u][c] = __fadd_rn(s, gpu_kmax_term<NF>(q.w, k4[c].w));
+    }
   }
 }
 
-/* kmax[(b * Hs + hs) * sel_tiles + qi][j] for the full tiles j of query tiles
- * qi in [8 x, 8 x + 8): one block per (x, key tiles [NG y, NG y + NG), hs, b)
- * (blockIdx.x = x * ny + y, ny = ceil(nkt / NG)): GPU_KMAX_NG groups of T (64)
- * threads, each on its own K tile (j = NG y + group), a thread per key. A
- * block whose key tiles no query tile of it sees in full exits at once.
- * (One block per x that looped over every key tile took 2.6 ms at 8k, causal,
- * 32 heads on the H200, ~10x its CUDA-core bound: one block's serial chain
- * of staging latencies was the limit; each (qi, j) is still written by one
- * thread with the same sums, so the values are unchanged.) Shared: per group a K chunk
- * [T][DC + 1], per-key maxima [8][T] and their 8-key parts [8][8]; Qbar [D][8]. A thread stages one
- * channel of the tile's keys, 16 loads in flight (one at a time, or with
- * the 64-bit offset of every element, the staging cost more than the dots). */
-__global__ void gpu_kmax_kernel(const gpu_select_args a) {
-  extern __shared__ float gpu_kmax_smem[];
-  const int T = a.T, D = a.D, hs = blockIdx.y, b = blockIdx.z;
-  const int g = threadIdx.x / T, c = threadIdx.x % T;
+/* acc[u][c] += sum over the chunk's n channels (d ascending) of qs[u][d] * k_c[d]. */
+template <bool NF, int C>
+__device__ __forceinline__ void gpu_kmax_dots(const float *kr, int ldk, const float *qs, int n,
+                                              float (&acc)[GPU_KMAX_R][C]) {
+  if (n == GPU_KMAX_DC) {
+#pragma unroll
+    for (int d = 0; d < GPU_KMAX_DC; d += 4) gpu_kmax_step4<NF, C>(kr, ldk, qs, d, acc);
+    return;
+  }
+  int d = 0;
+  for (; d + 4 <= n; d += 4) gpu_kmax_step4<NF, C>(kr, ldk, qs, d, acc);
+  for (; d < n; d++)
+#pragma unroll
+    for (int u = 0; u < GPU_KMAX_R; u++)
+#pragma unroll
+      for (int c = 0; c < C; c++)
+        acc[u][c] = __fadd_rn(acc[u][c], gpu_kmax_term<NF>(qs[u * GPU_KMAX_DC + d], kr[c * 32 * ldk + d]));
+}
+
+/* kmax[(b * Hs + hs) * sel_tiles + qi][j] for every qi whose score of tile j
+ * is read (full, Qbar source >= 0); grid (nkt, Hs, B), GPU_KMAX_W x 32
+ * threads, shared gpu_kmax_smem_bytes. */
+template <int C>
+__global__ void __launch_bounds__(GPU_KMAX_W * 32) gpu_kmax_kernel(const gpu_select_args a) {
+  extern __shared__ __attribute__((aligned(16))) float gpu_kmax_smem[]; /* float4 reads */
+  __shared__ int qrange[2];
+  float *ks = gpu_kmax_smem;
+  const int T = a.T, D = a.D, j = blockIdx.x, hs = blockIdx.y, b = blockIdx.z;
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32, ldk = gpu_kmax_ldk(D), KP = 32 * C;
   const int hk = gpu_sel_gqa(a) ? hs : hs / (a.Hq / a.Hkv);
-  const int nkt = (a.Skv + T - 1) / T, ny = (nkt + GPU_KMAX_NG - 1) / GPU_KMAX_NG;
-  const int qa = (int)(blockIdx.x / ny) * GPU_KMAX_QT, qb = min(qa + GPU_KMAX_QT, a.sel_tiles);
-  const int jfirst = (int)(blockIdx.x % ny) * GPU_KMAX_NG;
-  /* the last tile any of the block's query tiles sees in full */
-  int jlast = nkt - 1;
-  if (a.causal) {
-    const int64_t e = (int64_t)(qb - 1) * T + a.off - (T - 1); /* first key of the last full tile */
-    jlast = e < 0 ? -1 : (int)min((int64_t)nkt - 1, e / T);
-  }
-  if (jfirst > jlast) return; /* block-uniform, before any barrier */
-  float *ks = gpu_kmax_smem + g * T * (GPU_KMAX_DC + 1);
-  float *qs = gpu_kmax_smem + GPU_KMAX_NG * T * (GPU_KMAX_DC + 1);
-  float *red = qs + D * GPU_KMAX_QT + g * GPU_KMAX_QT * T;
-  float *red2 = qs + D * GPU_KMAX_QT + GPU_KMAX_NG * GPU_KMAX_QT * T + g * T; /* 8 parts x 8 tiles */
+  float *qs = ks + KP * ldk + w * (GPU_KMAX_R * GPU_KMAX_DC);
   const int64_t hrow = ((int64_t)b * gridDim.y + hs) * a.sel_tiles;
-  for (int i = threadIdx.x; i < D * GPU_KMAX_QT; i += blockDim.x) {
-    const int d = i / GPU_KMAX_QT, qi = qa + i % GPU_KMAX_QT;
-    const int t = qi < qb ? gpu_sel_src(a, qi) : -1;
-    qs[i] = t >= 0 ? a.qbar[(hrow + t) * D + d] : 0.0f;
+  { /* [qlo, qhi]: the query tiles that read tile j's score */
+    int lo = 0x7fffffff, hi = -1;
+    for (int qi = threadIdx.x; qi < a.sel_tiles; qi += blockDim.x)
+      if (gpu_sel_src(a, qi) >= 0 && gpu_sel_full(a, qi, j)) lo = min(lo, qi), hi = max(hi, qi);
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o, 32)), hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o, 32));
+    if (threadIdx.x == 0) qrange[0] = 0x7fffffff, qrange[1] = -1;
+    __syncthreads();
+    if (lane == 0) atomicMin(&qrange[0], lo), atomicMax(&qrange[1], hi);
+    __syncthreads();
   }
-  { /* one round: every group meets every barrier */
-    const int j0 = jfirst;
-    const int j = j0 + g, nk = j <= jlast ? min(T, a.Skv - j * T) : 0;
-    float acc[GPU_KMAX_QT];
+  const int qlo = qrange[0], qhi = qrange[1];
+  if (qlo > qhi) return; /* block-uniform, before any other barrier */
+  const int nk = min(T, a.Skv - j * T);
+  for (int k0 = 0; k0 < T; k0 += KP) { /* C = 2: one pass */
+    if (k0) __syncthreads(); /* the previous pass's keys are read */
+    bool nf = false;
+    for (int r = w; r < KP; r += GPU_KMAX_W) { /* a group stages key k0 + r, lane l channels l + 32 t */
+      const bool ok = k0 + r < nk;
+      const int64_t o = lpk_off(a.sk, b, hk, (int64_t)j * T + k0 + r, 0);
+      float v[8]; /* D <= 256 */
 #pragma unroll
-    for (int u = 0; u < GPU_KMAX_QT; u++) acc[u] = 0.0f;
-    for (int d0 = 0; d0 < D; d0 += GPU_KMAX_DC) {
-      const int n = min(GPU_KMAX_DC, D - d0);
-      __syncthreads(); /* the previous chunk (and maxima) are read */
-      bool nf = false;
-      if (c < n) { /* thread c stages channel d0 + c of every key: coalesced, 16 loads in flight */
-        const int64_t o = lpk_off(a.sk, b, hk, (int64_t)j * T, d0 + c), ks2 = a.sk[2];
-        for (int key0 = 0; key0 < T; key0 += 16) {
-          float v[16];
-#pragma unroll
-          for (int u = 0; u < 16; u++) v[u] = key0 + u < nk ? gpu_load(a.k_in, a.kdt, o + (key0 + u) * ks2) : 0.0f;
-#pragma unroll
-          for (int u = 0; u < 16; u++) nf |= !isfinite(v[u]), ks[(key0 + u) * (GPU_KMAX_DC + 1) + c] = v[u];
-        }
+      for (int t = 0; t < 8; t++) {
+        const int d = lane + 32 * t;
+        v[t] = ok && d < D ? gpu_load(a.k_in, a.kdt, o + d * a.sk[3]) : 0.0f;
       }
-      /* a non-finite element anywhere in the block: every group on the exact slow path */
-      if (__syncthreads_or(nf)) gpu_kmax_chunk<true>(ks + c * (GPU_KMAX_DC + 1), qs + d0 * GPU_KMAX_QT, n, acc);
-      else gpu_kmax_chunk<false>(ks + c * (GPU_KMAX_DC + 1), qs + d0 * GPU_KMAX_QT, n, acc);
-    }
 #pragma unroll
-    for (int u = 0; u < GPU_KMAX_QT; u++) red[u * T + c] = c < nk ? acc[u] : gpu_ninf();
-    __syncthreads();
-    { /* thread c: the max over keys 8 p .. 8 p + 7 of query tile u (c = 8 u + p), then
-       * thread u over the 8 parts; as the host's strict > from -inf: the same maximum
-       * (NaN never taken; only a zero's sign can differ, which no comparison sees) */
-      const int u = c / 8, p0 = c % 8 * 8;
-      float m = gpu_ninf();
-      for (int key = p0; key < min(p0 + 8, nk); key++) m = red[u * T + key] > m ? red[u * T + key] : m;
-      red2[c] = m;
+      for (int t = 0; t < 8; t++)
+        if (lane + 32 * t < D) nf |= !isfinite(v[t]), ks[r * ldk + lane + 32 * t] = v[t];
     }
-    __syncthreads();
-    if (nk > 0 && c < qb - qa && gpu_sel_full(a, qa + c, j)) {
-      float m = gpu_ninf();
-      for (int p = 0; p < 8; p++) m = red2[c * 8 + p] > m ? red2[c * 8 + p] : m;
-      a.kmax[(hrow + qa + c) * a.kmax_tiles + j] = m;
+    const bool NF = __syncthreads_or(nf);
+    for (int q0 = qlo + w * GPU_KMAX_R; q0 <= qhi; q0 += GPU_KMAX_W * GPU_KMAX_R) { /* group-uniform */
+      float acc[GPU_KMAX_R][C], v[GPU_KMAX_R];
+#pragma unroll
+      for (int u = 0; u < GPU_KMAX_R; u++) {
+#pragma unroll
+        for (int c = 0; c < C; c++) acc[u][c] = 0.0f;
+        const int qi = q0 + u;
+        v[u] = qi <= qhi && lane < D ? a.qbar[(hrow + gpu_sel_src(a, qi)) * D + lane] : 0.0f;
+      }
+      for (int d0 = 0; d0 < D; d0 += GPU_KMAX_DC) {
+        __syncwarp(); /* the previous chunk is read */
+#pragma unroll
+        for (int u = 0; u < GPU_KMAX_R; u++) qs[u * GPU_KMAX_DC + lane] = v[u];
+        __syncwarp();
+        const int n = min(GPU_KMAX_DC, D - d0), dn = d0 + GPU_KMAX_DC + lane;
+#pragma unroll
+        for (int u = 0; u < GPU_KMAX_R; u++) { /* the next chunk, in flight during the dots */
+          const int qi = q0 + u;
+          if (qi <= qhi && dn < D) v[u] = a.qbar[(hrow + gpu_sel_src(a, qi)) * D + dn];
+        }
+        if (NF) gpu_kmax_dots<true, C>(ks + lane * ldk + d0, ldk, qs, n, acc);
+        else gpu_kmax_dots<false, C>(ks + lane * ldk + d0, ldk, qs, n, acc);
+      }
+      float mine = 0.0f; /* lane u: the max of query tile q0 + u */
+#pragma unroll
+      for (int u = 0; u < GPU_KMAX_R; u++) {
+        float m = gpu_ninf();
+#pragma unroll
+        for (int c = 0; c < C; c++) m = k0 + lane + 32 * c < nk ? fmaxf(m, acc[u][c]) : m;
+#pragma unroll
+        for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o, 32));
+        mine = lane == u ? m : mine;
+      }
+      const int qi = q0 + lane;
+      if (lane < GPU_KMAX_R && qi <= qhi && gpu_sel_full(a, qi, j)) {
+        float *dst = a.kmax + (hrow + qi) * a.kmax_tiles + j; /* pass 2 (C = 1): this lane wrote pass 1's */
+        *dst = k0 ? fmaxf(*dst, mine) : mine;
+      }
     }
   }
 }
 
 /* One block per (query tile, sel head, b): importance of every full tile,
- * then the repeated strict arg-max of lp_tile_modes (ties to the lower j,
+ * then the repeated strict arg-max of lp_tile_modes on warp 0 (ties to the lower j,
  * NaN last). Writes the ascending high list (diagonal tiles included) of
  * each q head the sel head stands for. */
 __global__ void gpu_select_kernel(const gpu_select_args a) {
@@ -211,17 +276,31 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
     mode[j] = kind == LP_TILE_MASKED ? 3 : full ? 0 : 2; /* 2 diagonal/edge (high), 1 picked (high), 0 low, 3 masked (a window's: never read) */
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  const int k = a.k;
+  if (threadIdx.x >= 32) return;
+  const int k = a.k, lane = threadIdx.x;
   int ndiag = 0;
-  for (int j = 0; j <= jmax; j++) ndiag += mode[j] == 2;
+  for (int j = lane; j <= jmax; j += 32) ndiag += mode[j] == 2;
+#pragma unroll
+  for (int o = 16; o; o >>= 1) ndiag += __shfl_xor_sync(0xffffffffu, ndiag, o, 32);
+  /* the repeated arg-max over 32 lanes: each lane's best of its j (ascending,
+   * strict >), then the larger score or, equal, the lower j: the serial
+   * scan's lowest j of the maximum (scores are never NaN here) */
   for (int picked = ndiag; picked < k && !a.leaky; picked++) {
     int best = -1;
-    for (int j = 0; j <= jmax; j++)
-      if (mode[j] == 0 && (best < 0 || score[j] > score[best])) best = j;
-    if (best < 0) break;
-    mode[best] = 1;
+    float bs = 0.0f;
+    for (int j = lane; j <= jmax; j += 32)
+      if (mode[j] == 0 && (best < 0 || score[j] > bs)) best = j, bs = score[j];
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+      const int ob = __shfl_xor_sync(0xffffffffu, best, o, 32);
+      const float os = __shfl_xor_sync(0xffffffffu, bs, o, 32);
+      if (ob >= 0 && (best < 0 || os > bs || (!(os < bs) && ob < best))) best = ob, bs = os;
+    }
+    if (best < 0) break; /* warp-uniform */
+    if (lane == 0) mode[best] = 1;
+    __syncwarp();
   }
+  if (lane != 0) return;
   for (int h = gqa ? hs * G : hs; h < (gqa ? hs * G + G : hs + 1); h++) {
     int *dst = a.sel + (((int64_t)b * a.Hq + h) * a.sel_tiles + qi) * a.sel_k;
     int n = 0;
@@ -234,9 +313,9 @@ __global__ void gpu_select_kernel(const gpu_select_args a) {
   }
 }
 
-/* Shared bytes of gpu_kmax_kernel (GPU_KMAX_NG x T threads). */
-static size_t gpu_kmax_smem_bytes(const gpu_select_args *a) {
-  return (size_t)(GPU_KMAX_NG * a->T * (GPU_KMAX_DC + 1) + a->D * GPU_KMAX_QT + GPU_KMAX_NG * (GPU_KMAX_QT + 1) * a->T) * 4;
+/* Shared bytes of gpu_kmax_kernel<C>: 32 C keys of K, each group's Qbar chunk. */
+static size_t gpu_kmax_smem_bytes(const gpu_select_args *a, int C) {
+  return (size_t)(32 * C * gpu_kmax_ldk(a->D) + GPU_KMAX_W * GPU_KMAX_R * GPU_KMAX_DC) * 4;
 }
 
 static lpattn_status gpu_smem_opt_in(const void *fn, size_t smem) {
@@ -251,11 +330,13 @@ lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
     gpu_qbar_kernel<<<dim3((unsigned)nqx, Hs, B), 128, 0, st>>>(*a);
     if (a->rule & LPATTN_THRIFT_RULE_KMAX) {
       if (a->T != 64) return LPATTN_ERR_UNSUPPORTED; /* its reduction and staging assume T = 64 */
-      const size_t km = gpu_kmax_smem_bytes(a);
-      if (gpu_smem_opt_in((const void *)gpu_kmax_kernel, km) != LPATTN_OK) return LPATTN_ERR_BACKEND;
-      const unsigned nx = (unsigned)((nqx + GPU_KMAX_QT - 1) / GPU_KMAX_QT);
-      const unsigned ny = (unsigned)(((a->Skv + a->T - 1) / a->T + GPU_KMAX_NG - 1) / GPU_KMAX_NG);
-      gpu_kmax_kernel<<<dim3(nx * ny, Hs, B), (unsigned)(GPU_KMAX_NG * a->T), km, st>>>(*a);
+      const int C = gpu_kmax_smem_bytes(a, 2) <= GPU_KMAX_LDS ? 2 : 1;
+      const void *fn = C == 2 ? (const void *)gpu_kmax_kernel<2> : (const void *)gpu_kmax_kernel<1>;
+      const size_t km = gpu_kmax_smem_bytes(a, C);
+      if (gpu_smem_opt_in(fn, km) != LPATTN_OK) return LPATTN_ERR_BACKEND;
+      const dim3 grid((unsigned)((a->Skv + a->T - 1) / a->T), Hs, B);
+      if (C == 2) gpu_kmax_kernel<2><<<grid, GPU_KMAX_W * 32, km, st>>>(*a);
+      else gpu_kmax_kernel<1><<<grid, GPU_KMAX_W * 32, km, st>>>(*a);
     }
   }
   const size_t smem = (size_t)(a->D + a->nkt) * 4 + (size_t)a->nkt + 16;
