@@ -19,6 +19,7 @@
  * High copies are in the pool's high dtype; quantization reads them rounded
  * to it, as the ring holds them. */
 #include "lp_gpu.cuh"
+#include "kvpage.h" /* LP_KV_DIM_MAX */
 #include "lp_gpu_kv_args.h"
 
 #include "lp_gpu_ns.cuh"
@@ -151,7 +152,7 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   if (!P.has_low) return;
   uint8_t *base = pg + (int64_t)h * P.head_bytes;
   const int fmt = P.fmt, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, fp8 = fmt == LPATTN_FMT_FP8;
-  uint8_t codes[256], sc[16];
+  uint8_t codes[LP_KV_DIM_MAX], sc[LP_KV_DIM_MAX / 16]; /* a K row: D codes, D / G scales (MLA: 576, 36) */
   float outer = 0.0f;
   for (int tau = threadIdx.x; dk && tau < T; tau += blockDim.x) { /* K: one token's D values */
     lpk_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
