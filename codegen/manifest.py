@@ -20,6 +20,7 @@ Variant.__new__.__defaults__ = (None,) * 2  # head_dim, dtype default to run tim
 OPS = ("attn", "quant", "dequant", "merge", "decode", "bwd")  # decode: the paged decode kernels; bwd: backward
 DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
+MLA_DIMS = (576,)  # decode only: the storage width of an MLA pool (K 576, V 512)
 
 # Per backend: its language dialect, the template folder of its instance files
 # (CUDA and HIP share templates/gpu; the kernels themselves are plain code in
@@ -52,6 +53,12 @@ def _gpu(backend, which):
     out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
     # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
     out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
+    # MLA decode (issue 27 item 3): pools of head_dim 576 (Q, K) and head_dim_v
+    # 512 store both at 576 (core/kvpage.h lp_kv_store_dim); CUDA only (HIP
+    # pools of that shape answer UNSUPPORTED), HIGH, NVFP4 and FP8 kernels
+    # (templates/gpu/kernel_decode.cu.j2: MLA_DIMS).
+    if backend == "cuda":
+        out += [Variant(backend, "decode", d, t) for d in MLA_DIMS for t in ("f16", "bf16")]
     # Backward (templates/gpu/lp_gpu_bwd.cuh: mma.sync; lp_gpu_bwd_wg.cuh: the
     # sm_90a wgmma kernels for HIGH at D <= 128, chosen at run time): CUDA only,
     # at the attention dims, so every D <= 256 runs forward and backward (issue

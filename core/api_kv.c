@@ -108,10 +108,14 @@ lpattn_status lpattn_kv_pool_create(lpattn_ctx *ctx, const lpattn_kv_pool_params
     return lp_fail(LPATTN_ERR_BAD_DTYPE, "params.high_dtype = F32: GPU pools store F16 or BF16");
   if (p.check_finite && !host(ctx))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.check_finite: only host backends scan inputs");
-  if (!host(ctx) && (p.head_dim_v != p.head_dim || lp_kv_store_dim(&p) != p.head_dim))
+  /* GPU pools store rows at head_dim (no padding): head_dim_v may be smaller
+   * only as MLA's 576/512, which the backend's decode variants decide */
+  if (!host(ctx) && (p.head_dim_v > p.head_dim || lp_kv_store_dim(&p) != p.head_dim ||
+                     (p.head_dim_v != p.head_dim && (p.head_dim != 576 || p.head_dim_v != 512))))
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.head_dim = %d, head_dim_v = %d: %s pools take one head "
-                   "dim for K and V, a multiple of 16 (MXFP4: 32) that a decode variant is built for; "
-                   "padded and MLA pools run on the ref and cpu backends (SEMANTICS \"Head dimensions\")",
+                   "dim for K and V, a multiple of 16 (MXFP4: 32) that a decode variant is built for, or "
+                   "MLA's 576/512 (CUDA); other padded and MLA pools run on the ref and cpu backends "
+                   "(SEMANTICS \"Head dimensions\")",
                    p.head_dim, p.head_dim_v, lpattn_backend_name(ctx->kind));
   lp_kv_layout L;
   LP_TRY_ARG("params", lp_kv_layout_init(&L, &p));

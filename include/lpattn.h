@@ -592,7 +592,8 @@ typedef struct {
    * and K, head_dim_v 512 for V and out; append's v may be a view of k's
    * first head_dim_v channels); 0 = head_dim. Host backends take head dims
    * in [8, 576] (rows stored zero-padded to whole groups: SEMANTICS "Head
-   * dimensions"); GPU pools one head dim of a built decode variant. */
+   * dimensions"); GPU pools one head dim of a built decode variant, or
+   * (CUDA) MLA's 576/512 in HIGH, FP8 or NVFP4 without PASA. */
   int head_dim_v;
 } lpattn_kv_pool_params;
 

@@ -108,6 +108,15 @@ lpattn_status gpu_pool_init(lpattn_ctx *ctx, lpattn_kv_pool *pool) {
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.precision = FP8_STATIC: the " GPU_NAME " decode kernel "
                    "has no static FP8 pages yet (CUDA, ref and cpu have them)");
 #endif
+  const int dv = p->head_dim_v > 0 ? p->head_dim_v : p->head_dim;
+  if (dv != p->head_dim) { /* MLA (K 576, V 512 stored at 576): HIGH, FP8, NVFP4 pages */
+    const lpattn_format f = lp_low_format(p->precision, p->thrift_low);
+    if (p->precision == LPATTN_PREC_THRIFT || p->precision == LPATTN_PREC_FP8_STATIC || p->pasa ||
+        (p->precision != LPATTN_PREC_HIGH && f == LPATTN_FMT_MXFP4) || !find_decode(p->head_dim, p->high_dtype))
+      return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.head_dim = %d, head_dim_v = %d: the " GPU_NAME " backend's "
+                     "MLA pools take head dims 576/512 in HIGH, FP8 or NVFP4 without PASA (asked: precision %d%s); "
+                     "ref and cpu take the rest", p->head_dim, dv, (int)p->precision, p->pasa ? ", PASA" : "");
+  }
   if (!find_decode(p->head_dim, p->high_dtype)) return LPATTN_ERR_UNSUPPORTED;
   gpu_pool_state *k = (gpu_pool_state *)calloc(1, sizeof *k);
   if (!k) return LPATTN_ERR_OUT_OF_MEMORY;
@@ -163,7 +172,7 @@ static lp_gpu_pool gpu_pool(lpattn_kv_pool *pool) {
   g.kc = L->kc, g.ks = L->ks, g.ko = L->ko, g.vc = L->vc, g.vs = L->vs, g.vo = L->vo;
   g.head_bytes = L->head_bytes, g.kmean = L->kmean, g.qmean = L->qmean, g.hk = L->hk, g.hv = L->hv;
   g.rk = L->rk, g.rv = L->rv, g.qrows = L->qrows;
-  g.T = L->T, g.D = L->D, g.Hkv = L->Hkv, g.Hq = L->Hq;
+  g.T = L->T, g.D = L->D, g.Hkv = L->Hkv, g.Hq = L->Hq, g.Dk = L->Dk, g.Dv = L->Dv;
   g.prec = L->prec, g.fmt = L->fmt, g.hdt = pool->p.high_dtype;
   g.has_low = L->has_low, g.has_high_pages = L->has_high_pages, g.has_ring = L->has_ring;
   g.mx_round_up = pool->p.mx_scale_round_up;
@@ -334,7 +343,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
   }
   lp_gpu_merge_args &m = c->m;
   m.n = P.nchunk, m.part_o = c->a.part_o, m.part_l = c->a.part_l, m.part_h = c->a.part_h;
-  m.B = ns, m.H = Hq, m.S = Sq, m.D = D;
+  m.B = ns, m.H = Hq, m.S = Sq, m.D = L->Dv, m.Dp = D; /* MLA: out's 512 of the 576 */
   m.out = pr->out->data, m.out_dtype = pr->out->dtype;
   memcpy(m.sout, pr->out->stride, sizeof m.sout);
   if (pr->lse) m.lse = (float *)pr->lse->data, memcpy(m.slse, pr->lse->stride, sizeof m.slse);

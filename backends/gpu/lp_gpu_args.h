@@ -119,7 +119,8 @@ typedef struct {
   int64_t sl[2][4], sh[2][4];
   /* decode partials instead (o[] unused when part_o != NULL) */
   const float *part_o, *part_l, *part_h;
-  int B, H, S, D;
+  int B, H, S, D; /* D: channels out */
+  int Dp;         /* decode partials: f32 per part_o row (MLA: the pool's 576 for D 512); 0: D */
   void *out;
   int out_dtype;
   int64_t sout[4];

@@ -22,6 +22,8 @@ typedef struct {
   /* slot sections */
   int64_t rk, rv, qrows;
   int T, D, Hkv, Hq;
+  int Dk, Dv; /* true widths of K and V rows (MLA 576, 512; else D): append reads
+               * channels below them, zeros the rest of D (core/kvpage.h) */
   int prec, fmt, hdt; /* lpattn_precision, low lpattn_format, high dtype */
   int has_low, has_high_pages, has_ring, mx_round_up;
   int has_kmean, has_qmean, pasa; /* key means (PASA/THRIFT), query means (THRIFT) */

@@ -8,7 +8,11 @@
  * the device's measured copy bandwidth (cudaMemcpy d2d, read + write).
  * THRIFT (NVFP4 low tiles, budget 5%) appends queries with the tokens, so
  * its selection sees real query means.
- * Usage: bench_paged [quick] | bench_paged B CONTEXT PRECISION (one case) */
+ * `bench_paged mla`: MLA pools instead (issue 27 item 3: head dims 576/512,
+ * one kv head, V appended as a view of K's first 512 channels), B 16, 32k,
+ * Hq 16 and 128, HIGH, FP8, NVFP4; bytes are those stored and read (V rows
+ * are stored at 576, core/kvpage.h).
+ * Usage: bench_paged [quick | mla] | bench_paged B CONTEXT PRECISION (one case) */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +27,8 @@
 #define LP_OK(x) \
   do { lpattn_status s_ = (x); if (s_ != LPATTN_OK) { fprintf(stderr, "%s: %s\n", #x, lpattn_status_string(s_)); exit(1); } } while (0)
 
-enum { HQ = 32, HKV = 8, D = 128, T = 64 };
+enum { T = 64 };
+static int HQ = 32, HKV = 8, D = 128, DV = 128; /* the shape (main: MLA's) */
 
 static int cmpf(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -74,7 +79,7 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   const int maxp = ctxlen / T + 1;
   lpattn_kv_pool_params pp;
   lpattn_kv_pool_params_init(&pp);
-  pp.num_kv_heads = HKV, pp.num_q_heads = HQ, pp.head_dim = D, pp.page_size = T, pp.precision = prec;
+  pp.num_kv_heads = HKV, pp.num_q_heads = HQ, pp.head_dim = D, pp.head_dim_v = DV, pp.page_size = T, pp.precision = prec;
   pp.num_pages = B * maxp, pp.num_slots = B;
   size_t page_bytes = 0, slot_bytes = 0, pool_bytes = 0;
   LP_OK(lpattn_kv_pool_size(&pp, &page_bytes, &slot_bytes, &pool_bytes));
@@ -130,6 +135,7 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
     CUDA_OK(cudaMemcpy(dlens, lens, 4 * B, cudaMemcpyHostToDevice));
     lpattn_tensor k = lpattn_tensor_4d(kb, LPATTN_F16, B, HKV, n, D), v = lpattn_tensor_4d(vb, LPATTN_F16, B, HKV, n, D);
     k.stride[1] = v.stride[1] = (int64_t)step * D, k.stride[0] = v.stride[0] = (int64_t)HKV * step * D;
+    if (DV != D) v = k, v.shape[3] = DV; /* MLA: V is K's first DV channels */
     lpattn_tensor qa = lpattn_tensor_4d(qb, LPATTN_F16, B, HQ, n, D);
     qa.stride[1] = (int64_t)step * D, qa.stride[0] = (int64_t)HQ * step * D;
     b.max_length = at + n;
@@ -140,9 +146,9 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
   CUDA_OK(cudaMemcpy(dlens, lens, 4 * B, cudaMemcpyHostToDevice));
   b.max_length = ctxlen;
   cudaFree(kb), cudaFree(vb);
-  void *q = dalloc((size_t)B * HQ * D * 2), *o = dalloc((size_t)B * HQ * D * 2);
+  void *q = dalloc((size_t)B * HQ * D * 2), *o = dalloc((size_t)B * HQ * DV * 2);
   fill_f16(q, (size_t)B * HQ * D, 1.0f, 3);
-  lpattn_tensor qt = lpattn_tensor_4d(q, LPATTN_F16, B, HQ, 1, D), ot = lpattn_tensor_4d(o, LPATTN_F16, B, HQ, 1, D);
+  lpattn_tensor qt = lpattn_tensor_4d(q, LPATTN_F16, B, HQ, 1, D), ot = lpattn_tensor_4d(o, LPATTN_F16, B, HQ, 1, DV);
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.thrift_budget = 0.05f;
@@ -169,9 +175,9 @@ static void run(lpattn_ctx *ctx, int B, int ctxlen, lpattn_precision prec, int i
                          : L.fp8s ? ntiles * HKV * (double)L.head_bytes
                                   : (ntiles - 1) * HKV * (double)L.head_bytes + hi_tile;
   const double bytes = per_seq * B;
-  printf("{\"kind\":\"paged\",\"B\":%d,\"ctx\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"p10\":%.4f,\"p90\":%.4f,"
+  printf("{\"kind\":\"paged\",\"hq\":%d,\"hkv\":%d,\"d\":%d,\"dv\":%d,\"B\":%d,\"ctx\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"p10\":%.4f,\"p90\":%.4f,"
          "\"bytes\":%.0f,\"gbs\":%.1f,\"lib_bytes_per_token\":%.1f,\"dev_bytes_per_token\":%.1f}\n",
-         B, ctxlen, pname(prec), ms, t[iters / 10], t[iters * 9 / 10], bytes, bytes / (ms * 1e-3) / 1e9,
+         HQ, HKV, D, DV, B, ctxlen, pname(prec), ms, t[iters / 10], t[iters * 9 / 10], bytes, bytes / (ms * 1e-3) / 1e9,
          (double)lpattn_kv_pool_bytes(pool) / tokens, (double)(f0 - f1) / tokens);
   fflush(stdout);
   free(t), free(tab), free(slots), free(lens);
@@ -196,6 +202,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("{\"kind\":\"copy\",\"gbs\":%.1f}\n", copy_gbs());
+  if (argc > 1 && !strcmp(argv[1], "mla")) { /* B 16, 32k; Hq 16 and 128 */
+    D = 576, DV = 512, HKV = 1;
+    for (int g = 16; g <= 128; g *= 8)
+      for (int p = 0; p < 3; p++) HQ = g, run(ctx, 16, 32768, precs[p], 50);
+    lpattn_free(ctx);
+    return 0;
+  }
   const int Bs[3] = {1, 16, 64}, ctxs[3] = {8192, 32768, 131072};
   for (int bi = 0; bi < 3; bi++)
     for (int ci = 0; ci < 3; ci++) {

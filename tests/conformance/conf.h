@@ -79,6 +79,7 @@ void conf_attention(void);
 void conf_quantize(void);
 void conf_backward(void);
 void conf_paged(void);
+void conf_mla(void); /* conf_mla.c */
 void conf_varlen(void);
 void conf_merge(void);
 

@@ -132,6 +132,12 @@ static const conf_paged_case conf_paged_cases[] = {
     {HI, 0, 1}, {NV, 0, 1}, {FS, 0, 0}, {FS, 0, 1}, {F8, 0, 1}, {MX, 0, 1}, {TH, 0, 1}, {NV, 1, 1},
 };
 
+/* MLA decode through the paged pool (conf_mla.c, issue 27 item 3): head dims
+ * 576 (Q, K) and 512 (V, out), one kv head, Hq 16, v appended as a view of
+ * k's first 512 channels (50 tokens a call), lengths 300, 70, 129, Sq 1 and
+ * 2, f16 pages and queries; in this order (conf_mla.c names them). */
+static const lpattn_precision conf_mla_precs[] = {HI, F8, NV};
+
 /* lpattn_kv_cache (the same three sequences appended 50 tokens a call,
  * f16 high tiles, tile 64), then lpattn_decode of all three, Sq 1 and 3. */
 typedef struct {

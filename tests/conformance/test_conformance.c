@@ -7,7 +7,7 @@
  * Exit 77 when the backend is not built or has no device. This file: the
  * driver, lpattn_attention (with lse/entropy/selection) and
  * lpattn_quantize/dequantize; conf_serving.c: KV cache, paged pool and
- * varlen; conf_grad.c: backward and merge. */
+ * varlen; conf_mla.c: MLA paged decode; conf_grad.c: backward and merge. */
 #include "conf_bounds.h"
 #include "conf_cases.h"
 
@@ -263,6 +263,7 @@ int main(int argc, char **argv) {
   conf_quantize();
   conf_backward();
   conf_paged();
+  conf_mla();
   conf_varlen();
   conf_merge();
   const int rc = conf_summary();

@@ -304,6 +304,11 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   lpd_merge_warps<D>(C, A);
 }
 
+/* a page format the variant has no kernel for (MLA: MXFP4, FP8_STATIC) */
+inline lpattn_status lpd_none(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t) {
+  return LPATTN_ERR_UNSUPPORTED;
+}
+
 template <void (*K)(lp_gpu_pdecode_args), int D, bool LOW, int RING>
 static lpattn_status lpd_launch(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t st) {
   const int wr = lpd_smem<D>::region(a->pool.head_bytes, a->pool.vc, LOW, RING);

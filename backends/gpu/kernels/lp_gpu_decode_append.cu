@@ -19,6 +19,7 @@
  * High copies are in the pool's high dtype; quantization reads them rounded
  * to it, as the ring holds them. */
 #include "lp_gpu.cuh"
+#include "kvpage.h" /* LP_KV_DIM_MAX */
 #include "lp_gpu_kv_args.h"
 
 #include "lp_gpu_ns.cuh"
@@ -41,6 +42,15 @@ __device__ __forceinline__ uint8_t *gpu_page(const lp_gpu_append_args &a, int s,
   return a.pool.mem + a.pool.num_slots * a.pool.slot_bytes + (int64_t)pg * a.pool.page_bytes;
 }
 
+/* channel d of token i of head h of sequence s in K, V: zero past the
+ * row's true width (MLA: V's 512 of the pool's 576, core/kvpage.h) */
+__device__ __forceinline__ float gpu_in_k(const lp_gpu_append_args &a, int s, int h, int64_t i, int d) {
+  return d < a.pool.Dk ? gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)) : 0.0f;
+}
+__device__ __forceinline__ float gpu_in_v(const lp_gpu_append_args &a, int s, int h, int64_t i, int d) {
+  return d < a.pool.Dv ? gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)) : 0.0f;
+}
+
 /* grid (n, Hkv, num_seqs): token i of head h of sequence s */
 __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
   const lp_gpu_pool &P = a.pool;
@@ -57,8 +67,8 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
     uint8_t *c = pg + (int64_t)h * P.head_bytes;
     const int64_t r = pos % P.T;
     for (int d = threadIdx.x; d < P.D; d += blockDim.x) {
-      c[P.kc + r * P.D + d] = lpk_e4m3_encode(gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)) / kd);
-      c[P.vc + (int64_t)d * P.T + r] = lpk_e4m3_encode(gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)) / vd);
+      c[P.kc + r * P.D + d] = lpk_e4m3_encode(gpu_in_k(a, s, h, i, d) / kd);
+      c[P.vc + (int64_t)d * P.T + r] = lpk_e4m3_encode(gpu_in_v(a, s, h, i, d) / vd);
     }
     return;
   }
@@ -74,8 +84,8 @@ __global__ void gpu_put_kernel(const lp_gpu_append_args a) {
     dk = slot + P.rk + off, dv = slot + P.rv + off;
   }
   for (int d = threadIdx.x; d < P.D; d += blockDim.x) {
-    gpu_store(dk, P.hdt, d, gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)));
-    gpu_store(dv, P.hdt, d, gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)));
+    gpu_store(dk, P.hdt, d, gpu_in_k(a, s, h, i, d));
+    gpu_store(dv, P.hdt, d, gpu_in_v(a, s, h, i, d));
   }
   if (a.phase == 2 && i == 0 && h == 0 && threadIdx.x == 0) *(int64_t *)slot = len + a.n;
 }
@@ -116,8 +126,8 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
       kx = gpu_load(slot + P.rk, P.hdt, off), vx = gpu_load(slot + P.rv, P.hdt, off);
     } else {
       const int64_t i = tile * T + tau - len;
-      kx = gpu_round_hi(P.hdt, gpu_load(a.k, a.kdt, lpk_off(a.sk, s, h, i, d)));
-      vx = gpu_round_hi(P.hdt, gpu_load(a.v, a.vdt, lpk_off(a.sv, s, h, i, d)));
+      kx = gpu_round_hi(P.hdt, gpu_in_k(a, s, h, i, d));
+      vx = gpu_round_hi(P.hdt, gpu_in_v(a, s, h, i, d));
     }
     if (dk) Kf[tau * D + d] = kx;
     if (dv) Vf[tau * vst + d] = vx;
@@ -142,7 +152,7 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   if (!P.has_low) return;
   uint8_t *base = pg + (int64_t)h * P.head_bytes;
   const int fmt = P.fmt, G = fmt == LPATTN_FMT_MXFP4 ? 32 : 16, fp8 = fmt == LPATTN_FMT_FP8;
-  uint8_t codes[256], sc[16];
+  uint8_t codes[LP_KV_DIM_MAX], sc[LP_KV_DIM_MAX / 16]; /* a K row: D codes, D / G scales (MLA: 576, 36) */
   float outer = 0.0f;
   for (int tau = threadIdx.x; dk && tau < T; tau += blockDim.x) { /* K: one token's D values */
     lpk_quantize_domain(fmt, P.mx_round_up, 0, 0, NULL, Kf + tau * D, 1, D, codes, sc, &outer);
@@ -200,8 +210,9 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
    * used), so 8 are in flight at once; the sum keeps chunk order */
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float y = 0.0f;
-    const float *po = a.part_o + row * a.D + d;
-    const int64_t step = rows * a.D;
+    const int64_t dp = a.Dp ? a.Dp : a.D; /* MLA: the partials' width, out's first D */
+    const float *po = a.part_o + row * dp + d;
+    const int64_t step = rows * dp;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
       float v[8];

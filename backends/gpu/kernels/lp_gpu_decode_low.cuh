@@ -138,9 +138,12 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           for (int e = 0; e < 2; e++) {
             const int key = e ? kB : kA;
             const uint8_t *kp = sb + kc_ + key * (D / 2) + (CW / 2) * t;
-            if (CW == 16) {
-              const uint2 x = *(const uint2 *)kp;
-              w[e][0] = x.x, w[e][1] = x.y;
+            if ((CW / 2) % 16) { /* a lane's run of 8 (D 64) or 72 (D 576) bytes: 8-byte loads */
+#pragma unroll
+              for (int u = 0; u < CW / 16; u++) {
+                const uint2 x = *(const uint2 *)(kp + 8 * u);
+                w[e][2 * u] = x.x, w[e][2 * u + 1] = x.y;
+              }
             } else {
 #pragma unroll
               for (int u = 0; u < CW / 32; u++) {

@@ -103,10 +103,11 @@ template <int D> struct lpd_smem {
   static constexpr int HSUB = 2 * 16 * LDH * 2;
   /* bytes of one warp's region: low pools, a ring of 3 half-tiles (K part
    * [0, vc) or V part [vc, head_bytes) of a page's head section), at least
-   * one high sub-block; high pools, two high sub-blocks. The final merge
-   * reuses the 4 regions. */
+   * one high sub-block; high pools, two high sub-blocks (one past D = 256:
+   * MLA's 576, where two would take 292 KB; lpd_high_tiles then waits for
+   * each sub-block). The final merge reuses the 4 regions. */
   static __host__ __device__ int region(int64_t head_bytes, int64_t vc, bool low, int ring) {
-    int64_t r = 2 * HSUB;
+    int64_t r = (D <= 256 ? 2 : 1) * HSUB;
     if (low) {
       const int64_t half = vc > head_bytes - vc ? vc : head_bytes - vc;
       r = ring * ((half + 127) / 128 * 128);
