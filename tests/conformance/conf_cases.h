@@ -22,7 +22,8 @@
 
 /* lpattn_attention: every precision (THRIFT with each low format, PASA on
  * HIGH and low tiles), causal and not, GQA, Sq < Skv and Sq > Skv (rows that
- * see no key), head dims 8, 40, 64, 80, 111, 128, f32/f16/bf16 in and out.
+ * see no key), head dims 8, 40, 64, 80, 96, 111, 128, f32/f16/bf16 in and out
+ * (CUDA: 80 on its D = 96 variant).
  * aux 2: lse + entropy (+ THRIFT's selection), 1: lse only; a sliding
  * window, a softcap. Block sizes 64, THRIFT budget 0.3 (as tests/cpu and
  * tests/cuda). */
@@ -44,6 +45,9 @@ static const conf_attn_case conf_attn_cases[] = {
     {HI, FNV, 1, 0, TBF, TBF, 1, 2, 2, 150, 90, 64, 2, 0, 0, 0, 0.0f},
     {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 113, 203, 40, 2, 0, 0, 0, 0.0f},
     {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 70, 70, 8, 1, 0, 0, 0, 0.0f},
+    {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 420, 96, 2, 0, 0, 0, 0.0f},
+    {HI, FNV, 0, 0, TBF, TBF, 1, 2, 1, 200, 330, 80, 2, 0, 0, 0, 0.0f},
+    {NV, FNV, 1, 0, TBF, T32, 1, 2, 1, 150, 200, 96, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 1, 0, T16, T32, 2, 4, 2, 200, 200, 64, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 160, 80, 2, 0, 0, 0, 0.0f},
