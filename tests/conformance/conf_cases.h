@@ -45,9 +45,6 @@ static const conf_attn_case conf_attn_cases[] = {
     {HI, FNV, 1, 0, TBF, TBF, 1, 2, 2, 150, 90, 64, 2, 0, 0, 0, 0.0f},
     {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 113, 203, 40, 2, 0, 0, 0, 0.0f},
     {HI, FNV, 1, 0, T16, T32, 1, 2, 1, 70, 70, 8, 1, 0, 0, 0, 0.0f},
-    {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 420, 96, 2, 0, 0, 0, 0.0f},
-    {HI, FNV, 0, 0, TBF, TBF, 1, 2, 1, 200, 330, 80, 2, 0, 0, 0, 0.0f},
-    {NV, FNV, 1, 0, TBF, T32, 1, 2, 1, 150, 200, 96, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 1, 0, T16, T32, 2, 4, 2, 200, 200, 64, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 0, 0, TBF, T32, 1, 2, 1, 100, 230, 128, 2, 0, 0, 0, 0.0f},
     {F8, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 160, 80, 2, 0, 0, 0, 0.0f},
@@ -83,6 +80,15 @@ static const conf_attn_case conf_attn_cases[] = {
     {F8, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 300, 128, 2, 1, 100, -1, 0.0f, 0, 0},
     {MX, FNV, 0, 0, TBF, T32, 1, 2, 1, 200, 150, 64, 2, 1, 40, 20, 15.0f, 0, 0},
     {HI, FNV, 1, 0, T16, T16, 1, 2, 1, 100, 230, 80, 2, 1, 16, -1, 0.0f, 0, 0},
+};
+/* Head dims 96 and 80 (CUDA: its D = 96 prefill variant, 80 padded to it;
+ * issue 27), run after every other op (conf_attention_late) so that the
+ * random inputs of the cases above and of the other ops stay those their
+ * bounds were set on. */
+static const conf_attn_case conf_attn_late_cases[] = {
+    {HI, FNV, 1, 0, T16, T32, 1, 4, 2, 300, 420, 96, 2, 0, 0, 0, 0.0f, 0, 0},
+    {HI, FNV, 0, 0, TBF, TBF, 1, 2, 1, 200, 330, 80, 2, 0, 0, 0, 0.0f, 0, 0},
+    {NV, FNV, 1, 0, TBF, T32, 1, 2, 1, 150, 200, 96, 2, 0, 0, 0, 0.0f, 0, 0},
 };
 
 /* lpattn_quantize + lpattn_dequantize: every format and axis, RNE and
