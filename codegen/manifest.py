@@ -21,6 +21,7 @@ OPS = ("attn", "quant", "dequant", "merge", "decode", "bwd")  # decode: the page
 DTYPES = ("f16", "bf16")  # 16-bit inputs of the GPU attn kernels; f32 is run time
 HEAD_DIMS = (64, 128, 256)
 MLA_DIMS = (576,)  # decode only: the storage width of an MLA pool (K 576, V 512)
+ATTN_DIMS_CUDA = (96,)  # prefill (attn) only, CUDA only (both sets)
 
 # Per backend: its language dialect, the template folder of its instance files
 # (CUDA and HIP share templates/gpu; the kernels themselves are plain code in
@@ -50,7 +51,11 @@ def _gpu(backend, which):
     # CUDA's covers 256 too (Gemma-class models, issue 27). Other head dims run
     # on the next larger variant with zero-padded channels (backends/gpu/gpu_pad.cu).
     dims = HEAD_DIMS if which == "all" or backend == "cuda" else (64, 128)
-    out = [Variant(backend, "attn", d, t) for d in dims for t in ("f16", "bf16")]
+    # CUDA's prefill also at D = 96 (issue 27: D in (64, 96], e.g. 80 and 96,
+    # would pad to 128 and lose a quarter of the rate or more); decode and
+    # backward keep padding such dims to 128.
+    adims = tuple(sorted(dims + ATTN_DIMS_CUDA)) if backend == "cuda" else dims
+    out = [Variant(backend, "attn", d, t) for d in adims for t in ("f16", "bf16")]
     # Paged decode (templates/gpu/lp_gpu_decode.cuh): page formats at run time.
     out += [Variant(backend, "decode", d, t) for d in dims for t in ("f16", "bf16")]
     # MLA decode (issue 27 item 3): pools of head_dim 576 (Q, K) and head_dim_v
@@ -74,7 +79,7 @@ def _gpu(backend, which):
 # this) and so which the dispatch plan may choose (backends/gpu/gpu_plan.h,
 # through gen/paths.inc). "mma": the mma.sync / HIP kernels (every variant);
 # the sm_90a ones (CUDA only, used on a 9.0 device): "wg" (HIGH), "wgl" (the
-# low formats on bf16 copies), "wg8" (FP8 on E4M3 wgmma: rows of 128 codes,
+# low formats on bf16 copies; D a multiple of 64), "wg8" (FP8 on E4M3 wgmma: rows of 128 codes,
 # so D = 128, in place of wgl's FP8), "wg8s" (static-scale FP8: its inputs
 # are codes, so only the f16 variant at D = 128).
 PATHS = ("mma", "wg", "wgl", "wg8", "wg8s")
@@ -84,7 +89,9 @@ def attn_paths(v):
     """The kernel paths of attn variant v, in PATHS order."""
     out = ["mma"]
     if BACKENDS[v.backend]["dialect"] == "cuda":
-        out += ["wg", "wgl"]
+        out.append("wg")  # D = 96 too (32-channel boxes, lp_gpu_sm90_cfg.cuh)
+        if v.head_dim % 64 == 0:  # wgl's P V products are of 64 channels
+            out.append("wgl")
         if v.head_dim == 128:
             out.append("wg8")
             if v.dtype == "f16":

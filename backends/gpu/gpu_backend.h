@@ -109,7 +109,7 @@ lpattn_status quant_into(gpu_impl *im, const lpattn_tensor *x, const lp_gpu_qvie
 /* ---- head dims without a variant (gpu_pad.cu) ------------------------------ */
 /* The smallest compiled D >= D of the attention (bwd = 0) or backward kernels
  * for dt; none: UNSUPPORTED with a detail naming the built dims and the option. */
-lpattn_status gpu_padded_dim(int64_t D, lpattn_dtype dt, int bwd, int64_t *Dp);
+lpattn_status gpu_padded_dim(int64_t D, lpattn_dtype dt, int bwd, int need, int64_t *Dp);
 /* Lays out n padded [B, H, S, Dp] copies of t[i] in the pad buffer (grown here):
  * offsets at[i]. */
 lpattn_status gpu_pad_begin(gpu_impl *im, const lpattn_tensor *const *t, int n, int64_t Dp, size_t *at);

@@ -110,7 +110,7 @@ lpattn_status gpu_backward(lpattn_ctx *ctx, const lpattn_bwd_problem *bp) {
   if (pr->precision == LPATTN_PREC_THRIFT || (dt != LPATTN_F16 && dt != LPATTN_BF16) || find_bwd(pr->D, dt))
     return gpu_backward_at(ctx, bp, pr->D);
   int64_t Dp;
-  TRY(gpu_padded_dim(pr->D, dt, 1, &Dp));
+  TRY(gpu_padded_dim(pr->D, dt, 1, 0, &Dp));
   gpu_impl *im = impl_of(ctx);
   CK(cudaSetDevice(im->device));
   const lpattn_tensor *t[8] = {pr->q, pr->k, pr->v, pr->out, bp->dout, bp->dq, bp->dk, bp->dv};

@@ -87,16 +87,17 @@ lpattn_status gpu_pad_copy(gpu_impl *im, const lpattn_tensor *x, int64_t Dp, siz
   return LPATTN_OK;
 }
 
-static bool built(int bwd, int64_t d, lpattn_dtype dt) {
-  return bwd ? find_bwd(d, dt) != NULL : find_attn(d, dt) != NULL;
+/* need: LP_PATHS_* the attn variant must have besides being built */
+static bool built(int bwd, int64_t d, lpattn_dtype dt, int need) {
+  return bwd ? find_bwd(d, dt) != NULL : find_attn(d, dt) != NULL && (find_attn_paths(d, dt) & need) == need;
 }
 
-lpattn_status gpu_padded_dim(int64_t D, lpattn_dtype dt, int bwd, int64_t *Dp) {
+lpattn_status gpu_padded_dim(int64_t D, lpattn_dtype dt, int bwd, int need, int64_t *Dp) {
   for (int64_t d = D; d <= LP_HEAD_DIM_MAX; d++)
-    if (built(bwd, d, dt)) return *Dp = d, LPATTN_OK;
+    if (built(bwd, d, dt, need)) return *Dp = d, LPATTN_OK;
   char have[128] = "none";
   for (int64_t d = LP_HEAD_DIM_MIN, w = 0; d <= LP_HEAD_DIM_MAX && w + 8 < (int64_t)sizeof have; d++)
-    if (built(bwd, d, dt)) w += snprintf(have + w, sizeof have - (size_t)w, "%s%d", w ? ", " : "", (int)d);
+    if (built(bwd, d, dt, need)) w += snprintf(have + w, sizeof have - (size_t)w, "%s%d", w ? ", " : "", (int)d);
   return lp_fail(LPATTN_ERR_UNSUPPORTED, "head_dim = %lld: the " GPU_NAME " backend's %s kernels (%s) are "
                  "built for D = %s, none >= %lld to pad to%s", (long long)D, bwd ? "backward" : "attention",
                  lp_dtype_name(dt), have, (long long)D,

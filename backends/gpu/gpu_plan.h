@@ -137,6 +137,16 @@ static inline int lp_gpu_plan_fp8s(const lpattn_attn_problem *pr, const lp_gpu_d
 /* Fills *p for call pr on dev; returns 1 when the call is taken (p->path != NONE),
  * 0 with p->why (LPATTN_ERR_UNSUPPORTED), p->ws still the workspace the front
  * sizes before the launch (static FP8 without an image). */
+/* Whether call pr is one the sm_90a low-format kernels (wgl, wg8) take where
+ * its variant has them: every tile low (no THRIFT, PASA or f16 scores), a
+ * 9.0 device, no sliding window or softcap. gpu_prefill.cu passes over a
+ * variant without them (D = 96) for the next larger that has them. */
+static inline int lp_gpu_plan_wgl(const lpattn_attn_problem *pr, const lp_gpu_dev *dev) {
+  const int win = lp_gpu_win_any(pr->causal, (int)pr->window_left, (int)pr->window_right, pr->softcap);
+  const int low = pr->precision != LPATTN_PREC_HIGH && pr->precision != LPATTN_PREC_FP8_STATIC;
+  return low && dev->dequant_kv && pr->precision != LPATTN_PREC_THRIFT && !pr->pasa && !pr->score_f16 &&
+         dev->cc == 90 && !dev->no_wgmma && !win;
+}
 static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, lp_gpu_attn_plan *p) {
   memset(p, 0, sizeof *p);
   p->spec = -1, p->st = LPATTN_ERR_UNSUPPORTED;
@@ -163,7 +173,7 @@ static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_
   p->low = pr->precision != LPATTN_PREC_HIGH;
   p->kv_bf16 = p->low && dev->dequant_kv;
   /* the sm_90a low kernels take calls whose every tile is low */
-  const int wgl = p->kv_bf16 && !thrift && !pr->pasa && !pr->score_f16 && wg_dev;
+  const int wgl = lp_gpu_plan_wgl(pr, dev);
   p->split = wgl && pr->causal && !pr->leaky;
   p->q_bf16 = wgl && !wg8; /* the E4M3 kernel reads Q's codes */
   p->kmean = thrift || pr->pasa, p->sel = thrift;

@@ -236,11 +236,16 @@ static lpattn_status gpu_attention_padded(lpattn_ctx *ctx, const lpattn_attn_pro
 
 lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
   const lpattn_dtype dt = pr->q->dtype;
-  if (pr->precision != LPATTN_PREC_FP8_STATIC && (dt == LPATTN_F16 || dt == LPATTN_BF16) &&
-      !find_attn(pr->D, dt)) {
-    int64_t Dp;
-    TRY(gpu_padded_dim(pr->D, dt, 0, &Dp));
-    return gpu_attention_padded(ctx, pr, Dp);
+  if (pr->precision != LPATTN_PREC_FP8_STATIC && (dt == LPATTN_F16 || dt == LPATTN_BF16)) {
+    /* a low-format call the sm_90a low kernels take runs on a variant that has
+     * them: CUDA's D = 96 has not (issue 27), so such calls pad on to 128 */
+    const lp_gpu_dev dev = dev_of(impl_of(ctx));
+    const int need = lp_gpu_plan_wgl(pr, &dev) ? LP_PATHS_WGL : 0;
+    if (!find_attn(pr->D, dt) || (find_attn_paths(pr->D, dt) & need) != need) {
+      int64_t Dp;
+      TRY(gpu_padded_dim(pr->D, dt, 0, need, &Dp));
+      return gpu_attention_padded(ctx, pr, Dp);
+    }
   }
   return gpu_attention_at(ctx, pr);
 }

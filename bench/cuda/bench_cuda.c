@@ -6,7 +6,8 @@
  *            prefill runs for each of Q, K (AXIS_D) and V (AXIS_S)) against a device copy
  *   decode:  B in {1, 16}, 32 q / 8 kv heads, D=128, context {8k, 32k, 128k}, Sq = 1
  * Usage: bench_cuda [prefill|prefill-high|prefill-16k|prefill-dims|fp8s|quant|decode|all] (prefill-high:
- *        precision HIGH only; prefill-16k: every precision at S = 16k; prefill-dims: HIGH at D = 64 and 256, S = 4k and 16k) */
+ *        precision HIGH only; prefill-16k: every precision at S = 16k; prefill-dims: HIGH at D = 64, 80, 96, 128, 256, S = 4k and 16k,
+ *        and each D's TF/s at the true D against D = 128's) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +58,8 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64_t *Ss, int nS) {
+/* tf: where not NULL, HIGH's TF/s (FLOPs at the true D) of S = Ss[si], causal c at tf[2 si + c] */
+static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64_t *Ss, int nS, double *tf) {
   const int64_t B = 1, H = 32;
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
@@ -75,6 +77,7 @@ static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64
         p.precision = (lpattn_precision)prec, p.causal = causal;
         int reps = S >= 16384 ? 5 : 20;
         float t[32];
+        if (tf && prec == 0) tf[2 * si + causal] = 0.0;
         if (lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL) == LPATTN_ERR_UNSUPPORTED) continue; /* variant not built */
         for (int w = 0; w < 2; w++) LP_OK(lpattn_attention(ctx, &tq, &tk, &tv, &to, &p, NULL));
         for (int r = 0; r < reps; r++) {
@@ -90,9 +93,27 @@ static void bench_prefill(lpattn_ctx *ctx, int last_prec, int64_t D, const int64
         printf("{\"kind\":\"prefill\",\"S\":%lld,\"D\":%lld,\"causal\":%d,\"prec\":\"%s\",\"ms\":%.4f,\"tflops\":%.2f}\n",
                (long long)S, (long long)D, causal, PN[prec], ms, flop / (ms * 1e-3) / 1e12);
         fflush(stdout);
+        if (tf && prec == 0) tf[2 * si + causal] = flop / (ms * 1e-3) / 1e12;
       }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
   }
+}
+
+/* prefill-dims (issue 27): HIGH at each D of DIMS, S = 4k and 16k, then each
+ * D's per-FLOP rate (TF/s at the true D) against D = 128's: rows
+ * "prefill-dims" with the ratio and whether it is within 15%. */
+static void bench_dims(lpattn_ctx *ctx, const int64_t *Sd) {
+  static const int64_t DIMS[] = {64, 80, 96, 128, 256}; /* 256: -Dvariants=all or CUDA's default set */
+  enum { ND = sizeof DIMS / sizeof DIMS[0], R128 = 3 };
+  double tf[ND][4];
+  for (int di = 0; di < ND; di++) bench_prefill(ctx, LPATTN_PREC_HIGH, DIMS[di], Sd, 2, tf[di]);
+  for (int di = 0; di < ND; di++)
+    for (int i = 0; i < 4; i++) {
+      const double r = tf[R128][i] > 0 ? tf[di][i] / tf[R128][i] : 0.0;
+      printf("{\"kind\":\"prefill-dims\",\"S\":%lld,\"D\":%lld,\"causal\":%d,\"tflops\":%.2f,"
+             "\"tflops_d128\":%.2f,\"ratio\":%.3f,\"within_15pct\":%s}\n",
+             (long long)Sd[i / 2], (long long)DIMS[di], i % 2, tf[di][i], tf[R128][i], r, r >= 0.85 ? "true" : "false");
+    }
 }
 
 /* Static-scale FP8 (SPEC 11), B=1, H=32, D=128: timed from E4M3 inputs (as
@@ -297,11 +318,10 @@ int main(int argc, char **argv) {
     return 77;
   }
   const int64_t Ss[4] = {1024, 4096, 16384, 32768}, Sd[2] = {4096, 16384};
-  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss, 4);
-  if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH, 128, Ss, 4);
-  if (!strcmp(what, "prefill-16k")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss + 2, 1);
-  if (!strcmp(what, "prefill-dims")) /* D = 256 needs -Dvariants=all */
-    for (int64_t D = 64; D <= 256; D *= 4) bench_prefill(ctx, LPATTN_PREC_HIGH, D, Sd, 2);
+  if (!strcmp(what, "prefill") || !strcmp(what, "all")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss, 4, NULL);
+  if (!strcmp(what, "prefill-high")) bench_prefill(ctx, LPATTN_PREC_HIGH, 128, Ss, 4, NULL);
+  if (!strcmp(what, "prefill-16k")) bench_prefill(ctx, LPATTN_PREC_THRIFT, 128, Ss + 2, 1, NULL);
+  if (!strcmp(what, "prefill-dims")) bench_dims(ctx, Sd);
   if (!strcmp(what, "fp8s")) bench_fp8s(ctx, Ss + 1, 2); /* static FP8 at 4k and 16k */
   if (!strcmp(what, "quant") || !strcmp(what, "all")) bench_quant(ctx);
   if (!strcmp(what, "decode") || !strcmp(what, "all")) bench_decode(ctx);

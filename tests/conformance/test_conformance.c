@@ -131,6 +131,10 @@ void conf_attention(void) {
   for (size_t i = 0; i < sizeof conf_attn_cases / sizeof conf_attn_cases[0]; i++)
     attn_case(&conf_attn_cases[i]);
 }
+static void conf_attention_late(void) { /* conf_cases.h: after the others, their inputs unchanged */
+  for (size_t i = 0; i < sizeof conf_attn_late_cases / sizeof conf_attn_late_cases[0]; i++)
+    attn_case(&conf_attn_late_cases[i]);
+}
 
 /* A quantized tensor's three arrays on one side. */
 typedef struct {
@@ -266,6 +270,7 @@ int main(int argc, char **argv) {
   conf_mla();
   conf_varlen();
   conf_merge();
+  conf_attention_late();
   const int rc = conf_summary();
   lpattn_free(E.be), lpattn_free(E.ref);
   return rc;

@@ -263,6 +263,32 @@ static void long_low(lpattn_ctx *cu, lpattn_ctx *ref) {
   }
 }
 
+/* D = 96 (issue 27): HIGH plans the sm_90a kernel on a 9.0 device (32-channel
+ * TMA boxes, 64-byte swizzle, P V of N = 96), over many K/V stages (the
+ * ring reused), Skv not a multiple of 128, GQA, causal and not, absolute
+ * positions, and the bitwise leak test; D = 80 runs on it padded. */
+static void d96(lpattn_ctx *cu, lpattn_ctx *ref) {
+#if !defined(LPATTN_TEST_HIP)
+  int cc = 0;
+  (void)cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, 0);
+  if (cc == 9 && !getenv("LPATTN_NO_WGMMA"))
+    CHECK(plan_path(LPATTN_PREC_HIGH, 96, 0) == LP_PATH_WG, "D = 96 HIGH: not the sm_90a kernel");
+#endif
+  const ct_shape sh[] = {{1, 4, 2, 1100, 1300, 96, LPATTN_F16, LPATTN_F32},
+                        {2, 2, 1, 700, 1000, 96, LPATTN_BF16, LPATTN_BF16},
+                        {1, 4, 1, 600, 900, 80, LPATTN_F16, LPATTN_F32}};
+  for (int i = 0; i < 3; i++)
+    for (int causal = 0; causal < 2; causal++) parity(cu, ref, &sh[i], LPATTN_PREC_HIGH, causal, 0, 0);
+  for (int prec = LPATTN_PREC_HIGH + 1; prec < LPATTN_PREC_THRIFT; prec++) parity(cu, ref, &sh[2], (lpattn_precision)prec, 1, 0, 0);
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.causal = 1, ap.positions = 1, ap.q_start = 130, ap.kv_start = 64;
+  parity_ap(cu, ref, &sh[0], &ap);
+  const ct_shape lk = {1, 2, 1, 640, 640, 96, LPATTN_F16, LPATTN_F32};
+  leak_on(cu, &lk, LPATTN_PREC_HIGH, 0, 400);
+  leak_on(cu, &lk, LPATTN_PREC_HIGH, 0, 639 - 64);
+}
+
 /* Calls that do not ask for the entropy take the specialized kernels' path
  * without the entropy sum (the parity runs above ask for it): O and LSE
  * against ref, causal and not, HIGH and each low format. */
@@ -426,6 +452,7 @@ int main(void) {
   wg_fallback(cu, ref);
   variants(cu, ref);
   long_low(cu, ref);
+  d96(cu, ref);
   train_leak_calls(cu, ref);
   CHECK(ht_dsync(), "device error");
   lpattn_free(cu);

@@ -1,10 +1,10 @@
 /* Every head dim on the GPU (issue 27, SEMANTICS "Head dimensions"): the
  * FlashAttention test list {32, 40, 59, 64, 96, 111, 128, 160, 192, 224, 256}
- * forward and backward (HIGH, f16/bf16, causal and not, GQA, Sq 113 x Skv 203)
+ * and 80 forward and backward (HIGH, f16/bf16, causal and not, GQA, Sq 113 x Skv 203)
  * against ref; low precisions at D = 40, 80, 96, 111, 256; a head dim without
  * its own variant bitwise equal to the first D channels of the call on its
  * padded variant with zero channels (forward, every precision; the HIGH
- * backward; D = 200 on the D = 256 variant, whose backward runs mma.sync
+ * backward; D = 80 on the D = 96 variant (its backward pads both to 128); D = 200 on the D = 256 variant, whose backward runs mma.sync
  * only); the error of a head dim with no variant to pad to, and of a paged
  * pool at a padded or MLA head dim (host backends only). Exit 77 without a
  * GPU. */
@@ -12,7 +12,7 @@
 
 #include "cudatest.h"
 
-static const int64_t DIMS[] = {32, 40, 59, 64, 96, 111, 128, 160, 192, 224, 256};
+static const int64_t DIMS[] = {32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift"};
 
 typedef struct {
@@ -174,7 +174,7 @@ int main(void) {
   pools(cu);
   for (size_t i = 0; i < sizeof DIMS / sizeof DIMS[0]; i++) {
     const int64_t D = DIMS[i];
-    if (only && D != 40 && D != 96 && D != 256) continue;
+    if (only && D != 40 && D != 80 && D != 96 && D != 256) continue;
     for (int dt = 0; dt < 2; dt++)
       for (int causal = 0; causal < 2; causal++)
         parity(cu, ref, D, dt ? LPATTN_BF16 : LPATTN_F16, causal, causal ? 2 : 6, LPATTN_PREC_HIGH, 1);
@@ -185,6 +185,7 @@ int main(void) {
       parity(cu, ref, low_dims[i], LPATTN_F16, 1, 2, (lpattn_precision)prec, 1);
   for (int prec = LPATTN_PREC_HIGH; prec <= LPATTN_PREC_MXFP4; prec++) {
     padded_bitwise(cu, 40, 64, (lpattn_precision)prec, 1);
+    padded_bitwise(cu, 80, 96, (lpattn_precision)prec, 1); /* CUDA's own D = 96 variant (issue 27) */
     padded_bitwise(cu, 111, 128, (lpattn_precision)prec, 0);
     padded_bitwise(cu, 200, 256, (lpattn_precision)prec, 1);
   }

@@ -206,8 +206,8 @@ int main(void) {
   const struct {
     int64_t D;
     lpattn_dtype dt;
-  } fd[3] = {{64, LPATTN_BF16}, {128, LPATTN_F16}, {256, LPATTN_BF16}};
-  for (int di = 0; di < 3; di++)
+  } fd[4] = {{64, LPATTN_BF16}, {128, LPATTN_F16}, {256, LPATTN_BF16}, {96, LPATTN_F16}}; /* 96: 64-byte swizzle */
+  for (int di = 0; di < 4; di++)
     for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++)
       for (int w = TQ; w <= TV; w++)
         for (int vi = 0; vi < 2; vi++)

@@ -289,7 +289,7 @@ __device__ __forceinline__ void gpu_attn_body(const lp_gpu_attn_args a_in) { /* 
 
       bool native = false;
 #if defined(__CUDA_ARCH_FEAT_SM120_ALL)
-      if (low && fmt != LPATTN_FMT_FP8) {
+      if (D % 64 == 0 && low && fmt != LPATTN_FMT_FP8) { /* whole k64 steps (D = 96: the f16 path) */
         gpu_fp4_scores<D>(a, s, kvbh, ((int64_t)b * a.Hq + h) * Sq, base, c0, Skv, r0, r1);
         native = true;
       }

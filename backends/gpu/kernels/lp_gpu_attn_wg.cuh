@@ -14,6 +14,7 @@
  *   S = Q K^T   wgmma m64 n BK k16, A = Q and B = K from shared memory (K-major);
  *   O += P V    wgmma m64 n D k16, A = P from registers (the S accumulator
  *               layout is the A fragment layout), B = V (MN-major, transposed).
+ * D = 96 reads its tiles in boxes of 32 channels, 64-byte swizzle (gpu_wg_cfg).
  * The online softmax is the one of backends/math/lpk_softmax.h (lpk_row_*), with the
  * plain kernel's P = 2^(v log2 e + bias log2 e); the masks and the LSE /
  * entropy outputs are the plain kernel's. Built for sm_90a only (the body
@@ -65,14 +66,16 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   lpk_row_init(&st[0]), lpk_row_init(&st[1]);
   const bool ent = a.ent != nullptr;
   uint32_t pf[BK / 16][4]; /* P of the previous tile: A fragments of k-steps of 16 keys */
-  /* O += P V_jv (MN-major V: LBO steps 64 channels, SBO 8 keys) */
+  /* O += P V_jv (MN-major V: LBO steps a box of C::W channels, SBO 8 keys) */
+  constexpr int RB = C::RB, SW = RB == 128 ? 1 : 2;
   auto pv = [&](int jv) {
     const uint32_t vs = sv + (jv % ST) * C::KB;
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ks++) gpu_wg<T, D, 1>::rs(oacc, pf[ks], gpu_wg_desc(vs + ks * 16 * 128, BK * 128, 1024));
+    for (int ks = 0; ks < BK / 16; ks++)
+      gpu_wg<T, D, 1>::rs(oacc, pf[ks], gpu_wg_desc(vs + ks * 16 * RB, BK * RB, 8 * RB, SW));
     gpu_wg_commit();
   };
-  auto qk = [&](float (&sacc)[NS], int j) { gpu_wg_qk<T, D, BQ, BK>(sacc, sq, sk + (j % ST) * C::KB, cw); };
+  auto qk = [&](float (&sacc)[NS], int j) { gpu_wg_qk<T, D, BQ, BK, RB>(sacc, sq, sk + (j % ST) * C::KB, cw); };
   /* tile j's K (V) is in: its mbarrier's phase j / ST */
   auto kin = [&](int j) { gpu_mb_wait(br.kfull(j % ST), (uint32_t)(j / ST) & 1); };
   auto vin = [&](int j) { gpu_mb_wait(br.vfull(j % ST), (uint32_t)(j / ST) & 1); };
@@ -85,7 +88,7 @@ __device__ __forceinline__ void gpu_attn_wg_body(const lp_gpu_attn_args &a, cons
   auto vcheck = [&](int jv) -> bool {
     if (!(a.causal && jv * BK + BK - 1 > q0 + off) || !GPU_NF) return false;
     unsigned short *vt = (unsigned short *)gpu_sm90_at(sv + (jv % ST) * C::KB);
-    return gpu_nf_wg_tile<false>(vt, BK, D, gpu_nf_bf<T>::v, nfm, tid - 128, 128 * C::NW, 1 + C::NW);
+    return gpu_nf_wg_tile<false, C::W>(vt, BK, D, gpu_nf_bf<T>::v, nfm, tid - 128, 128 * C::NW, 1 + C::NW);
   };
   auto vpoison = [&](int jv) { /* slot o: row rr[(o >> 1) & 1], channel 8 (o >> 2) + 2t + (o & 1) */
     const int lim0 = rr[0] + off - jv * BK, lim1 = rr[1] + off - jv * BK;

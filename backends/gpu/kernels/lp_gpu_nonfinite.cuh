@@ -123,11 +123,15 @@ __device__ __forceinline__ void gpu_nf_proxy_fence() { asm volatile("fence.proxy
  * whether the tile held a non-finite element; then they are 0 and mk[c],
  * c < C, holds the first (LAST: the last) row r holding one, and the tile
  * is ready for the next wgmma. bf: bf16 patterns, else f16. */
-template <bool LAST>
+template <bool LAST, int W = 64>
 __device__ __forceinline__ bool gpu_nf_wg_tile(unsigned short *t, int R, int C, bool bf, short *mk, int ctid, int nt, int id) {
-  if (!gpu_nf_vote_nb(gpu_nf_scan(t, R * (C / 64), 64, 64, bf, ctid, nt), id, nt)) return false;
+  if (!gpu_nf_vote_nb(gpu_nf_scan(t, R * (C / W), W, W, bf, ctid, nt), id, nt)) return false;
   gpu_nf_fix<LAST>(
-      t, R, C, [&](int r, int c) { return ((c >> 6) * R + r) * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7); },
+      t, R, C,
+      [&](int r, int c) {
+        const int x = W == 64 ? r & 7 : (r >> 1) & 3; /* W = 32: [C/32][R][32], 64-byte swizzle */
+        return ((c / W) * R + r) * W + ((((c % W) >> 3) ^ x) << 3) + (c & 7);
+      },
       bf, mk, ctid, nt);
   gpu_nf_proxy_fence();
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nt) : "memory");

@@ -19,7 +19,10 @@ namespace LP_GPU_NS {
  * Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
  * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
  * boxes of 64 channels x R rows with the 128-byte swizzle (a tile starts
- * 1024-aligned), the layout wgmma's descriptors read. */
+ * 1024-aligned), the layout wgmma's descriptors read. D = 96 (192-byte
+ * rows, no whole 64-channel boxes): [3][R][32], boxes of 32 channels with
+ * the 64-byte swizzle (chunk ^ ((row / 2) % 4)), as FlashAttention-3's
+ * smem selector picks for hdim 96; P V is one wgmma of N = 96. */
 template <int D_> struct gpu_wg_cfg {
   static constexpr int D = D_;
   static constexpr int NW = D == 64 ? 3 : 2, REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
@@ -28,7 +31,8 @@ template <int D_> struct gpu_wg_cfg {
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
   static constexpr int NBAR = 1 + 4 * ST; /* Q; K full, K empty, V full, V empty per stage */
   static constexpr size_t NF = (size_t)D * 2; /* after the mbarriers: V's marks of gpu_nf_wg_tile */
-  static constexpr int SCF = 0, CH = D / 64; /* no scalars a stage; TMA boxes of 64 channels a row */
+  static constexpr int W = D % 64 ? 32 : 64, RB = 2 * W; /* channels, bytes of a box row */
+  static constexpr int SCF = 0, CH = D / W; /* no scalars a stage; TMA boxes of W channels a row */
   static constexpr bool VT = false, IDLE = true;
   static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + 8 * NBAR + NF + 1024; /* + alignment */
 };
@@ -42,7 +46,8 @@ template <int D_> struct gpu_wgl_cfg {
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2;
   static constexpr int SCF = BK + HALVES * D;    /* a stage's scalars: kout[BK], vout[HALVES][D] */
   static constexpr int NBAR = 1 + 4 * ST;
-  static constexpr int CH = D / 64;
+  static_assert(D % 64 == 0, "the low-format kernel's P V products are of 64 channels");
+  static constexpr int W = 64, RB = 128, CH = D / 64;
   static constexpr bool VT = false, IDLE = true;
   static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + (size_t)ST * SCF * 4 + 8 * NBAR + 1024;
 };
@@ -55,7 +60,7 @@ template <int D_> struct gpu_wg8_cfg {
   static constexpr int QB = BQ * D, KB = BK * D; /* bytes: Q tile; one K (or V^T) stage */
   static constexpr int SCF = BK + 2 * D;         /* a stage's scalars: kout[BK], vout[2][D] / 448 */
   static constexpr int NBAR = 1 + 4 * ST;
-  static constexpr int CH = 1;                  /* one TMA box a row of 128 codes */
+  static constexpr int W = 128, RB = 128, CH = 1; /* one TMA box a row of 128 codes */
   static constexpr bool VT = true, IDLE = false; /* V^T boxes; the copier spins on empty stages */
   static constexpr size_t bytes = (size_t)QB + 2 * ST * KB + (size_t)ST * SCF * 4 + 8 * NBAR + 1024;
 };

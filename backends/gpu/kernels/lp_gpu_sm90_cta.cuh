@@ -67,7 +67,8 @@ template <typename C> struct gpu_sm90_smem {
   }
 };
 /* The copier (one thread): the CTA's Q tile once, then tile j's K and V
- * (tiles of BK rows) into stage j % ST, each once its stage is empty. */
+ * (tiles of BK rows, boxes of C::W channels) into stage j % ST, each once
+ * its stage is empty. */
 template <typename C>
 __device__ __forceinline__ void gpu_sm90_copy(const gpu_tmaps &tm, const gpu_sm90_smem<C> &sm, int q0, int h, int hk, int b,
                                               int jn) {
@@ -79,20 +80,20 @@ __device__ __forceinline__ void gpu_sm90_copy(const gpu_tmaps &tm, const gpu_sm9
   };
   gpu_mb_expect(br.q(), C::QB);
 #pragma unroll
-  for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sq + c * BQ * 128, &tm.q, 64 * c, q0, h, b, br.q());
+  for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sq + c * BQ * C::RB, &tm.q, C::W * c, q0, h, b, br.q());
 #pragma unroll 1
   for (int j = 0, s = 0, n = 0; j < jn; j++) {
     if (n > 0) wait_empty(br.kempty(s), (n - 1) & 1);
     gpu_mb_expect(br.kfull(s), KB);
 #pragma unroll
-    for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sk + s * KB + c * BK * 128, &tm.k, 64 * c, j * BK, hk, b, br.kfull(s));
+    for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sk + s * KB + c * BK * C::RB, &tm.k, C::W * c, j * BK, hk, b, br.kfull(s));
     if (n > 0) wait_empty(br.vempty(s), (n - 1) & 1);
     gpu_mb_expect(br.vfull(s), KB);
     if constexpr (C::VT) /* V^T: boxes of BK keys x D channels */
       gpu_tma4(sm.sv + s * KB, &tm.v, j * BK, 0, hk, b, br.vfull(s));
     else
 #pragma unroll
-      for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sv + s * KB + c * BK * 128, &tm.v, 64 * c, j * BK, hk, b, br.vfull(s));
+      for (int c = 0; c < C::CH; c++) gpu_tma4(sm.sv + s * KB + c * BK * C::RB, &tm.v, C::W * c, j * BK, hk, b, br.vfull(s));
     if (++s == ST) s = 0, n++;
   }
 }

@@ -25,6 +25,7 @@ template <> __device__ __forceinline__ constexpr bool gpu_is_f16<gpu_f16>() { re
 
 template <typename T, int N, int TB> struct gpu_wg;
 template <typename T, int TB> struct gpu_wg<T, 64, TB> : gpu_wg64<T, TB> {};
+template <typename T, int TB> struct gpu_wg<T, 96, TB> : gpu_wg96<T, TB> {};
 template <typename T, int TB> struct gpu_wg<T, 128, TB> : gpu_wg128<T, TB> {};
 template <typename T, int TB> struct gpu_wg<T, 256, TB> : gpu_wg256<T, TB> {};
 
@@ -43,11 +44,13 @@ template <int N> __device__ __forceinline__ void gpu_wg_hold(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
-/* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
- * and stride byte offsets (PTX ISA, "Matrix Descriptor Format"). */
-__device__ __forceinline__ uint64_t gpu_wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+/* Shared-memory matrix descriptor: start address, leading and stride byte
+ * offsets (PTX ISA, "Matrix Descriptor Format"), swizzle sw: 1 = 128-byte
+ * (rows of 128 bytes, atoms of 8 rows), 2 = 64-byte (rows of 64 bytes: the
+ * 32-channel boxes of D = 96, gpu_wg_cfg). */
+__device__ __forceinline__ uint64_t gpu_wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo, int sw = 1) {
   return (uint64_t)((saddr & 0x3ffffu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 |
-         1ull << 62;
+         (uint64_t)sw << 62;
 }
 
 /* mbarriers (shared::cta): init, arrive, arrive with the bytes a TMA copy
@@ -116,15 +119,17 @@ template <int ST> struct gpu_wg_bars {
   }
 };
 /* Issues S = Q K^T of computing warpgroup cw's 64 rows (Q at sq, BQ rows;
- * K at ks0, BK rows; K-major operands, 16 elements = 32 bytes along a row)
- * and commits the group. */
-template <typename T, int D, int BQ, int BK>
+ * K at ks0, BK rows; K-major operands, 16 elements = 32 bytes along a row,
+ * in boxes of RB-byte rows: 128, 128-byte swizzle; 64, 64-byte) and commits
+ * the group. */
+template <typename T, int D, int BQ, int BK, int RB = 128>
 __device__ __forceinline__ void gpu_wg_qk(float (&sacc)[BK / 2], uint32_t sq, uint32_t ks0, int cw) {
+  constexpr int KB = RB / 32, SW = RB == 128 ? 1 : 2; /* k-steps a box row; descriptor swizzle */
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    const uint32_t ko = (uint32_t)((kk & 3) * 32);
-    const uint64_t dq = gpu_wg_desc(sq + (kk >> 2) * BQ * 128 + cw * 64 * 128 + ko, 16, 1024);
-    const uint64_t dk = gpu_wg_desc(ks0 + (kk >> 2) * BK * 128 + ko, 16, 1024);
+    const uint32_t ko = (uint32_t)((kk % KB) * 32);
+    const uint64_t dq = gpu_wg_desc(sq + (kk / KB) * BQ * RB + cw * 64 * RB + ko, 16, 8 * RB, SW);
+    const uint64_t dk = gpu_wg_desc(ks0 + (kk / KB) * BK * RB + ko, 16, 8 * RB, SW);
     gpu_wg<T, BK, 0>::ss(sacc, dq, dk, kk > 0);
   }
   gpu_wg_commit();

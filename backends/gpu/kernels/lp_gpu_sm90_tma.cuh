@@ -31,9 +31,10 @@ static gpu_encode_fn gpu_encoder() {
   return fn;
 }
 /* TMA map of a [B][H][S][D] 16-bit tensor (element strides s, channels
- * contiguous): boxes of 64 channels x rows, 128-byte swizzle; rows past S
- * read as zeros. */
-static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, int H, int S, int D, int rows) {
+ * contiguous): boxes of w channels x rows, w = 64: 128-byte swizzle, 32:
+ * 64-byte (D = 96, gpu_wg_cfg); rows past S read as zeros. */
+static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, int H, int S, int D, int rows,
+                     int w = 64) {
   gpu_encode_fn enc = gpu_encoder();
   const int n[3] = {S, H, B};
   cuuint64_t str[3];
@@ -44,9 +45,9 @@ static bool gpu_tmap(CUtensorMap *m, const void *x, const int64_t s[4], int B, i
   }
   if (!enc) return false;
   const cuuint64_t dim[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
-  const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+  const cuuint32_t box[4] = {(cuuint32_t)w, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
   return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)x, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             w == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

@@ -63,8 +63,9 @@ static bool gpu_wg_start(const lp_gpu_attn_args *a, const void *q, const int64_t
                          lpattn_status *st) {
   constexpr int D = C::D;
   gpu_tmaps tm;
-  if (!gpu_tmap(&tm.q, q, sq, a->B, a->Hq, a->Sq, D, C::BQ) || !gpu_tmap(&tm.k, k, sk, a->B, a->Hkv, a->Skv, D, C::BK) ||
-      !gpu_tmap(&tm.v, v, sv, a->B, a->Hkv, a->Skv, D, C::BK))
+  if (!gpu_tmap(&tm.q, q, sq, a->B, a->Hq, a->Sq, D, C::BQ, C::W) ||
+      !gpu_tmap(&tm.k, k, sk, a->B, a->Hkv, a->Skv, D, C::BK, C::W) ||
+      !gpu_tmap(&tm.v, v, sv, a->B, a->Hkv, a->Skv, D, C::BK, C::W))
     return false;
   return gpu_wg_go<K, C>(a, tm, stream, st);
 }
