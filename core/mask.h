@@ -92,15 +92,16 @@ LP_MASK_FN int64_t lp_mask_rows(const lp_mask *m, int64_t c, int64_t r0, int64_t
   return b - a;
 }
 
-/* The query tiles of size bq (nqt of them) with a row that sees one of the
- * keys c0..c1 (c1 clipped to the last key): tiles *i0 .. *i1 - 1 (none:
- * *i0 >= *i1); the transpose of lp_mask_tiles. */
-LP_MASK_FN void lp_mask_qtiles(const lp_mask *m, int64_t c0, int64_t c1, int64_t bq, int64_t nqt, int64_t *i0,
+/* The query tiles of size bq over rows 0 .. sq - 1 with a row that sees one
+ * of the keys c0..c1 (c1 clipped to the last key): tiles *i0 .. *i1 - 1
+ * (none: *i0 >= *i1); the transpose of lp_mask_tiles. */
+LP_MASK_FN void lp_mask_qtiles(const lp_mask *m, int64_t c0, int64_t c1, int64_t bq, int64_t sq, int64_t *i0,
                                int64_t *i1) {
+  const int64_t nqt = (sq + bq - 1) / bq;
   int64_t a = 0, b = nqt;
-  if (lp_mask_hi_bounded(m)) { /* a row r with hi(r) >= c0 */
+  if (lp_mask_hi_bounded(m)) { /* a row r with hi(r) >= c0, r < sq */
     const int64_t r = c0 - m->off - (m->causal ? 0 : m->right);
-    if (r > 0) a = r / bq;
+    if (r > 0) a = r < sq ? r / bq : nqt;
   }
   if (m->left >= 0) { /* a row r with lo(r) <= c1 */
     const int64_t r = c1 - m->off + m->left;

@@ -35,8 +35,8 @@ static inline conf_attn_bound conf_bound_attn(lpattn_precision prec, int pasa, l
     b.lse = 1e-3, b.ent = wg8 ? 2e-3 : 1e-3, b.lse_rel = 0;
     /* PASA: a backend's S' may sit one f16 ulp from ref's (SEMANTICS "PASA"),
      * and a row that sees one or two keys has that ulp in its LSE: 2^-10 for
-     * S' in [1, 2) (measured 1.02e-3 on an H200, a varlen row of the Sq > Skv
-     * sequence); 2e-3 as the CPU's bound */
+     * S' in [1, 2) (measured 1.02e-3 on an H200 in the varlen case); 2e-3,
+     * the CPU's bound, allows two such ulps */
     if (pasa) b.lse = 2e-3;
   }
   return b;

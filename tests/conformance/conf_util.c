@@ -155,9 +155,13 @@ double conf_maxrel(const float *a, const float *b, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     if (a[i] == b[i] || (isnan(a[i]) && isnan(b[i]))) continue;
     const double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-    if (e > m || e != e) m = e, conf_argmax = i;
+    if (e != e) {
+      conf_argmax = i;
+      return INFINITY;
+    }
+    if (e > m) m = e, conf_argmax = i;
   }
-  return m != m ? INFINITY : m;
+  return m;
 }
 
 double conf_maxabs(const float *a, const float *b, int64_t n) {
@@ -166,9 +170,13 @@ double conf_maxabs(const float *a, const float *b, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     if (a[i] == b[i] || (isnan(a[i]) && isnan(b[i]))) continue;
     const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= m)) m = e, conf_argmax = i; /* NaN or inf: +inf below */
+    if (e != e) { /* one side NaN: the worst there is */
+      conf_argmax = i;
+      return INFINITY;
+    }
+    if (e > m) m = e, conf_argmax = i;
   }
-  return m != m ? INFINITY : m;
+  return m;
 }
 
 static const char *OPN[OP_N] = {"attention", "quantize",      "backward", "paged_decode",

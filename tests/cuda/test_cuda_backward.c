@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "cudatest.h"
+#include "mask.h"
 
 typedef struct {
   int64_t B, Hq, Hkv, Sq, Skv, D;
@@ -221,25 +222,41 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
 }
 
 /* Sliding windows and the logit softcap (SEMANTICS "Sliding window and
- * softcap"; the mma.sync kernels take them): against ref, every precision,
- * bound 2e-3 as above; dQ/dK/dV bitwise the same on a second run. */
+ * softcap"; the mma.sync kernels take them): against ref, bound 2e-3 as
+ * above; dQ/dK/dV bitwise the same on a second run. The low-precision cases
+ * have full (low) tile pairs: a window shorter than Bq + Bk has none, so
+ * those are windows of 200-300 keys on the 577-token shape and the softcap
+ * alone; each low case asserts that it has one (lp_mask_kind). */
 typedef struct {
   int causal, left, right;
   float cap;
   int64_t q_start, kv_start;
 } win_t;
-static void window(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w, lpattn_precision prec) {
+static int64_t full_pairs(const shape_t *s, const win_t *w) {
+  const int64_t off = w->q_start || w->kv_start ? w->q_start - w->kv_start : s->Skv - s->Sq;
+  const lp_mask m = {w->causal, off, w->left, w->causal ? -1 : w->right, 64};
+  int64_t n = 0;
+  for (int64_t r0 = 0; r0 < s->Sq; r0 += 64)
+    for (int64_t c0 = 0; c0 < s->Skv; c0 += 64)
+      n += lp_mask_kind(&m, r0, r0 + 63 < s->Sq ? r0 + 63 : s->Sq - 1, c0, c0 + 63) == LP_TILE_FULL;
+  return n;
+}
+static void window(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w, lpattn_precision prec,
+                   int leaky) {
   lpattn_attn_params ap;
   lpattn_attn_params_init(&ap);
   ap.causal = w->causal, ap.window_left = w->left, ap.window_right = w->right, ap.softcap = w->cap;
-  ap.precision = prec, ap.mx_scale_round_up = prec == LPATTN_PREC_MXFP4;
+  ap.precision = prec, ap.mx_scale_round_up = prec == LPATTN_PREC_MXFP4, ap.leaky = leaky;
   ap.positions = w->q_start || w->kv_start, ap.q_start = w->q_start, ap.kv_start = w->kv_start;
+  const int64_t full = full_pairs(s, w);
+  if (prec != LPATTN_PREC_HIGH) CHECK(full > 0, "window case with no low tile pair");
   double err[3];
   grads_vs_ref(cu, ref, s, &ap, err);
-  printf("backward window prec=%d D=%-3lld %s causal=%d left=%d right=%d softcap=%g starts=%lld,%lld Sq=%lld "
-         "Skv=%lld: dq %.2e dk %.2e dv %.2e\n", (int)prec, (long long)s->D, s->in == LPATTN_F16 ? "f16 " : "bf16",
-         w->causal, w->left, w->right, (double)w->cap, (long long)w->q_start, (long long)w->kv_start,
-         (long long)s->Sq, (long long)s->Skv, err[0], err[1], err[2]);
+  printf("backward window prec=%d leaky=%d D=%-3lld %s causal=%d left=%d right=%d softcap=%g starts=%lld,%lld "
+         "Sq=%lld Skv=%lld full pairs %lld: dq %.2e dk %.2e dv %.2e\n", (int)prec, leaky, (long long)s->D,
+         s->in == LPATTN_F16 ? "f16 " : "bf16", w->causal, w->left, w->right, (double)w->cap,
+         (long long)w->q_start, (long long)w->kv_start, (long long)s->Sq, (long long)s->Skv, (long long)full,
+         err[0], err[1], err[2]);
   CHECK(err[0] < 2e-3 && err[1] < 2e-3 && err[2] < 2e-3, "window: rel err dq %g dk %g dv %g", err[0], err[1], err[2]);
 }
 static void windows(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *shapes) {
@@ -253,17 +270,22 @@ static void windows(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *shapes) {
       {0, 1, 1, 0.0f, 0, 0},     /* three keys a row (one key alone: dS = P (dP - Delta) = 0
                                   * exactly, so ref's dQ, dK are ~0 and relative errors noise) */
   };
+  const win_t wl[] = {
+      {1, 300, -1, 0.0f, 0, 0},   /* full pairs inside a causal window */
+      {0, 200, 200, 0.0f, 0, 0},  /* and inside a two-sided one */
+      {1, 250, -1, 25.0f, 0, 0},  /* with a softcap */
+  };
   const int nw = (int)(sizeof ws / sizeof ws[0]);
   for (int i = 0; i < nw; i++) {
-    window(cu, ref, &shapes[0], &ws[i], LPATTN_PREC_HIGH); /* GQA, D 64, f16 */
-    window(cu, ref, &shapes[1], &ws[i], LPATTN_PREC_HIGH); /* Sq < Skv, D 128, bf16 */
+    window(cu, ref, &shapes[0], &ws[i], LPATTN_PREC_HIGH, 0); /* GQA, D 64, f16 */
+    window(cu, ref, &shapes[1], &ws[i], LPATTN_PREC_HIGH, 0); /* Sq < Skv, D 128, bf16 */
   }
-  window(cu, ref, &shapes[2], &ws[1], LPATTN_PREC_HIGH); /* Sq > Skv */
-  window(cu, ref, &shapes[5], &ws[4], LPATTN_PREC_HIGH); /* long, GQA 4 */
+  window(cu, ref, &shapes[2], &ws[1], LPATTN_PREC_HIGH, 0); /* Sq > Skv */
+  window(cu, ref, &shapes[5], &ws[4], LPATTN_PREC_HIGH, 0); /* long, GQA 4 */
   for (int prec = LPATTN_PREC_FP8; prec <= LPATTN_PREC_MXFP4; prec++) {
-    const int pick[] = {0, 1, 4};
-    for (int i = 0; i < 3; i++) window(cu, ref, &shapes[0], &ws[pick[i]], (lpattn_precision)prec);
-    window(cu, ref, &shapes[6], &ws[0], (lpattn_precision)prec); /* D 64 bf16, 577 tokens */
+    window(cu, ref, &shapes[0], &ws[3], (lpattn_precision)prec, 0); /* softcap alone */
+    for (int i = 0; i < 3; i++) window(cu, ref, &shapes[6], &wl[i], (lpattn_precision)prec, 0); /* 577, bf16 */
+    window(cu, ref, &shapes[6], &wl[0], (lpattn_precision)prec, 1); /* leaky: every pair low */
   }
 }
 

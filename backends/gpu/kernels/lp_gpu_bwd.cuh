@@ -89,11 +89,11 @@ template <typename T, int D, int FMT> __global__ void __launch_bounds__(128) gpu
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const gpu_lay<32> lay{lane};
   const int hk = blockIdx.y, b = blockIdx.z, G = a.Hq / a.Hkv, Sq = a.Sq, Skv = a.Skv;
-  const int c0 = blockIdx.x * 64, nqt = (Sq + 63) / 64;
+  const int c0 = blockIdx.x * 64;
   /* the query tiles i0 .. i0 + nq - 1 with a row that sees one of the keys */
   const lp_mask msk = gpu_bwd_mask(a);
   int64_t x0, x1;
-  lp_mask_qtiles(&msk, c0, min(c0 + 63, Skv - 1), 64, nqt, &x0, &x1);
+  lp_mask_qtiles(&msk, c0, min(c0 + 63, Skv - 1), 64, Sq, &x0, &x1);
   const int i0 = (int)x0, nq = (int)max(x1 - x0, (int64_t)0), n = G * nq;
   const bool edge_k = c0 + 64 > Skv;
 

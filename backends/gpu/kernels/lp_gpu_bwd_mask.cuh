@@ -30,7 +30,7 @@ __device__ __forceinline__ bool gpu_bwd_masked(const gpu_lay<32> &lay, int hh, i
 __device__ __forceinline__ float gpu_bwd_capj(float p, float lse, const lp_gpu_bwd_args &a) {
   if (a.softcap == 0.0f || p == 0.0f) return 1.0f;
   const float t = (__logf(p) + lse) / a.softcap;
-  return 1.0f - t * t;
+  return fmaxf(0.0f, 1.0f - t * t); /* |t| may round past 1 where the score saturates */
 }
 /* P = exp(s * S - LSE) of a warp's 16 x 64 tile in place, 0 where masked
  * (edge: the tile pair holds a key past Skv or a masked causal pair; rows
