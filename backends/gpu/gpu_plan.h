@@ -147,6 +147,18 @@ static inline int lp_gpu_plan_wgl(const lpattn_attn_problem *pr, const lp_gpu_de
   return low && dev->dequant_kv && pr->precision != LPATTN_PREC_THRIFT && !pr->pasa && !pr->score_f16 &&
          dev->cc == 90 && !dev->no_wgmma && !win;
 }
+/* The head dim a prefill of head dim pr->D runs at on dev (gpu_prefill.cu
+ * pads the call to it): the first built variant D' >= pr->D that has every
+ * path the call needs (the sm_90a low kernels where lp_gpu_plan_wgl: CUDA's
+ * D = 96 has none, so such calls run at 128); 0: none (UNSUPPORTED). */
+static inline int64_t lp_gpu_plan_dim(const lpattn_attn_problem *pr, const lp_gpu_dev *dev) {
+  const int need = lp_gpu_plan_wgl(pr, dev) ? LP_PATHS_WGL : 0;
+  for (int64_t d = pr->D; d <= LP_HEAD_DIM_MAX; d++) {
+    const int paths = dev->paths(d, pr->q->dtype);
+    if (paths && (paths & need) == need) return d;
+  }
+  return 0;
+}
 static inline int lp_gpu_attn_plan_make(const lpattn_attn_problem *pr, const lp_gpu_dev *dev, lp_gpu_attn_plan *p) {
   memset(p, 0, sizeof *p);
   p->spec = -1, p->st = LPATTN_ERR_UNSUPPORTED;
@@ -237,8 +249,9 @@ static inline lp_gpu_path lp_gpu_plan_probe(int64_t D, lpattn_precision prec, in
   pr.B = pr.Hq = pr.Hkv = 1, pr.Sq = pr.Skv = 64, pr.D = D, pr.Bq = pr.Bk = 64;
   pr.window_left = pr.window_right = -1; /* no sliding window */
   pr.precision = prec, pr.low = prec == LPATTN_PREC_FP8 ? LPATTN_FMT_FP8 : LPATTN_FMT_NVFP4, pr.pasa = pasa;
+  pr.D = lp_gpu_plan_dim(&pr, dev), t.stride[2] = pr.D; /* the head dim the call runs at */
   lp_gpu_attn_plan p;
-  return lp_gpu_attn_plan_make(&pr, dev, &p) ? p.path : LP_PATH_NONE;
+  return pr.D && lp_gpu_attn_plan_make(&pr, dev, &p) ? p.path : LP_PATH_NONE;
 }
 
 #ifdef __cplusplus

@@ -240,12 +240,12 @@ lpattn_status gpu_attention(lpattn_ctx *ctx, const lpattn_attn_problem *pr) {
     /* a low-format call the sm_90a low kernels take runs on a variant that has
      * them: CUDA's D = 96 has not (issue 27), so such calls pad on to 128 */
     const lp_gpu_dev dev = dev_of(impl_of(ctx));
-    const int need = lp_gpu_plan_wgl(pr, &dev) ? LP_PATHS_WGL : 0;
-    if (!find_attn(pr->D, dt) || (find_attn_paths(pr->D, dt) & need) != need) {
-      int64_t Dp;
-      TRY(gpu_padded_dim(pr->D, dt, 0, need, &Dp));
-      return gpu_attention_padded(ctx, pr, Dp);
+    const int64_t Dp = lp_gpu_plan_dim(pr, &dev);
+    if (!Dp) { /* UNSUPPORTED, naming the built dims */
+      int64_t none;
+      return gpu_padded_dim(pr->D, dt, 0, lp_gpu_plan_wgl(pr, &dev) ? LP_PATHS_WGL : 0, &none);
     }
+    if (Dp != pr->D) return gpu_attention_padded(ctx, pr, Dp);
   }
   return gpu_attention_at(ctx, pr);
 }

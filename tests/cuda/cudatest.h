@@ -203,6 +203,24 @@ static inline void ct_prob_free(ct_prob *p) {
   ct_free(&p->lse), ct_free(&p->ent), ct_free(&p->sel);
 }
 
+/* A mask of the window tests (test_cuda_window.c, test_cuda_backward.c):
+ * causal, the sliding window (-1: unbounded), the softcap, absolute
+ * positions (pos: q_start, kv_start). */
+typedef struct {
+  int causal, left, right;
+  float cap;
+  int pos;
+  int64_t q_start, kv_start;
+} ct_win;
+static inline lpattn_attn_params ct_win_params(const ct_win *w, lpattn_precision prec) {
+  lpattn_attn_params ap;
+  lpattn_attn_params_init(&ap);
+  ap.precision = prec, ap.causal = w->causal;
+  ap.window_left = w->left, ap.window_right = w->right, ap.softcap = w->cap;
+  if (w->pos) ap.positions = 1, ap.q_start = w->q_start, ap.kv_start = w->kv_start;
+  return ap;
+}
+
 static inline int ct_setup(lpattn_ctx **cuda, lpattn_ctx **ref) {
   if (!lpattn_backend_available(CT_BACKEND)) return 0;
   if (lpattn_create(CT_BACKEND, NULL, cuda) != LPATTN_OK) return 0;

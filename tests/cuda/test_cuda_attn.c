@@ -61,12 +61,7 @@ static lp_gpu_path plan_path(lpattn_precision prec, int64_t D, int pasa) {
     dev.cc = major * 10 + minor, dev.warp = 32, dev.dequant_kv = 1, dev.no_wgmma = e && e[0] == '1';
     dev.wg_image = 1, dev.paths = tv_attn_paths;
   }
-  /* the head dim the call runs at (gpu_prefill.cu): a low-format call the
-   * sm_90a low kernels take pads on past a variant without them (D 80 and
-   * 96: to 128) */
-  if (prec != LPATTN_PREC_HIGH && prec != LPATTN_PREC_THRIFT && !pasa && dev.cc == 90 && !dev.no_wgmma)
-    while (D < 256 && !(tv_attn_paths(D, LPATTN_F16) & LP_PATHS_WGL)) D++;
-  return lp_gpu_plan_probe(D, prec, pasa, &dev);
+  return lp_gpu_plan_probe(D, prec, pasa, &dev); /* at the head dim D pads to (lp_gpu_plan_dim) */
 }
 #endif
 /* Whether FP8 calls of head dim D (PASA or f16 scores: pasa) run the E4M3

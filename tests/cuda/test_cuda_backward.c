@@ -227,13 +227,9 @@ static void low(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, lpattn_precis
  * have full (low) tile pairs: a window shorter than Bq + Bk has none, so
  * those are windows of 200-300 keys on the 577-token shape and the softcap
  * alone; each low case asserts that it has one (lp_mask_kind). */
-typedef struct {
-  int causal, left, right;
-  float cap;
-  int64_t q_start, kv_start;
-} win_t;
+typedef ct_win win_t;
 static int64_t full_pairs(const shape_t *s, const win_t *w) {
-  const int64_t off = w->q_start || w->kv_start ? w->q_start - w->kv_start : s->Skv - s->Sq;
+  const int64_t off = w->pos ? w->q_start - w->kv_start : s->Skv - s->Sq;
   const lp_mask m = {w->causal, off, w->left, w->causal ? -1 : w->right, 64};
   int64_t n = 0;
   for (int64_t r0 = 0; r0 < s->Sq; r0 += 64)
@@ -243,11 +239,8 @@ static int64_t full_pairs(const shape_t *s, const win_t *w) {
 }
 static void window(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_t *w, lpattn_precision prec,
                    int leaky) {
-  lpattn_attn_params ap;
-  lpattn_attn_params_init(&ap);
-  ap.causal = w->causal, ap.window_left = w->left, ap.window_right = w->right, ap.softcap = w->cap;
-  ap.precision = prec, ap.mx_scale_round_up = prec == LPATTN_PREC_MXFP4, ap.leaky = leaky;
-  ap.positions = w->q_start || w->kv_start, ap.q_start = w->q_start, ap.kv_start = w->kv_start;
+  lpattn_attn_params ap = ct_win_params(w, prec);
+  ap.mx_scale_round_up = prec == LPATTN_PREC_MXFP4, ap.leaky = leaky;
   const int64_t full = full_pairs(s, w);
   if (prec != LPATTN_PREC_HIGH) CHECK(full > 0, "window case with no low tile pair");
   double err[3];
@@ -261,19 +254,19 @@ static void window(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *s, const win_
 }
 static void windows(lpattn_ctx *cu, lpattn_ctx *ref, const shape_t *shapes) {
   const win_t ws[] = {
-      {1, 100, -1, 0.0f, 0, 0},  /* causal, a left edge crossing tiles */
-      {0, 64, 32, 0.0f, 0, 0},   /* both edges, not causal */
-      {0, -1, 16, 0.0f, 0, 0},   /* a right edge alone */
-      {1, -1, -1, 30.0f, 0, 0},  /* softcap alone */
-      {1, 50, -1, 20.0f, 0, 0},  /* window and softcap */
-      {1, 70, -1, 0.0f, 37, 0},  /* absolute positions */
-      {0, 1, 1, 0.0f, 0, 0},     /* three keys a row (one key alone: dS = P (dP - Delta) = 0
+      {1, 100, -1, 0.0f, 0, 0, 0},  /* causal, a left edge crossing tiles */
+      {0, 64, 32, 0.0f, 0, 0, 0},   /* both edges, not causal */
+      {0, -1, 16, 0.0f, 0, 0, 0},   /* a right edge alone */
+      {1, -1, -1, 30.0f, 0, 0, 0},  /* softcap alone */
+      {1, 50, -1, 20.0f, 0, 0, 0},  /* window and softcap */
+      {1, 70, -1, 0.0f, 1, 37, 0},  /* absolute positions */
+      {0, 1, 1, 0.0f, 0, 0, 0},     /* three keys a row (one key alone: dS = P (dP - Delta) = 0
                                   * exactly, so ref's dQ, dK are ~0 and relative errors noise) */
   };
   const win_t wl[] = {
-      {1, 300, -1, 0.0f, 0, 0},   /* full pairs inside a causal window */
-      {0, 200, 200, 0.0f, 0, 0},  /* and inside a two-sided one */
-      {1, 250, -1, 25.0f, 0, 0},  /* with a softcap */
+      {1, 300, -1, 0.0f, 0, 0, 0},   /* full pairs inside a causal window */
+      {0, 200, 200, 0.0f, 0, 0, 0},  /* and inside a two-sided one */
+      {1, 250, -1, 25.0f, 0, 0, 0},  /* with a softcap */
   };
   const int nw = (int)(sizeof ws / sizeof ws[0]);
   for (int i = 0; i < nw; i++) {

@@ -14,22 +14,14 @@
  *   written: static FP8's prefill, PASA, decode. */
 #include "cudatest.h"
 
-typedef struct {
-  int causal, left, right;
-  float cap;
-  int pos;                    /* absolute positions q_start, kv_start */
-  int64_t q_start, kv_start;
-} win_t;
+typedef ct_win win_t;
 
 
 static const char *PN[] = {"high", "fp8", "nvfp4", "mxfp4", "thrift", "fp8s"};
 
 static lpattn_attn_params params_of(const win_t *w, lpattn_precision prec) {
-  lpattn_attn_params ap;
-  lpattn_attn_params_init(&ap);
-  ap.precision = prec, ap.causal = w->causal, ap.thrift_budget = 0.3f;
-  ap.window_left = w->left, ap.window_right = w->right, ap.softcap = w->cap;
-  if (w->pos) ap.positions = 1, ap.q_start = w->q_start, ap.kv_start = w->kv_start;
+  lpattn_attn_params ap = ct_win_params(w, prec);
+  ap.thrift_budget = 0.3f;
   return ap;
 }
 
