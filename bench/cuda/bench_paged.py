@@ -32,21 +32,23 @@ def main():
              "timed lpattn_paged_decode calls, CUDA events, pool filled by appends once before).",
              "GB/s = stored bytes the decode reads (completed pages in their format, the current tile "
              "high) / time; copy = cudaMemcpy d2d in the same run, (read + write) / time: %.0f GB/s." % copy,
-             "B/token = device bytes per token of the pool (library count / cudaMemGetInfo difference).", "",
+             "B/token = device bytes per token of the pool (library count / cudaMemGetInfo difference).",
+             "pipelined ms = calls back to back (the host's work hidden behind the kernels); host us = the "
+             "call's return on the host (median).", "",
              "| B | context | precision | lpattn ms | GB/s | % of copy | SDPA flash ms | SDPA cuDNN ms | "
-             "speed-up vs cuDNN | B/token lib | B/token dev |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "speed-up vs cuDNN | B/token lib | B/token dev | pipelined ms | host us |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     cache = {}
     for r in (r for r in rows if r["kind"] == "paged"):
         if "ms" not in r:
-            lines.append("| %d | %d | %s | %s | | | | | | | |" % (r["B"], r["ctx"], r["prec"], r["status"]))
+            lines.append("| %d | %d | %s | %s | | | | | | | | | |" % (r["B"], r["ctx"], r["prec"], r["status"]))
             print(lines[-1], flush=True)
             continue
         fl, cu = peers_decode(cache, r["B"], r["ctx"])
-        lines.append("| %d | %d | %s | %.4f | %.0f | %.0f%% | %s | %s | %s | %.0f | %.0f |" % (
+        lines.append("| %d | %d | %s | %.4f | %.0f | %.0f%% | %s | %s | %s | %.0f | %.0f | %s | %s |" % (
             r["B"], r["ctx"], r["prec"], r["ms"], r["gbs"], 100.0 * r["gbs"] / copy, fmt(fl, "%.4f"),
             fmt(cu, "%.4f"), fmt(cu and cu / r["ms"], "%.2fx"), r["lib_bytes_per_token"],
-            r["dev_bytes_per_token"]))
+            r["dev_bytes_per_token"], fmt(r.get("pipe_ms"), "%.4f"), fmt(r.get("host_us"), "%.1f")))
         print(lines[-1], flush=True)
     ms = {(r["B"], r["ctx"], r["prec"]): r["ms"] for r in rows if r["kind"] == "paged" and "ms" in r}
     ratios = ["B = %d, context %d: THRIFT (NVFP4, budget 5%%) / NVFP4 = %.2fx" % (b, c, ms[(b, c, "thrift")] / t)
