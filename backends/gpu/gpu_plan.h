@@ -102,8 +102,8 @@ static inline void lp_plan_grid(unsigned g[3], int64_t Sq, int bq, int64_t Hq, i
   g[0] = (unsigned)((Sq + bq - 1) / bq), g[1] = (unsigned)Hq, g[2] = (unsigned)B;
 }
 /* rows a CTA of the sm_90a kernels takes (gpu_wg_cfg, gpu_wgl_cfg, gpu_wg8_cfg), threads */
-static inline int lp_plan_bq(lp_gpu_path path, int64_t D) { return path == LP_PATH_WG && D == 64 ? 192 : 128; }
-static inline int lp_plan_nt(lp_gpu_path path, int64_t D) { return path == LP_PATH_WG && D == 64 ? 512 : 384; }
+static inline int lp_plan_bq(lp_gpu_path path, int64_t D) { return path == LP_PATH_WG ? 64 * LP_WG_NW(D) : 128; }
+static inline int lp_plan_nt(lp_gpu_path path, int64_t D) { return path == LP_PATH_WG ? 128 * (LP_WG_NW(D) + 1) : 384; }
 
 static inline int lp_plan_vec16(const lpattn_tensor *t) { /* vec_ok of gpu_backend.h */
   return t->stride[3] == 1 && t->stride[0] % 8 == 0 && t->stride[1] % 8 == 0 && t->stride[2] % 8 == 0 &&

@@ -7,6 +7,15 @@
 #include <stdint.h>
 #include "lpattn.h"
 
+/* Warpgroups of 64 query rows each that compute in a CTA of the sm_90a
+ * 16-bit forward kernel (gpu_wg_cfg::NW; the plan's grid and block): 3 at
+ * D = 64 (and at 96 under LP_WG_NW96 = 3, FlashAttention-3's 192-row tile
+ * for head dims up to 96), else 2. */
+#ifndef LP_WG_NW96
+#define LP_WG_NW96 2
+#endif
+#define LP_WG_NW(D) ((D) == 64 ? 3 : (D) == 96 ? LP_WG_NW96 : 2)
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -9,12 +9,13 @@
 #define LP_GPU_SM90_CFG_CUH
 #include <stddef.h>
 
+#include "lp_gpu_args.h" /* LP_WG_NW */
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
 /* The CTA: warpgroup 0 copies (one thread issues TMA copies, each tile
  * announced on an mbarrier when it has landed), warpgroups 1 .. NW compute
- * 64 query rows each (NW = 2; D = 64: 3, whose registers allow it and whose
- * tiles are short on work per barrier); the copier gives its registers to
+ * 64 query rows each (NW = LP_WG_NW(D): 2; D = 64: 3, whose registers allow
+ * it and whose tiles are short on work per barrier); the copier gives its registers to
  * them (setmaxnreg: 24 for the copier, REGS for the others).
  * Tiles of R rows x D 16-bit elements in shared memory: [D/64][R][64], each
  * 128-byte row's 16-byte chunks permuted by chunk ^ (row % 8): the TMA
@@ -25,7 +26,7 @@ namespace LP_GPU_NS {
  * smem selector picks for hdim 96; P V is one wgmma of N = 96. */
 template <int D_> struct gpu_wg_cfg {
   static constexpr int D = D_;
-  static constexpr int NW = D == 64 ? 3 : 2, REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
+  static constexpr int NW = LP_WG_NW(D), REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
   static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, ST = D == 64 ? 4 : D <= 128 ? 3 : 2;
   static constexpr int NT = 128 * (NW + 1);
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
