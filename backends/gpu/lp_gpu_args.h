@@ -9,10 +9,15 @@
 
 /* Warpgroups of 64 query rows each that compute in a CTA of the sm_90a
  * 16-bit forward kernel (gpu_wg_cfg::NW; the plan's grid and block): 3 at
- * D = 64 (and at 96 under LP_WG_NW96 = 3, FlashAttention-3's 192-row tile
- * for head dims up to 96), else 2. */
+ * D = 64, else 2. LP_WG_NW96 and LP_WG_ST96 (gpu_wg_cfg::ST, key stages)
+ * set D = 96's CTA for experiments: NW 3 (FlashAttention-3's 192 rows for
+ * head dims up to 96) ran at 0.65-0.76 of D 128's rate on an H200 where 2
+ * runs at 0.82-0.91 (bench/RESULTS_cuda_h100.md, session 20). */
 #ifndef LP_WG_NW96
 #define LP_WG_NW96 2
+#endif
+#ifndef LP_WG_ST96
+#define LP_WG_ST96 3
 #endif
 #define LP_WG_NW(D) ((D) == 64 ? 3 : (D) == 96 ? LP_WG_NW96 : 2)
 

@@ -178,27 +178,36 @@ __global__ void gpu_quant_kernel(const lp_gpu_append_args a) {
   }
 }
 
-/* SPEC 7 over a decode's chunk partials, in chunk order, one block per row:
- * weights w_i = exp(LSE_i - LSE) once per row in shared memory, then each
- * thread sums its channels over the chunks. Empty chunks (LSE = -inf) add
- * exact zeros, so a row's bits do not depend on the batch's chunk count. */
-__global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
-  extern __shared__ float gpu_w[]; /* n weights, then 2 scalars */
+/* SPEC 7 over a decode's chunk partials. Block (row, 32 channels), 8 warps:
+ * the row's n LSEs staged in shared memory by all threads (one round trip),
+ * weights w_i = exp(LSE_i - LSE) by warp 0 from there, then warp k sums
+ * chunks k, k + 8, ... of its lane's channel (every load of a warp in
+ * flight at once) and the 8 sums are added in warp order. A B = 1 decode
+ * has few rows and many chunks (32 x 128 at 128k): latency, not bytes,
+ * bounds this kernel, 18.7 us a call when one block of a row walked every
+ * chunk. Empty chunks (LSE = -inf) add exact zeros to their warp's sum, and
+ * chunk i goes to warp i % 8 whatever n is, so a row's bits do not depend
+ * on the batch's chunk count. */
+enum { GPU_MERGE_WARPS = 8 };
+__global__ void __launch_bounds__(32 * GPU_MERGE_WARPS) gpu_merge_kernel(const lp_gpu_merge_args a) {
+  extern __shared__ float gpu_w[]; /* n weights, LSE, H, then the warps' sums [8][32] */
   const int64_t rows = (int64_t)a.B * a.H * a.S, row = blockIdx.x;
-  const int n = a.n, lane = threadIdx.x & 31;
+  const int n = a.n, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
   const int64_t s = row % a.S, h = row / a.S % a.H, b = row / a.S / a.H;
-  if (threadIdx.x < 32) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) gpu_w[i] = a.part_l[i * rows + row];
+  __syncthreads();
+  if (wp == 0) {
     float m = gpu_ninf();
-    for (int i = lane; i < n; i += 32) m = fmaxf(m, a.part_l[i * rows + row]);
+    for (int i = lane; i < n; i += 32) m = fmaxf(m, gpu_w[i]);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float sum = 0.0f;
     if (m != gpu_ninf())
-      for (int i = lane; i < n; i += 32) sum += expf(a.part_l[i * rows + row] - m);
+      for (int i = lane; i < n; i += 32) sum += expf(gpu_w[i] - m);
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float L = m == gpu_ninf() ? m : m + logf(sum);
     float H = 0.0f;
     for (int i = lane; i < n; i += 32) {
-      const float wi = L == gpu_ninf() ? 0.0f : expf(a.part_l[i * rows + row] - L);
+      const float wi = L == gpu_ninf() ? 0.0f : expf(gpu_w[i] - L);
       gpu_w[i] = wi;
       if (wi > 0.0f) H += wi * a.part_h[i * rows + row] - lpk_xlogx(wi);
     }
@@ -206,31 +215,39 @@ __global__ void gpu_merge_kernel(const lp_gpu_merge_args a) {
     if (lane == 0) gpu_w[n] = L, gpu_w[n + 1] = H;
   }
   __syncthreads();
-  /* the loads do not depend on w (an empty chunk's partial is read, not
-   * used), so 8 are in flight at once; the sum keeps chunk order */
-  for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-    float y = 0.0f;
-    const int64_t dp = a.Dp ? a.Dp : a.D; /* MLA: the partials' width, out's first D */
+  const int d = blockIdx.y * 32 + lane;
+  const int64_t dp = a.Dp ? a.Dp : a.D; /* MLA: the partials' width, out's first D */
+  float y = 0.0f;
+  if (d < a.D) { /* the loads do not depend on w (an empty chunk's partial is read, not used) */
     const float *po = a.part_o + row * dp + d;
     const int64_t step = rows * dp;
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-      float v[8];
+    constexpr int U = 8, W = GPU_MERGE_WARPS;
+    int i = wp;
+    for (; i + W * (U - 1) < n; i += W * U) {
+      float v[U];
 #pragma unroll
-      for (int u = 0; u < 8; u++) v[u] = po[(i + u) * step];
+      for (int u = 0; u < U; u++) v[u] = po[(int64_t)(i + W * u) * step];
 #pragma unroll
-      for (int u = 0; u < 8; u++) {
-        const float wi = gpu_w[i + u];
+      for (int u = 0; u < U; u++) {
+        const float wi = gpu_w[i + W * u];
         y = wi > 0.0f ? y + wi * v[u] : y;
       }
     }
-    for (; i < n; i++) {
+    for (; i < n; i += W) {
       const float wi = gpu_w[i];
-      if (wi > 0.0f) y += wi * po[i * step];
+      if (wi > 0.0f) y += wi * po[(int64_t)i * step];
     }
-    gpu_store(a.out, a.out_dtype, lpk_off(a.sout, b, h, s, d), y);
   }
-  if (threadIdx.x == 0) {
+  float *part = gpu_w + n + 2;
+  part[wp * 32 + lane] = y;
+  __syncthreads();
+  if (wp == 0 && d < a.D) {
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < GPU_MERGE_WARPS; k++) t += part[k * 32 + lane];
+    gpu_store(a.out, a.out_dtype, lpk_off(a.sout, b, h, s, d), t);
+  }
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
     if (a.lse) a.lse[lpk_off(a.slse, b, h, s, 0)] = gpu_w[n];
     if (a.ent) a.ent[lpk_off(a.sent, b, h, s, 0)] = gpu_w[n + 1];
   }
@@ -267,9 +284,9 @@ lpattn_status gpu_pool_ids_add(int32_t *p, int32_t n, cudaStream_t st) {
 lpattn_status gpu_pool_merge(const lp_gpu_merge_args *a, cudaStream_t st) {
   const int64_t rows = (int64_t)a->B * a->H * a->S;
   if (rows == 0) return LPATTN_OK;
-  const size_t smem = (size_t)(a->n + 2) * 4;
-  if (smem > 48 * 1024) return LPATTN_ERR_UNSUPPORTED;
-  gpu_merge_kernel<<<(unsigned)rows, a->D < 128 ? a->D : 128, smem, st>>>(*a);
+  const size_t smem = (size_t)(a->n + 2 + 32 * GPU_MERGE_WARPS) * 4;
+  if (smem > 48 * 1024 || rows > 0x7fffffff) return LPATTN_ERR_UNSUPPORTED;
+  gpu_merge_kernel<<<dim3((unsigned)rows, (unsigned)((a->D + 31) / 32)), 32 * GPU_MERGE_WARPS, smem, st>>>(*a);
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
 

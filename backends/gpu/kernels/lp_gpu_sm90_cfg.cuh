@@ -27,7 +27,7 @@ namespace LP_GPU_NS {
 template <int D_> struct gpu_wg_cfg {
   static constexpr int D = D_;
   static constexpr int NW = LP_WG_NW(D), REGS = NW == 3 ? 160 : 240; /* 24 x 128 + REGS x 128 NW <= 64K */
-  static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, ST = D == 64 ? 4 : D <= 128 ? 3 : 2;
+  static constexpr int BQ = 64 * NW, BK = D <= 128 ? 128 : 64, ST = D == 64 ? 4 : D == 96 ? LP_WG_ST96 : D <= 128 ? 3 : 2;
   static constexpr int NT = 128 * (NW + 1);
   static constexpr int QB = BQ * D * 2, KB = BK * D * 2; /* bytes of the Q tile, of one K or V tile */
   static constexpr int NBAR = 1 + 4 * ST; /* Q; K full, K empty, V full, V empty per stage */
