@@ -86,7 +86,8 @@ static inline size_t lp_kv_page_off(const lp_kv_layout *L, int64_t num_slots, in
 
 /* Decode splits each sequence's context into chunks of this many tiles,
  * computed independently (online softmax restarted, P quantized against the
- * chunk's running max) and merged by SPEC 7 in chunk order. A constant, so
+ * chunk's running max) and merged by SPEC 7 in an order fixed by the chunk
+ * index (docs/SEMANTICS.md "Decode"). A constant, so
  * results depend on the sequence alone, never on the batch (SPEC 9). */
 #define LP_DECODE_CHUNK_TILES 16
 

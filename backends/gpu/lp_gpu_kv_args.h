@@ -72,7 +72,7 @@ typedef struct {
 } lp_gpu_descales_args;
 
 /* Paged decode: q [num_seqs, Hq, Sq, D]; partial states per chunk of
- * LP_DECODE_CHUNK_TILES tiles, merged afterwards (SPEC 7, chunk order). */
+ * LP_DECODE_CHUNK_TILES tiles, merged afterwards (SPEC 7, gpu_merge_kernel). */
 typedef struct {
   lp_gpu_pool pool;
   lp_gpu_seqs seqs;

@@ -30,7 +30,7 @@
  *   of the online softmax does not matter), cp.async 16-byte copies,
  *   ldmatrix + mma in f16/bf16.
  * The 4 warps' states are merged at the end into the chunk's partial state
- * (O, LSE, H), merged over chunks by the SPEC 7 merge kernel in chunk order.
+ * (O, LSE, H), merged over chunks by the SPEC 7 merge kernel (gpu_merge_kernel).
  * A chunk depends only on its sequence: results are batch-invariant.
  * Files: lp_gpu_decode_prim.cuh (register primitives, CTA context),
  * lp_gpu_decode_low.cuh (low-tile step), lp_gpu_decode_high.cuh
