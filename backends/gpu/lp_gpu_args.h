@@ -122,8 +122,9 @@ typedef struct {
   int64_t sy[4];
 } lp_gpu_dequant_args;
 
-/* SPEC 7 over `n` partials (n = 2: lpattn_merge_states; n = split: decode).
- * Partial i: o (dtype, strides), lse/h f32 with strides. */
+/* SPEC 7 over `n` partials: n = 2 (lpattn_merge_states, lp_gpu_merge.cuh):
+ * partial i is o (dtype, strides), lse/h f32 with strides; or a decode's
+ * n chunk partials part_o/l/h (gpu_merge_kernel). */
 typedef struct {
   int n;
   const void *o[2];
@@ -131,7 +132,7 @@ typedef struct {
   int64_t so[2][4];
   const float *l[2], *hh[2];
   int64_t sl[2][4], sh[2][4];
-  /* decode partials instead (o[] unused when part_o != NULL) */
+  /* a decode's chunk partials instead (o[] unused) */
   const float *part_o, *part_l, *part_h;
   int B, H, S, D; /* D: channels out */
   int Dp;         /* decode partials: f32 per part_o row (MLA: the pool's 576 for D 512); 0: D */
