@@ -73,8 +73,13 @@ class KVPool:
     decodes a whole batch: `slots`, `lengths` [num_seqs], `page_table`
     [num_seqs, max_pages], int32 or int64 (int64 is converted to int32 with
     a range check: a copy, and on a GPU a device sync), on the pool's device
-    (lpattn.h "paged KV storage" says what each must hold). Use a pool from
-    the thread that made it (it holds that thread's lpattn context)."""
+    (lpattn.h "paged KV storage" says what each must hold). max_length
+    (append, decode, prefill) bounds every length of the call and sizes the
+    launch; without it a GPU pool takes the page table's capacity
+    (max_pages * page_size: no device read, so the call can be captured in
+    a CUDA graph; give the batch's longest length for the smallest launch)
+    and a host pool reads the lengths. Use a pool from the thread that made
+    it (it holds that thread's lpattn context)."""
 
     def __init__(self, num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *,
                  precision, like=None, memory=None, backend="auto", **params):
@@ -128,7 +133,20 @@ class KVPool:
     def __exit__(self, *exc):
         self.close()
 
+    def _length_bound(self, max_length, page_table):
+        """max_length as given; without it, on a GPU pool, the page table's
+        capacity (max_pages * page_size): a bound on every length that needs
+        no device read of the lengths (chunks past a sequence's length are
+        empty launches; a row's bits do not depend on the bound, SEMANTICS
+        "Decode"). Host pools read the lengths (_batch)."""
+        if max_length is None and self._mem_gpu:
+            shape = getattr(page_table, "shape", None)
+            if shape is not None and len(shape) == 2:
+                return int(shape[1]) * self.page_size
+        return max_length
+
     def _batch(self, slots, lengths, page_table, max_length):
+        max_length = self._length_bound(max_length, page_table)
         slots, lengths, page_table = (as_int32(x, n) for x, n in (
             (slots, "slots"), (lengths, "lengths"), (page_table, "page_table")))
         vs = _views(("slots", slots), ("lengths", lengths), ("page_table", page_table),
@@ -230,6 +248,7 @@ class KVPool:
 
         q_descale ("fp8_static" pools): float32 [num_seqs, Hkv] or one
         number; q is cast to E4M3(q / q_descale) (None: 1)."""
+        max_length = self._length_bound(max_length, page_table)
         if (_fast.mod is not None and self.handle and max_length is not None and kv_start is None
                 and q_start is None and q_descale is None and not (return_lse or return_entropy)):
             addr = shared_params_addr(self._precision, True, sm_scale, thrift_budget, thrift_k,

@@ -2,7 +2,8 @@
 lpattn_paged_prefill; docs/SEMANTICS.md "Prefill against the paged pool"):
 rows bitwise the decode of their positions (a twin pool fed one token at a
 time), chunked calls equal one call, varlen equals a call per sequence, and a
-prefill captured in torch.cuda.graph replays to the eager bits. Skipped
+prefill captured in torch.cuda.graph replays to the eager bits, and a decode
+without max_length (bounded by the page table) equals one with it. Skipped
 without a CUDA device (or a library built without the CUDA backend).
 
     LPATTN_LIBRARY=build/liblpattn.so PYTHONPATH=python python3 python/tests/run.py test_prefill_cuda"""
@@ -107,6 +108,33 @@ class CudaPrefillTest(unittest.TestCase):
         want = ep.prefill(q, k, v, slots, lens, table)
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(out, want))
+
+    def test_decode_without_max_length(self):
+        """No max_length on a GPU pool: the page table's capacity (32 pages,
+        two chunks) bounds the lengths instead of a device read of them; the
+        bits equal the call given the longest length (one chunk), and the
+        call captures in a graph."""
+        for precision in ("high", "nvfp4"):
+            with self.subTest(precision=precision):
+                pool = lpattn.KVPool(64, 2, HKV, HQ, D, precision=precision,
+                                     like=torch.empty(0, device="cuda"))
+                slots = torch.tensor([0, 1], **self.i32)
+                table = torch.arange(64, **self.i32).view(2, 32).contiguous()
+                k, v, q = (x[:, :, :70].contiguous() for x in (self.k, self.v, self.q))
+                pool.append(k, v, slots, torch.zeros(2, **self.i32), table, q=q, max_length=0)
+                lens = torch.full((2,), 70, **self.i32)
+                qd = self.q[:, :, 70:71].contiguous()
+                want = pool.decode(qd, slots, lens, table, max_length=70)
+                self.assertTrue(torch.equal(pool.decode(qd, slots, lens, table), want))
+                out = torch.empty_like(want)
+                pool.decode(qd, slots, lens, table, out=out)  # the workspace grows outside
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    pool.decode(qd, slots, lens, table, out=out)
+                out.zero_()
+                g.replay()
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(out, want))
 
 
 if __name__ == "__main__":
