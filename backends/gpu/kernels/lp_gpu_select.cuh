@@ -326,10 +326,11 @@ static lpattn_status gpu_smem_opt_in(const void *fn, size_t smem) {
 /* nqx query tiles: Qbar, KMAX's scores (rule KMAX, not leaky), selection. */
 lpattn_status gpu_select(const gpu_select_args *a, int nqx, cudaStream_t st) {
   const unsigned Hs = (unsigned)gpu_sel_heads(*a), B = (unsigned)a->B;
+  const bool kmax = !a->leaky && (a->rule & LPATTN_THRIFT_RULE_KMAX);
+  if (kmax && a->T != 64) return LPATTN_ERR_UNSUPPORTED; /* its reduction and staging assume T = 64 */
   if (!a->leaky) {
     gpu_qbar_kernel<<<dim3((unsigned)nqx, Hs, B), 128, 0, st>>>(*a);
-    if (a->rule & LPATTN_THRIFT_RULE_KMAX) {
-      if (a->T != 64) return LPATTN_ERR_UNSUPPORTED; /* its reduction and staging assume T = 64 */
+    if (kmax) {
       const int C = gpu_kmax_smem_bytes(a, 2) <= GPU_KMAX_LDS ? 2 : 1;
       const void *fn = C == 2 ? (const void *)gpu_kmax_kernel<2> : (const void *)gpu_kmax_kernel<1>;
       const size_t km = gpu_kmax_smem_bytes(a, C);
