@@ -6,13 +6,20 @@ From Dao-AILab/flash-attention tests/test_flash_attn.py test_flash_attn_output:
 the head dims, the ten (Sq, Sk) pairs, 6 query heads over 6 / 2 / 1 KV heads
 (MHA, GQA, MQA), f16 and bf16, and attention_ref: the reference (upcast:
 float32 throughout) and the same math in 16 bits (upcast=False: the score and
-P V products in the input dtype, the softmax in float32 rounded to it;
-reorder_ops=True scales k instead of q). The causal mask is bottom-right
+P V products in the input dtype, torch.softmax of the 16-bit scores, P in the
+input dtype, so its backward runs on the rounded P too; reorder_ops=True
+scales k instead of q). The causal mask is bottom-right
 (key c masked iff c > r + Sk - Sq), a row that sees no key is 0.
 The rule (x = out, dq, dk or dv): max |x - x_ref| <= 2 max |x_pt - x_ref| +
 atol, atol = 2 max |x_ref + 0.3 - 0.3 - x_ref| (hopper/test_flash_attn.py's
 floor; here x_ref stays float32, so it is float32's rounding floor)."""
 import torch
+
+DIMS = (32, 40, 59, 64, 96, 111, 128, 160, 192, 224, 256)
+PAIRS = ((113, 203), (128, 217), (113, 211), (108, 256), (256, 512), (512, 256),
+         (1024, 1024), (1023, 1024), (1024, 1023), (2048, 2048))
+HEADS = ((6, 6), (6, 2), (6, 1))
+DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _mm(a, b):
@@ -22,12 +29,6 @@ def _mm(a, b):
     if a.is_cuda or a.dtype == torch.float32:
         return a @ b
     return (a.float() @ b.float()).to(a.dtype)
-
-DIMS = (32, 40, 59, 64, 96, 111, 128, 160, 192, 224, 256)
-PAIRS = ((113, 203), (128, 217), (113, 211), (108, 256), (256, 512), (512, 256),
-         (1024, 1024), (1023, 1024), (1024, 1023), (2048, 2048))
-HEADS = ((6, 6), (6, 2), (6, 1))
-DTYPES = (torch.float16, torch.bfloat16)
 
 
 def math(q, k, v, causal, upcast, reorder=False):
@@ -48,7 +49,7 @@ def math(q, k, v, causal, upcast, reorder=False):
         c = torch.arange(Sk, device=q.device)[None, :]
         masked = c > r + (Sk - Sq)
         s = s.masked_fill(masked, float("-inf"))
-    p = torch.softmax(s.float(), dim=-1).to(v.dtype)
+    p = torch.softmax(s, dim=-1).to(v.dtype)  # 16-bit s: float32 inside, P rounded
     if masked is not None and bool(masked.all(-1).any()):  # rows with no key: 0, not NaN
         p = p.masked_fill(masked.all(-1, keepdim=True), 0.0)
     o = _mm(p, v)

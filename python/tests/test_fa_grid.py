@@ -31,7 +31,8 @@ MHA/GQA/MQA and causal rotated (causal (512, 256) among them), at B = 2
 on the host too (cpu: ~40 min on 2 cores; ref, the f64 oracle: hours;
 LPATTN_FA_GRID_BACKENDS=cpu keeps it to cpu). Each case's references are
 computed once and serve every backend; on the CPU the 16-bit math's products
-are float32 products rounded to the dtype (fa_rule._mm).
+are float32 products rounded to the dtype, as a GPU GEMM forms them
+(fa_rule._mm: torch's CPU float16 matmul is slow).
 """
 import os
 import time
