@@ -59,4 +59,19 @@ static inline LP_HD int lp_thrift_k_rule(int k_fixed, float budget, int causal, 
   return k_fixed > 0 ? (k_fixed < n ? k_fixed : n) : lp_thrift_k_calc(n, budget, causal);
 }
 
+/* THRIFT's k under a sliding window (SEMANTICS "Sliding window and
+ * softcap"; left, right < 0: unbounded on that side, right 0 under causal):
+ * a query tile's rows see a run of left + right + Bq keys at most, which
+ * spans at most ceil((span - 1) / Bk) + 1 KV tiles, each about as many for
+ * every query tile: the non-causal k/n rule over them (core/window.c for
+ * the host, the GPU decode's selection on the device). */
+static inline LP_HD int lp_thrift_k_span(int k_fixed, float budget, int causal, int64_t n_tiles, int64_t left,
+                                         int64_t right, int64_t Bq, int64_t Bk) {
+  if (left < 0 || right < 0) return lp_thrift_k_rule(k_fixed, budget, causal, n_tiles);
+  const int64_t span = left + right + Bq;
+  int64_t nw = (span - 1 + Bk - 1) / Bk + 1;
+  if (nw > n_tiles) nw = n_tiles;
+  return lp_thrift_k_rule(k_fixed, budget, 0, nw);
+}
+
 #endif

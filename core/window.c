@@ -9,15 +9,7 @@
 
 int lp_thrift_k_window(const lpattn_attn_problem *pr, int k_fixed, int causal, int64_t n_tiles) {
   const int64_t right = pr->causal ? 0 : pr->window_right;
-  if (pr->window_left < 0 || right < 0) /* unbounded on a side: the whole call's tiles */
-    return lp_thrift_k_rule(k_fixed, pr->thrift_budget, causal, n_tiles);
-  /* A query tile's rows see a run of left + right + Bq keys at most, which
-   * spans at most ceil((span - 1) / Bk) + 1 KV tiles, each about as many for
-   * every query tile: the non-causal k/n rule over them. */
-  const int64_t span = pr->window_left + right + pr->Bq;
-  int64_t nw = lp_tile_count(span - 1, pr->Bk) + 1;
-  if (nw > n_tiles) nw = n_tiles;
-  return lp_thrift_k_rule(k_fixed, pr->thrift_budget, 0, nw);
+  return lp_thrift_k_span(k_fixed, pr->thrift_budget, causal, n_tiles, pr->window_left, right, pr->Bq, pr->Bk);
 }
 
 lpattn_status lp_resolve_window(const lpattn_attn_params *p, lpattn_attn_problem *pr) {
@@ -45,9 +37,12 @@ lpattn_status lp_resolve_window(const lpattn_attn_params *p, lpattn_attn_problem
 lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr, lp_window_op op) {
   if (ctx->kind != LPATTN_BACKEND_CUDA && ctx->kind != LPATTN_BACKEND_HIP) return LPATTN_OK;
   /* The GPU prefill and backward take them on their mma.sync kernels (not
-   * static FP8's sm_90a kernel); decode, caches and pools not yet. */
+   * static FP8's sm_90a kernel); CUDA's paged decode (pools, caches and the
+   * paged prefill, which all run on it) in every pool precision; HIP's
+   * decode kernel (lp_gpu_decode_hip.cuh) not yet. */
   if (op == LP_WINDOW_PREFILL && pr->precision != LPATTN_PREC_FP8_STATIC) return LPATTN_OK;
   if (op == LP_WINDOW_BACKWARD) return LPATTN_OK;
+  if (op == LP_WINDOW_DECODE && ctx->kind == LPATTN_BACKEND_CUDA) return LPATTN_OK;
   const char *be = lpattn_backend_name(ctx->kind);
   const char *what = op == LP_WINDOW_PREFILL ? "static FP8 (FP8_STATIC) prefill" : "decode (caches, pools)";
   if (pr->window_left >= 0)

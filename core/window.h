@@ -35,7 +35,7 @@ typedef enum { LP_WINDOW_PREFILL, LP_WINDOW_BACKWARD, LP_WINDOW_DECODE } lp_wind
 
 /* UNSUPPORTED, naming the field, when pr has a window or a softcap and ctx's
  * backend does not take them for op (cuda, hip: the prefill takes them but
- * for static FP8; the backward and decode not yet). */
+ * for static FP8, the backward too; decode on cuda, not yet on hip). */
 lpattn_status lp_window_backend(const lpattn_ctx *ctx, const lpattn_attn_problem *pr, lp_window_op op);
 
 #ifdef __cplusplus

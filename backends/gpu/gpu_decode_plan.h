@@ -33,6 +33,7 @@ typedef struct {
   lpattn_dtype hdt, qdt;      /* the pool's high dtype, the queries' */
   int unit_strides, score_f16;/* slots, lengths, table rows contiguous; f16 scores asked */
   int num_seqs, sharded, Sq;  /* sequences, kv_start given, query rows per sequence */
+  int win;                    /* a sliding window or a softcap (core refuses them with PASA) */
   int64_t max_length;         /* the batch's longest sequence */
 } lp_gpu_decode_problem;
 
@@ -73,6 +74,7 @@ static inline int lp_gpu_decode_plan_make(const lp_gpu_decode_problem *pr, const
   if (!dev->decode(pr->D, pr->hdt)) return 0;
   if (pr->Sq < 1 || pr->Sq > pr->T) return p->st = LPATTN_ERR_INVALID_ARGUMENT, 0;
   if (pr->pasa && pr->hdt != LPATTN_F16) return 0; /* PASA kernels are f16 (SEMANTICS PASA) */
+  if (pr->pasa && pr->win) return 0;               /* no PASA _win kernels (core refuses them first) */
   const int ns = pr->num_seqs, Hq = pr->Hq, D = pr->D, Sq = pr->Sq;
   /* chunks of LP_DECODE_CHUNK_TILES pages; a shard's chunks lie in its
    * sequence's tiles (core/kvpage.h), which may take one more */
@@ -95,7 +97,7 @@ static inline int lp_gpu_decode_plan_make(const lp_gpu_decode_problem *pr, const
   p->select = pr->has_qmean;
   p->at_sel = at; /* [ns][Hq][2 query tiles][words] */
   p->ws = at + ((size_t)ns * Hq * 2 * p->words * 4 + 255) / 256 * 256;
-  p->k.kernel = lp_decode_kernel(pr->has_low, pr->fmt, pr->fp8s), p->k.pasa = pr->pasa;
+  p->k.kernel = lp_decode_kernel(pr->has_low, pr->fmt, pr->fp8s), p->k.pasa = pr->pasa, p->k.win = pr->win;
   /* a CTA: one chunk, `rows` query rows of one kv head's group, one sequence */
   const int G = Hq / pr->Hkv, nrb = (G * Sq + dev->rows - 1) / dev->rows;
   p->k.grid[0] = (unsigned)p->nchunk, p->k.grid[1] = (unsigned)(pr->Hkv * nrb), p->k.grid[2] = (unsigned)ns;

@@ -302,6 +302,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
   dp.unit_strides = unit_strides(batch), dp.score_f16 = pr->score_f16;
   dp.num_seqs = batch->num_seqs, dp.sharded = batch->kv_start.data != NULL;
   dp.Sq = (int)pr->q->shape[2], dp.max_length = batch->max_length;
+  dp.win = pr->window_left >= 0 || pr->softcap != 0.0f; /* decode is causal: window_right is moot */
   lp_gpu_decode_plan P;
   if (!lp_gpu_decode_plan_make(&dp, &gpu_decode_dev, &P)) return P.st;
   *need_out = P.ws;
@@ -317,6 +318,8 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
     a.q = pr->q->data;
     memcpy(a.sq, pr->q->stride, sizeof a.sq);
     a.Sq = Sq, a.nchunk = P.nchunk, a.chunk_tiles = LP_DECODE_CHUNK_TILES, a.sm_scale = pr->sm_scale;
+    a.win_left = (int)pr->window_left; /* -1 or >= 0 (an int in params) */
+    a.softcap = pr->softcap;
     a.part_o = (float *)(w + P.at_o), a.part_l = (float *)(w + P.at_l), a.part_h = (float *)(w + P.at_h);
     if (dp.fp8s && pr->q_descale) { /* {1, 1, num_seqs, Hkv} (core/fp8s.c) */
       a.q_desc = (const float *)pr->q_descale->data;

@@ -96,6 +96,11 @@ typedef struct {
    * + h * sqd[1]] (element strides), or NULL (1) */
   const float *q_desc;
   int64_t sqd[2];
+  /* sliding window and softcap (core/mask.h; SEMANTICS "Sliding window and
+   * softcap"): row p sees keys p - win_left .. p (-1: unbounded), scores
+   * capped by softcap (0: off) */
+  int win_left;
+  float softcap;
 } lp_gpu_pdecode_args;
 
 /* The kernel of a decode variant a call runs and its launch, as
@@ -103,6 +108,7 @@ typedef struct {
 enum { LP_DEC_HIGH, LP_DEC_NVFP4, LP_DEC_MXFP4, LP_DEC_FP8, LP_DEC_FP8S, LP_DEC_N };
 typedef struct {
   int kernel, pasa;          /* LP_DEC_*; the PASA kernel (f16 variants) */
+  int win;                   /* the _win kernel: a sliding window or a softcap (not PASA) */
   unsigned grid[3], block;
 } lp_gpu_dec_launch;
 

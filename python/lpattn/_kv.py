@@ -244,7 +244,8 @@ class KVPool:
         window=(left, right) (right is moot: decode is causal): each row sees
         the keys at positions p - left .. p; pages wholly before the window
         are not read. softcap: s = softcap * tanh(s / softcap). Host
-        backends (docs/SEMANTICS.md "Sliding window and softcap").
+        backends and CUDA, every pool precision but PASA (docs/SEMANTICS.md
+        "Sliding window and softcap"); HIP: UNSUPPORTED.
 
         q_descale ("fp8_static" pools): float32 [num_seqs, Hkv] or one
         number; q is cast to E4M3(q / q_descale) (None: 1)."""

@@ -131,15 +131,23 @@ static const conf_bwd_case conf_bwd_cases[] = {
  * tokens in one call, Sq 1 and 5; f16 high pages, page 64, Hq 8, Hkv 2,
  * D 128. prefill: lpattn_paged_prefill of 40 new tokens onto two of them.
  * FP8_STATIC: each slot's descales set first (lpattn_kv_pool_set_descales),
- * q_descale in the call. */
+ * q_descale in the call. win 1: params.window_left = wl (-1 unbounded) and
+ * softcap cap (decode is causal: no window_right) on every precision, a
+ * window smaller than a page, of part of the sequences, the softcap alone. */
 typedef struct {
   lpattn_precision prec;
   int pasa, prefill;
+  int win, wl;
+  float cap;
 } conf_paged_case;
 
 static const conf_paged_case conf_paged_cases[] = {
     {HI, 0, 0}, {F8, 0, 0}, {NV, 0, 0}, {MX, 0, 0}, {TH, 0, 0}, {NV, 1, 0}, {HI, 1, 0},
     {HI, 0, 1}, {NV, 0, 1}, {FS, 0, 0}, {FS, 0, 1}, {F8, 0, 1}, {MX, 0, 1}, {TH, 0, 1}, {NV, 1, 1},
+    /* sliding window and softcap */
+    {HI, 0, 0, 1, 100, 0.0f}, {F8, 0, 0, 1, 100, 0.0f}, {NV, 0, 0, 1, 100, 5.0f}, {MX, 0, 0, 1, 20, 0.0f},
+    {TH, 0, 0, 1, 150, 0.0f}, {FS, 0, 0, 1, 100, 0.0f}, {HI, 0, 0, 1, -1, 10.0f}, {NV, 0, 1, 1, 100, 0.0f},
+    {TH, 0, 1, 1, 60, 8.0f},
 };
 
 /* MLA decode through the paged pool (conf_mla.c, issue 27 item 3): head dims

@@ -113,6 +113,7 @@ static lpattn_status paged_side(lpattn_ctx *ctx, int side, const conf_paged_case
     lpattn_attn_params p;
     lpattn_attn_params_init(&p);
     p.thrift_k = 3; /* tests/ref/test_ref_paged.c */
+    if (c->win) p.window_left = c->wl, p.softcap = c->cap;
     if (c->prec == LPATTN_PREC_FP8_STATIC) p.q_descale = dq;
     lpattn_attn_aux aux;
     lpattn_attn_aux_init(&aux);
@@ -163,13 +164,14 @@ static void paged_case(const conf_paged_case *c, int64_t Sq) {
   const conf_q qs[3] = {{"O", conf_relerr(r[0].o.h, r[1].o.h, LPATTN_F32, rows * PD), b.o},
                         {"LSE", conf_maxabs(r[0].l.h, r[1].l.h, rows), b.lse},
                         {"H", conf_maxabs(r[0].h.h, r[1].h.h, rows), b.ent}};
-  char params[128];
+  char params[128], win[40] = "";
+  if (c->win) snprintf(win, sizeof win, " win%d cap%g", c->wl, (double)c->cap);
   if (c->prefill)
-    snprintf(params, sizeof params, "%s%s +%d tokens onto 70,129 Hq8 Hkv2 D128 page64", c->pasa ? "pasa " : "",
-             PN[c->prec], PNEW);
+    snprintf(params, sizeof params, "%s%s +%d tokens onto 70,129 Hq8 Hkv2 D128 page64%s", c->pasa ? "pasa " : "",
+             PN[c->prec], PNEW, win);
   else
-    snprintf(params, sizeof params, "%s%s Sq%lld lens 300,70,129 Hq8 Hkv2 D128 page64", c->pasa ? "pasa " : "",
-             PN[c->prec], (long long)Sq);
+    snprintf(params, sizeof params, "%s%s Sq%lld lens 300,70,129 Hq8 Hkv2 D128 page64%s", c->pasa ? "pasa " : "",
+             PN[c->prec], (long long)Sq, win);
   conf_report(c->prefill ? OP_PREFILL : OP_PAGED, params, sb, sr, qs, 3);
   for (int s = 0; s < 2; s++) cb_free(&r[s].o), cb_free(&r[s].l), cb_free(&r[s].h);
 }

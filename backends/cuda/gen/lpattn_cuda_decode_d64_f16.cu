@@ -7,45 +7,65 @@
 #include "lp_gpu_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d64_f16_high(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, -1, 3, false>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, -1, 3, false, false, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d64_f16_high_pasa(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, -1, 3, true>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, -1, 3, true, false, false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 3) lpattn_cuda_decode_d64_f16_high_win(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, -1, 3, false, false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_nvfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 0, 2, false>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 0, 2, false, false, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_nvfp4_pasa(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 0, 2, true>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 0, 2, true, false, false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_nvfp4_win(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 0, 2, false, false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_mxfp4(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 1, 2, false>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 1, 2, false, false, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_mxfp4_pasa(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 1, 2, true>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 1, 2, true, false, false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) lpattn_cuda_decode_d64_f16_mxfp4_win(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 1, 2, false, false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_fp8(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false, false, false>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_fp8_pasa(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, true>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, true, false, false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_fp8_win(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false, false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_fp8s(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false, true>(a);
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false, true, false>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d64_f16_fp8s_win(const lp_gpu_pdecode_args a) {
+  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 64, 2, 3, false, true, true>(a);
 }
 
 namespace lpattn_cuda {
-/* the kernels by lp_gpu_dec_launch (PASA, LP_DEC_*), in the order above */
+/* the kernels by lp_gpu_dec_launch (mode: plain, PASA, _win; LP_DEC_*), in the order above */
 typedef lpattn_status (*lpd_fn)(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t);
-static const lpd_fn lpattn_cuda_decode_d64_f16_k[2][LP_DEC_N] = {
+static const lpd_fn lpattn_cuda_decode_d64_f16_k[3][LP_DEC_N] = {
   {
     lpd_launch<::lpattn_cuda_decode_d64_f16_high, 64, false, 3>,
     lpd_launch<::lpattn_cuda_decode_d64_f16_nvfp4, 64, true, 2>,
@@ -60,9 +80,16 @@ static const lpd_fn lpattn_cuda_decode_d64_f16_k[2][LP_DEC_N] = {
     lpd_launch<::lpattn_cuda_decode_d64_f16_fp8_pasa, 64, true, 3>,
     lpd_launch<::lpattn_cuda_decode_d64_f16_fp8s, 64, true, 3>,
   },
+  {
+    lpd_launch<::lpattn_cuda_decode_d64_f16_high_win, 64, false, 3>,
+    lpd_launch<::lpattn_cuda_decode_d64_f16_nvfp4_win, 64, true, 2>,
+    lpd_launch<::lpattn_cuda_decode_d64_f16_mxfp4_win, 64, true, 2>,
+    lpd_launch<::lpattn_cuda_decode_d64_f16_fp8_win, 64, true, 3>,
+    lpd_launch<::lpattn_cuda_decode_d64_f16_fp8s_win, 64, true, 3>,
+  },
 };
 lpattn_status lpattn_cuda_decode_d64_f16(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t s) {
-  if (l->kernel < 0 || l->kernel >= LP_DEC_N) return LPATTN_ERR_UNSUPPORTED;
-  return lpattn_cuda_decode_d64_f16_k[l->pasa ? 1 : 0][l->kernel](a, l, s);
+  if (l->kernel < 0 || l->kernel >= LP_DEC_N || (l->pasa && l->win)) return LPATTN_ERR_UNSUPPORTED;
+  return lpattn_cuda_decode_d64_f16_k[l->win ? 2 : l->pasa ? 1 : 0][l->kernel](a, l, s);
 }
 } // namespace lpattn_cuda

@@ -221,8 +221,9 @@ template <int D> __device__ __forceinline__ void lpd_merge_warps(const lpd_ctx<D
 
 /* PASA: the pool is a PASA pool (a constant, so that the other kernels'
  * tile loops carry no PASA code; the launcher picks the kernel by the pool).
- * S8: an FP8_STATIC pool (FMT FP8; every tile low, lpd_sel_fp8s). */
-template <typename HT, int D, int FMT, int RING, bool PASA, bool S8 = false>
+ * S8: an FP8_STATIC pool (FMT FP8; every tile low, lpd_sel_fp8s). WIN: the
+ * call has a sliding window or a softcap (the plan's k.win; never PASA). */
+template <typename HT, int D, int FMT, int RING, bool PASA, bool S8 = false, bool WIN = false>
 __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   typedef lpd_smem<D> SM;
   constexpr int T = LPD_T, LDH = SM::LDH;
@@ -255,6 +256,15 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.jdiag = max(C.q0, 0) / T;
   const int ntile = C.len > 0 ? (C.len + T - 1) / T : 0;
   C.j0 = max(C.chunk * a.chunk_tiles - t0m, 0), C.j1 = min((C.chunk + 1) * a.chunk_tiles - t0m, ntile);
+  /* WIN (the _win kernels): the window and softcap at run time; the others
+   * fold them away (no registers, no instructions) */
+  C.win = WIN && a.win_left >= 0, C.wl = WIN ? a.win_left : 0, C.cap = WIN ? a.softcap : 0.0f;
+  if (C.win) { /* tiles wholly before the call's first row's window: never read */
+    const lp_mask m = {1, 0, a.win_left, -1, T};
+    int64_t w0, w1;
+    lp_mask_tiles(&m, C.q0, C.q0, T, ntile, &w0, &w1);
+    C.j0 = max(C.j0, (int)w0);
+  }
   C.slot = a.seqs.slots[C.b];
   if (C.j0 >= C.j1 || C.slot < 0 || C.slot >= P.num_slots) {
     if (threadIdx.x < 8 && C.live(threadIdx.x)) {

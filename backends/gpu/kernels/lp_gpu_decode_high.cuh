@@ -63,8 +63,8 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
     const unsigned short *Ks = (const unsigned short *)(mybuf + (dbl ? (k & 1) * SM::HSUB : 0)), *Vs = Ks + 16 * LDH;
     bool vis[2];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
-      vis[i] = C.R.live[i] && key0 <= C.R.p[i] &&
+    for (int i = 0; i < 2; i++) /* keys key0..key0 + 15 meet the row's window p - wl .. p */
+      vis[i] = C.R.live[i] && key0 <= C.R.p[i] && (!C.win || key0 + 15 + C.wl >= C.R.p[i]) &&
                (sel.high(j, C.R.p[i]) || (j < C.R.p[i] / T && ((C.R.sel[i] >> (j - C.j0)) & 1u)));
     if (!__any_sync(0xffffffffu, vis[0] || vis[1])) {
       __syncwarp();
@@ -99,8 +99,9 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int i = e >> 1, key = key0 + 8 * nb + 2 * t + (e & 1);
-        const float v = !(vis[i] && key <= C.R.p[i]) ? gpu_ninf()
-                        : C.pasa ? lpk_round_f16(c[nb][e]) + ch : __fmul_rn(c[nb][e], a.sm_scale);
+        const float v = !(vis[i] && key <= C.R.p[i] && (!C.win || key + C.wl >= C.R.p[i])) ? gpu_ninf()
+                        : C.pasa ? lpk_round_f16(c[nb][e]) + ch
+                                 : lp_softcap_f32(__fmul_rn(c[nb][e], a.sm_scale), C.cap);
         c[nb][e] = v;
         tm[i] = fmaxf(tm[i], v);
       }
@@ -132,7 +133,8 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
        * sub-block, so that 0 x NaN does not reach the others */
       bool part = false;
 #pragma unroll
-      for (int i = 0; i < 2; i++) part |= C.R.live[i] && !(vis[i] && key0 + 15 <= C.R.p[i]);
+      for (int i = 0; i < 2; i++)
+        part |= C.R.live[i] && !(vis[i] && key0 + 15 <= C.R.p[i] && (!C.win || key0 + C.wl >= C.R.p[i]));
       const bool bf = gpu_nf_bf<HT>::v;
       if (__any_sync(0xffffffffu, part) && GPU_NF && __any_sync(0xffffffffu, gpu_nf_scan(Vs, 16, D, LDH, bf, lane, 32))) {
         const unsigned short m = bf ? 0x7f80u : 0x7c00u;
@@ -142,7 +144,8 @@ __device__ __forceinline__ void lpd_high_tiles(const lpd_ctx<D> &C, lpd_acc<D> &
           for (int e = 0; e < 4; e++) {
             const int i = e >> 1, d = 8 * n + 2 * t + (e & 1);
             bool bad = false;
-            for (int kk = 0; kk < 16 && vis[i] && key0 + kk <= C.R.p[i]; kk++) bad |= (Vs[kk * LDH + d] & m) == m;
+            for (int kk = 0; kk < 16 && vis[i] && key0 + kk <= C.R.p[i]; kk++)
+              bad |= (!C.win || key0 + kk + C.wl >= C.R.p[i]) && (Vs[kk * LDH + d] & m) == m; /* the row's keys */
             if (bad) A.acc[n][e] += gpu_nf_nan();
           }
         __syncwarp();

@@ -47,6 +47,7 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
   const float qs0 = qf[2 * t] * a.sm_scale, qs1 = qf[2 * t + 1] * a.sm_scale;
   const bool pasa = C.pasa; /* scores in one absolute frame: f16(shifted score) + c */
   const bool two = C.two;   /* odd slots hold rows (lpd_lrow) */
+  const bool pmask = S8 || C.win; /* tiles seen in part: masked keys' v = -inf */
   /* below the last row's tile (the slot's last tile, or all of an earlier shard's);
    * FP8_STATIC: up to it */
   const int jl1 = min(j1, (C.q0 + C.Sq - 1) / T + (S8 ? 1 : 0));
@@ -94,7 +95,8 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
     bool vis[2];
 #pragma unroll
     for (int i = 0; i < 2; i++)
-      vis[i] = has && C.RL.live[i] && sel.low(j, C.RL.p[i]) && !((C.RL.sel[i] >> (j - j0)) & 1u);
+      vis[i] = has && C.RL.live[i] && sel.low(j, C.RL.p[i]) && !((C.RL.sel[i] >> (j - j0)) & 1u) &&
+               (!C.win || j * T + T - 1 + C.wl >= C.RL.p[i]); /* the tile meets the row's window */
     float s[4][4]; /* m-tile mt: (key A, row 2t), (A, 2t+1), (B, 2t), (B, 2t+1) */
     float tm[2] = {gpu_ninf(), gpu_ninf()};
     const bool any = __any_sync(0xffffffffu, vis[0] || vis[1]); /* warp-uniform */
@@ -193,8 +195,10 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           for (int h = 0; h < 2; h++) {
             const int e = 2 * h + i;
             const float v = ((c[e] + c2[e]) * kf[h]) * (i ? qs1 : qs0);
-            const bool seen = !S8 || j * T + (h ? kB : kA) <= C.RL.p[i]; /* S8: the row's own tile */
-            s[mt][e] = vis[i] && seen ? (pasa ? lpk_round_f16(v) + cl[i] : v) : gpu_ninf();
+            /* S8: the row's own tile; a window's left edge tile: keys p - wl on */
+            const int kp = j * T + (h ? kB : kA);
+            const bool seen = (!S8 || kp <= C.RL.p[i]) && (!C.win || kp + C.wl >= C.RL.p[i]);
+            s[mt][e] = vis[i] && seen ? (pasa ? lpk_round_f16(v) + cl[i] : lp_softcap_f32(v, C.cap)) : gpu_ninf();
             tm[i] = fmaxf(tm[i], s[mt][e]);
           }
         }
@@ -237,11 +241,12 @@ __device__ __forceinline__ void lpd_low_tiles(const lpd_ctx<D> &C, lpd_acc<D> &A
           for (int h = 0; h < 2; h++) {
             const int e = 2 * h + i;
             const float v = s[mt][e];
-            /* a row sees a low tile in full (v finite) or not at all (v = -inf,
-             * bias 0: p = 0; its sums are not used) */
+            /* a row sees a low tile in full (v finite), in part (S8's own
+             * tile, a window's left edge: the masked keys' v = -inf, p = 0)
+             * or not at all (v = -inf, bias 0: p = 0; its sums are not used) */
             const float p = __expf(v + sp[i].bias);
             ps[i] += p;
-            pss[i] += S8 && p == 0.0f ? 0.0f : p * v; /* S8: a masked key (v = -inf) of a seen tile */
+            pss[i] += pmask && p == 0.0f ? 0.0f : p * v; /* a masked key (v = -inf) of a seen tile */
             ga[i] = fmaxf(ga[i], p);
             s[mt][e] = p;
           }

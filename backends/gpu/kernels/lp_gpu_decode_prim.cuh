@@ -6,6 +6,7 @@
 #define LP_GPU_DECODE_PRIM_CUH
 #include "lp_gpu.cuh"
 #include "lp_gpu_kv_args.h"
+#include "mask.h" /* the sliding window's tiles, the softcap */
 
 #include "lp_gpu_ns.cuh"
 namespace LP_GPU_NS {
@@ -166,6 +167,9 @@ template <int D> struct lpd_ctx {
   uint32_t *rsel;         /* THRIFT: block row r's selected tiles of the chunk, bit j - j0 */
   int q0;                 /* slot position of q's first row: len - Sq, or q_start - kv_start (shards) */
   int jdiag;              /* the tile of the call's first query position */
+  bool win;               /* a sliding window (the _win kernels only: a constant elsewhere) */
+  int wl;                 /* win: row p sees keys p - wl .. p (lp_mask_sees, causal, off 0) */
+  float cap;              /* softcap (0: off; the _win kernels only) */
   bool thrift, pasa;
   bool two;               /* the block has rows in odd low slots (more than 4 live rows) */
   const int32_t *table;

@@ -13,9 +13,16 @@
  *     best full tiles (the diagonal tile i is always high) in a bit mask:
  *     larger score first, ties to the lower j, NaN last (lp_tile_modes),
  *     through a radix select of the k - 1 largest keys; the q heads of one
- *     kv head share a block (and the key means it reads). */
+ *     kv head share a block (and the key means it reads). A sliding window
+ *     (a.win_left >= 0; SEMANTICS "Sliding window and softcap") classes the
+ *     tiles j < i for query tile i as ref_decode.c does (lp_mask_kind):
+ *     masked ones are never scored nor selected, edge ones are always
+ *     selected and count among the k as the diagonal one does, k comes from
+ *     the tiles a window spans (lp_thrift_k_span), the k - edges - 1 best
+ *     full tiles are marked. */
 #include "lp_gpu.cuh"
 #include "lp_gpu_kv_args.h"
+#include "mask.h"
 #include "thrift_k.h"
 
 #include "lp_gpu_ns.cuh"
@@ -170,11 +177,28 @@ __global__ void __launch_bounds__(LPT_THREADS) lpt_select_kernel(const lp_gpu_pd
   const int64_t cur = (len - 1) / T, i = (len - a.Sq) / T + x;
   if (i > cur || i < 1 || i > (int64_t)nmax) return;
   const int ni = (int)i;
-  const int need0 = lp_thrift_k_rule(a.thrift_k, a.thrift_budget, 1, (len + T - 1) / T) - 1;
-  if (need0 <= 0) return;
   auto dst = [&](int g) { return a.sel + (((int64_t)s * P.Hq + hq0 + g) * 2 + x) * a.sel_words; };
-  if (need0 >= ni) { /* every full tile */
-    for (int e = tid; e < gb * ni; e += blockDim.x) atomicOr(&dst(e / ni)[(e % ni) >> 5], 1u << ((e % ni) & 31));
+  /* tiles j < i for query tile i: masked [0, jm), edge [jm, jf), full [jf, i) */
+  int jm = 0, jf = 0;
+  if (a.win_left >= 0) {
+    const lp_mask m = {1, 0, a.win_left, -1, T};
+    int64_t w0, w1;
+    lp_mask_tiles(&m, i * T, i * T, T, i, &w0, &w1);
+    jm = jf = (int)w0;
+    while (jf < ni && lp_mask_kind(&m, i * T, i * T, (int64_t)jf * T, (int64_t)jf * T + T - 1) != LP_TILE_FULL) jf++;
+    for (int e = tid; e < gb * (jf - jm); e += blockDim.x) { /* edge tiles: high */
+      const int j = jm + e % (jf - jm);
+      atomicOr(&dst(e / (jf - jm))[j >> 5], 1u << (j & 31));
+    }
+  }
+  const int k = lp_thrift_k_span(a.thrift_k, a.thrift_budget, 1, (len + T - 1) / T, a.win_left, 0, T, T);
+  const int need0 = k - 1 - (jf - jm), nf = ni - jf;
+  if (need0 <= 0) return;
+  if (need0 >= nf) { /* every full tile */
+    for (int e = tid; e < gb * nf; e += blockDim.x) {
+      const int j = jf + e % nf;
+      atomicOr(&dst(e / nf)[j >> 5], 1u << (j & 31));
+    }
     return;
   }
   float *qbar = lpt_sm;
@@ -199,6 +223,12 @@ __global__ void __launch_bounds__(LPT_THREADS) lpt_select_kernel(const lp_gpu_pd
   /* scores: f32 dot in d order (lp_dot_f32), the gb heads' chains side by side */
   const int hk = hq0 / (P.Hq / P.Hkv);
   for (int j = tid; j < ni; j += blockDim.x) {
+    if (j < jf) { /* masked and edge tiles are no candidates: key 0, below every score's
+                   * (lpt_key's least is -inf's, 0x007fffff), so never at or above the
+                   * threshold, which lies among the nf > need0 candidates */
+      for (int g = 0; g < gb; g++) key[g * nmax + j] = 0u;
+      continue;
+    }
     float sc[LPT_GB] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint8_t *pg = qt >= 0 ? lpt_page(P, a.seqs, s, j) : nullptr;
     if (pg) {

@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(LPH_NT) lpattn_hip_decode_d256_f16_
 namespace lpattn_hip {
 lpattn_status lpattn_hip_decode_d256_f16(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t s) {
   void (*const k[LP_DEC_FP8S])(const lp_gpu_pdecode_args) = {::lpattn_hip_decode_d256_f16, ::lpattn_hip_decode_d256_f16_nvfp4, ::lpattn_hip_decode_d256_f16_mxfp4, ::lpattn_hip_decode_d256_f16_fp8};
-  if (l->kernel < 0 || l->kernel >= LP_DEC_FP8S || l->pasa) return LPATTN_ERR_UNSUPPORTED; /* no static FP8 pages */
+  if (l->kernel < 0 || l->kernel >= LP_DEC_FP8S || l->pasa || l->win) return LPATTN_ERR_UNSUPPORTED; /* no static FP8 pages, PASA, window */
   k[l->kernel]<<<dim3(l->grid[0], l->grid[1], l->grid[2]), l->block, 0, s>>>(*a); /* the plan's grid */
   return cudaGetLastError() == cudaSuccess ? LPATTN_OK : LPATTN_ERR_BACKEND;
 }
