@@ -121,6 +121,14 @@ static int run(lpattn_ctx *cu, lpattn_ctx *ref, lpattn_precision prec, lpattn_dt
                                        dev ? &q.d : &q.h, dev ? &o[i].d : &o[i].h, &ap, &aux), LPATTN_OK);
       if (dev) ct_down(&o[i]), ct_down(&l[i]), ct_down(&h[i]);
     }
+    { /* no _win kernels for d576: a window or a softcap is refused, nothing written */
+      lpattn_attn_params wp = ap;
+      wp.window_left = 100;
+      lpattn_kv_batch b = batch(&ba, 1, NS, maxlen);
+      CHECK_STATUS(lpattn_paged_decode(cu, A, &b, &q.d, &o[1].d, &wp, NULL), LPATTN_ERR_UNSUPPORTED);
+      wp.window_left = -1, wp.softcap = 30.0f;
+      CHECK_STATUS(lpattn_paged_decode(cu, A, &b, &q.d, &o[1].d, &wp, NULL), LPATTN_ERR_UNSUPPORTED);
+    }
     CHECK(memcmp(o[0].h.data, o[1].h.data, o[0].bytes) == 0 && memcmp(l[0].h.data, l[1].h.data, l[0].bytes) == 0,
           "mla %s %s hq %d sq %d: shuffled pages differ", pn, dn, hq, sq);
     const double e = ct_relerr(&o[0].h, &o[2].h), el = ct_maxabs(&l[0].h, &l[2].h), eh = ct_maxabs(&h[0].h, &h[2].h);

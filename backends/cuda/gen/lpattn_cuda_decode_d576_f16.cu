@@ -10,30 +10,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16
   lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, -1, 3, false, false, false>(a);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16_high_win(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, -1, 3, false, false, true>(a);
-}
-
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16_nvfp4(const lp_gpu_pdecode_args a) {
   lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, 0, 2, false, false, false>(a);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16_nvfp4_win(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, 0, 2, false, false, true>(a);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16_fp8(const lp_gpu_pdecode_args a) {
   lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, 2, 1, false, false, false>(a);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) lpattn_cuda_decode_d576_f16_fp8_win(const lp_gpu_pdecode_args a) {
-  lpattn_cuda::lpd_body<lpattn_cuda::gpu_f16, 576, 2, 1, false, false, true>(a);
-}
-
 namespace lpattn_cuda {
 /* the kernels by lp_gpu_dec_launch (mode: plain, PASA, _win; LP_DEC_*), in the order above */
 typedef lpattn_status (*lpd_fn)(const lp_gpu_pdecode_args *, const lp_gpu_dec_launch *, cudaStream_t);
-static const lpd_fn lpattn_cuda_decode_d576_f16_k[2][LP_DEC_N] = {
+static const lpd_fn lpattn_cuda_decode_d576_f16_k[1][LP_DEC_N] = {
   {
     lpd_launch<::lpattn_cuda_decode_d576_f16_high, 576, false, 3>,
     lpd_launch<::lpattn_cuda_decode_d576_f16_nvfp4, 576, true, 2>,
@@ -41,16 +29,9 @@ static const lpd_fn lpattn_cuda_decode_d576_f16_k[2][LP_DEC_N] = {
     lpd_launch<::lpattn_cuda_decode_d576_f16_fp8, 576, true, 1>,
     lpd_none,
   },
-  {
-    lpd_launch<::lpattn_cuda_decode_d576_f16_high_win, 576, false, 3>,
-    lpd_launch<::lpattn_cuda_decode_d576_f16_nvfp4_win, 576, true, 2>,
-    lpd_none,
-    lpd_launch<::lpattn_cuda_decode_d576_f16_fp8_win, 576, true, 1>,
-    lpd_none,
-  },
 };
 lpattn_status lpattn_cuda_decode_d576_f16(const lp_gpu_pdecode_args *a, const lp_gpu_dec_launch *l, cudaStream_t s) {
-  if (l->kernel < 0 || l->kernel >= LP_DEC_N || l->pasa || (l->pasa && l->win)) return LPATTN_ERR_UNSUPPORTED;
-  return lpattn_cuda_decode_d576_f16_k[l->win ? 1 : l->pasa ? 1 : 0][l->kernel](a, l, s);
+  if (l->kernel < 0 || l->kernel >= LP_DEC_N || l->pasa || l->win || (l->pasa && l->win)) return LPATTN_ERR_UNSUPPORTED;
+  return lpattn_cuda_decode_d576_f16_k[l->win ? 0 : l->pasa ? 1 : 0][l->kernel](a, l, s);
 }
 } // namespace lpattn_cuda
