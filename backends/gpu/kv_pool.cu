@@ -303,7 +303,7 @@ static lpattn_status decode_setup(lpattn_kv_pool *pool, const lpattn_kv_batch *b
   dp.num_seqs = batch->num_seqs, dp.sharded = batch->kv_start.data != NULL;
   dp.Sq = (int)pr->q->shape[2], dp.max_length = batch->max_length;
   dp.win = pr->window_left >= 0 || pr->softcap != 0.0f; /* decode is causal: window_right is moot */
-  if (dp.win && L->Dv != L->D) /* MLA's d576 variant has no _win kernels (compile time) */
+  if (dp.win && L->D > 256) /* the d576 (MLA) variant has no _win kernels (compile time) */
     return lp_fail(LPATTN_ERR_UNSUPPORTED, "params.window_left / softcap: the " GPU_NAME " backend's MLA "
                    "pools (head dims %d/%d) have no sliding window or softcap; ref and cpu do",
                    (int)L->D, (int)L->Dv);

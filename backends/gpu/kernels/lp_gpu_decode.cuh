@@ -258,7 +258,10 @@ __device__ __forceinline__ void lpd_body(const lp_gpu_pdecode_args &a) {
   C.j0 = max(C.chunk * a.chunk_tiles - t0m, 0), C.j1 = min((C.chunk + 1) * a.chunk_tiles - t0m, ntile);
   /* WIN (the _win kernels): the window and softcap at run time; the others
    * fold them away (no registers, no instructions) */
-  C.win = WIN && a.win_left >= 0, C.wl = WIN ? a.win_left : 0, C.cap = WIN ? a.softcap : 0.0f;
+  /* a window of at least every row's position masks nothing: off, which also
+   * keeps key + wl below 2^31 for any window_left up to INT_MAX */
+  C.win = WIN && a.win_left >= 0 && a.win_left < C.q0 + C.Sq;
+  C.wl = WIN ? a.win_left : 0, C.cap = WIN ? a.softcap : 0.0f;
   if (C.win) { /* tiles wholly before the call's first row's window: never read */
     const lp_mask m = {1, 0, a.win_left, -1, T};
     int64_t w0, w1;

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(32 * GPU_MERGE_WARPS) gpu_merge_kernel(const l
   const int d = blockIdx.y * 32 + lane;
   const int64_t dp = a.Dp ? a.Dp : a.D; /* MLA: the partials' width, out's first D */
   float y = 0.0f;
-  if (d < a.D) { /* the loads do not depend on w (an empty chunk's partial is read, not used) */
+  if (d < a.D) { /* empty chunks (w = 0: past a sequence's end, before its window) are not read */
     const float *po = a.part_o + row * dp + d;
     const int64_t step = rows * dp;
     constexpr int U = 8, W = GPU_MERGE_WARPS;
@@ -226,16 +226,16 @@ __global__ void __launch_bounds__(32 * GPU_MERGE_WARPS) gpu_merge_kernel(const l
     for (; i + W * (U - 1) < n; i += W * U) {
       float v[U];
 #pragma unroll
-      for (int u = 0; u < U; u++) v[u] = po[(int64_t)(i + W * u) * step];
+      for (int u = 0; u < U; u++) v[u] = gpu_w[i + W * u] > 0.0f ? po[(int64_t)(i + W * u) * step] : 0.0f;
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const float wi = gpu_w[i + W * u];
-        y = wi > 0.0f ? y + wi * v[u] : y;
+        y = wi > 0.0f ? __fmaf_rn(wi, v[u], y) : y;
       }
     }
     for (; i < n; i += W) {
       const float wi = gpu_w[i];
-      if (wi > 0.0f) y += wi * po[(int64_t)i * step];
+      if (wi > 0.0f) y = __fmaf_rn(wi, po[(int64_t)i * step], y);
     }
   }
   float *part = gpu_w + n + 2;
