@@ -75,11 +75,12 @@ class KVPool:
     a range check: a copy, and on a GPU a device sync), on the pool's device
     (lpattn.h "paged KV storage" says what each must hold). max_length
     (append, decode, prefill) bounds every length of the call and sizes the
-    launch; without it a GPU pool takes the page table's capacity
-    (max_pages * page_size: no device read, so the call can be captured in
-    a CUDA graph; give the batch's longest length for the smallest launch)
-    and a host pool reads the lengths. Use a pool from the thread that made
-    it (it holds that thread's lpattn context)."""
+    launch and workspace; without it a GPU pool's decode takes the page
+    table's capacity (max_pages * page_size: no device read, so the call
+    can be captured in a CUDA graph; give the batch's longest length for
+    the smallest launch and workspace), and the rest read the lengths (on
+    a GPU a device sync). Use a pool from the thread that made it (it holds
+    that thread's lpattn context)."""
 
     def __init__(self, num_pages, num_slots, num_kv_heads, num_q_heads, head_dim, *,
                  precision, like=None, memory=None, backend="auto", **params):
@@ -134,11 +135,14 @@ class KVPool:
         self.close()
 
     def _length_bound(self, max_length, page_table):
-        """max_length as given; without it, on a GPU pool, the page table's
-        capacity (max_pages * page_size): a bound on every length that needs
-        no device read of the lengths (chunks past a sequence's length are
-        empty launches; a row's bits do not depend on the bound, SEMANTICS
-        "Decode"). Host pools read the lengths (_batch)."""
+        """decode's max_length as given; without it, on a GPU pool, the page
+        table's capacity (max_pages * page_size): a bound on every length that
+        needs no device read of the lengths (chunks past a sequence's length
+        are empty launches that the merge does not read; a row's bits do not
+        depend on the bound, SEMANTICS "Decode"; the workspace, num_seqs * Hq
+        * Sq * (head_dim + 2) floats a chunk of 1024 tokens, grows with it).
+        Host pools, append and prefill read the lengths (_batch): a prefill's
+        pieces would each be sized by the capacity."""
         if max_length is None and self._mem_gpu:
             shape = getattr(page_table, "shape", None)
             if shape is not None and len(shape) == 2:
@@ -146,7 +150,6 @@ class KVPool:
         return max_length
 
     def _batch(self, slots, lengths, page_table, max_length):
-        max_length = self._length_bound(max_length, page_table)
         slots, lengths, page_table = (as_int32(x, n) for x, n in (
             (slots, "slots"), (lengths, "lengths"), (page_table, "page_table")))
         vs = _views(("slots", slots), ("lengths", lengths), ("page_table", page_table),
