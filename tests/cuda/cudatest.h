@@ -78,6 +78,15 @@ static inline void ct_up(ct_pair *p) { ht_up(p->d.data, p->h.data, p->bytes); }
 static inline void ct_down(ct_pair *p) { ht_down(p->h.data, p->d.data, p->bytes); }
 /* Poison the device copy (NaN bytes) so unwritten outputs show. */
 static inline void ct_poison(ct_pair *p) { ht_dset(p->d.data, 0xFF, p->bytes); }
+/* pool-batch arrays on a device pool's side (dev) or a host one's */
+static inline lpattn_tensor ct_i32(void *p, int64_t a, int64_t b) { return lpattn_tensor_4d(p, LPATTN_I32, 1, 1, a, b); }
+static inline void *ct_put(int dev, const void *h, size_t n) {
+  void *p = dev ? ht_dalloc(n) : malloc(n);
+  if (dev) ht_up(p, h, n);
+  else memcpy(p, h, n);
+  return p;
+}
+static inline void ct_drop(int dev, void *p) { dev ? ht_dfree(p) : free(p); }
 
 static inline int64_t ct_count(const lpattn_tensor *t) { return t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3]; }
 

@@ -19,14 +19,6 @@ typedef struct {
   void *mem; /* the pool's caller memory (device), or NULL */
 } side;
 
-static lpattn_tensor i32(void *p, int64_t a, int64_t b) { return lpattn_tensor_4d(p, LPATTN_I32, 1, 1, a, b); }
-static void *put(int dev, const void *h, size_t n) {
-  void *p = dev ? ht_dalloc(n) : malloc(n);
-  if (dev) ht_up(p, h, n);
-  else memcpy(p, h, n);
-  return p;
-}
-static void drop(int dev, void *p) { dev ? ht_dfree(p) : free(p); }
 
 /* pages of sequence s: [s * MAXP, (s + 1) * MAXP), reversed when shuffle;
  * garbage: the pool in caller memory whose bytes are all 0xFF, so every
@@ -49,21 +41,21 @@ static int side_make(lpattn_ctx *ctx, int dev, int shuffle, int garbage, const f
   int32_t tab[NS * MAXP], sl[NS] = {0, 1, 2};
   for (int s = 0; s < NS; s++)
     for (int j = 0; j < MAXP; j++) tab[s * MAXP + j] = s * MAXP + (shuffle ? MAXP - 1 - j : j);
-  o->table = put(dev, tab, sizeof tab), o->slots = put(dev, sl, sizeof sl);
-  o->lens = put(dev, sl, sizeof sl);
-  float *d = put(dev, ds, sizeof(float) * 2 * NS * HKV);
+  o->table = ct_put(dev, tab, sizeof tab), o->slots = ct_put(dev, sl, sizeof sl);
+  o->lens = ct_put(dev, sl, sizeof sl);
+  float *d = ct_put(dev, ds, sizeof(float) * 2 * NS * HKV);
   lpattn_tensor tk = lpattn_tensor_4d(d, LPATTN_F32, 1, 1, NS, HKV), tv = tk;
   tv.data = d + NS * HKV;
-  lpattn_tensor ts = i32(o->slots, 1, NS);
+  lpattn_tensor ts = ct_i32(o->slots, 1, NS);
   CHECK_STATUS(lpattn_kv_pool_set_descales(ctx, o->pool, &ts, &tk, &tv), LPATTN_OK);
   lpattn_synchronize(ctx);
-  drop(dev, d);
+  ct_drop(dev, d);
   return 1;
 }
 static void side_free(side *o) {
   lpattn_kv_pool_free(o->pool);
   if (o->mem) ht_dfree(o->mem);
-  drop(o->dev, o->table), drop(o->dev, o->slots), drop(o->dev, o->lens);
+  ct_drop(o->dev, o->table), ct_drop(o->dev, o->slots), ct_drop(o->dev, o->lens);
 }
 
 /* sequence s's tokens [a, a + n) of x ([1, H, L, D] host f16) as a device or host view */
@@ -82,15 +74,15 @@ static void run(lpattn_ctx *ctx, side *o, ct_pair *k, ct_pair *v, ct_pair *q, co
     for (int a = 0; a < LEN[s]; a += 256) {
       const int n = LEN[s] - a < 256 ? LEN[s] - a : 256;
       int32_t len = a, slot = s;
-      int32_t *dl = put(o->dev, &len, 4), *dsl = put(o->dev, &slot, 4);
+      int32_t *dl = ct_put(o->dev, &len, 4), *dsl = ct_put(o->dev, &slot, 4);
       lpattn_kv_batch b;
       lpattn_kv_batch_init(&b);
-      b.num_seqs = 1, b.slots = i32(dsl, 1, 1), b.lengths = i32(dl, 1, 1);
-      b.page_table = i32((int32_t *)o->table + s * MAXP, 1, MAXP), b.max_length = a;
+      b.num_seqs = 1, b.slots = ct_i32(dsl, 1, 1), b.lengths = ct_i32(dl, 1, 1);
+      b.page_table = ct_i32((int32_t *)o->table + s * MAXP, 1, MAXP), b.max_length = a;
       lpattn_tensor tk = rows(&k[s], o->dev, a, n), tv = rows(&v[s], o->dev, a, n);
       CHECK_STATUS(lpattn_kv_append(ctx, o->pool, &b, &tk, &tv, NULL), LPATTN_OK);
       lpattn_synchronize(ctx);
-      drop(o->dev, dl), drop(o->dev, dsl);
+      ct_drop(o->dev, dl), ct_drop(o->dev, dsl);
     }
   int32_t lens[NS];
   for (int s = 0; s < NS; s++) lens[s] = LEN[s];
@@ -103,11 +95,11 @@ static void run(lpattn_ctx *ctx, side *o, ct_pair *k, ct_pair *v, ct_pair *q, co
       memcpy((uint16_t *)qq.h.data + ((size_t)(s * HQ + h) * sq) * D,
              (uint16_t *)q[s].h.data + ((size_t)h * LEN[s] + LEN[s] - sq) * D, (size_t)sq * D * 2);
   ct_up(&qq);
-  float *dq = put(o->dev, qd, sizeof(float) * NS * HKV);
+  float *dq = ct_put(o->dev, qd, sizeof(float) * NS * HKV);
   lpattn_kv_batch b;
   lpattn_kv_batch_init(&b);
-  b.num_seqs = NS, b.slots = i32(o->slots, 1, NS), b.lengths = i32(o->lens, 1, NS);
-  b.page_table = i32(o->table, NS, MAXP), b.max_length = LEN[0];
+  b.num_seqs = NS, b.slots = ct_i32(o->slots, 1, NS), b.lengths = ct_i32(o->lens, 1, NS);
+  b.page_table = ct_i32(o->table, NS, MAXP), b.max_length = LEN[0];
   lpattn_attn_params p;
   lpattn_attn_params_init(&p);
   p.q_descale = lpattn_tensor_4d(dq, LPATTN_F32, 1, 1, NS, HKV);
@@ -118,7 +110,7 @@ static void run(lpattn_ctx *ctx, side *o, ct_pair *k, ct_pair *v, ct_pair *q, co
   CHECK_STATUS(lpattn_paged_decode(ctx, o->pool, &b, &tq, &to, &p, &aux), LPATTN_OK);
   lpattn_synchronize(ctx);
   if (o->dev) ct_down(out), ct_down(lse), ct_down(ent);
-  drop(o->dev, dq), ct_free(&qq);
+  ct_drop(o->dev, dq), ct_free(&qq);
 }
 
 typedef struct {

@@ -11,6 +11,7 @@
  * alone and with a window. And the point of a window in decode, bitwise:
  * huge K and V in the pages wholly before the window of the call's first
  * row (never read) change no output. Exit 77 without a GPU. */
+#include <limits.h>
 #include "cudatest.h"
 
 enum { HQ = 8, HKV = 2, D = 128, T = 64, NS = 3, MAXP = 40, NPREC = 7 };
@@ -30,14 +31,6 @@ typedef struct { /* a precision and the pool's decode params */
   const char *name;
 } pcase;
 
-static lpattn_tensor i32(void *p, int64_t a, int64_t b) { return lpattn_tensor_4d(p, LPATTN_I32, 1, 1, a, b); }
-static void *put(int dev, const void *h, size_t n) {
-  void *p = dev ? ht_dalloc(n) : malloc(n);
-  if (dev) ht_up(p, h, n);
-  else memcpy(p, h, n);
-  return p;
-}
-static void drop(int dev, void *p) { dev ? ht_dfree(p) : free(p); }
 static lpattn_tensor view(const lpattn_tensor *t, int64_t pos, int64_t n) {
   lpattn_tensor x = *t;
   x.data = (char *)t->data + (size_t)pos * t->stride[2] * 2;
@@ -60,16 +53,16 @@ static int side_make(lpattn_ctx *ctx, int dev, int shuffle, lpattn_precision pre
   int32_t tab[NS * MAXP], sl[NS] = {2, 0, 1}, zero[NS] = {0, 0, 0};
   for (int s = 0; s < NS; s++)
     for (int j = 0; j < MAXP; j++) tab[s * MAXP + j] = s * MAXP + (shuffle ? MAXP - 1 - j : j);
-  o->table = put(dev, tab, sizeof tab), o->slots = put(dev, sl, sizeof sl), o->lens = put(dev, zero, sizeof zero);
+  o->table = ct_put(dev, tab, sizeof tab), o->slots = ct_put(dev, sl, sizeof sl), o->lens = ct_put(dev, zero, sizeof zero);
   if (prec == LPATTN_PREC_FP8_STATIC) {
     const float ds[2 * NS * HKV] = {DS, DS, DS, DS, DS, DS, DS, DS, DS, DS, DS, DS};
-    float *d = put(dev, ds, sizeof ds);
+    float *d = ct_put(dev, ds, sizeof ds);
     lpattn_tensor tk = lpattn_tensor_4d(d, LPATTN_F32, 1, 1, NS, HKV), tv = tk;
     tv.data = d + NS * HKV;
-    lpattn_tensor ts = i32(o->slots, 1, NS);
+    lpattn_tensor ts = ct_i32(o->slots, 1, NS);
     CHECK_STATUS(lpattn_kv_pool_set_descales(ctx, o->pool, &ts, &tk, &tv), LPATTN_OK);
     lpattn_synchronize(ctx);
-    drop(dev, d);
+    ct_drop(dev, d);
   }
   for (int s = 0; s < NS; s++)
     for (int at = 0, step = 300; at < LEN[s]; at += step) {
@@ -80,8 +73,8 @@ static int side_make(lpattn_ctx *ctx, int dev, int shuffle, lpattn_precision pre
       else o->lens[s] = len;
       lpattn_kv_batch b;
       lpattn_kv_batch_init(&b);
-      b.num_seqs = 1, b.slots = i32(o->slots + s, 1, 1), b.lengths = i32(o->lens + s, 1, 1);
-      b.page_table = i32(o->table + s * MAXP, 1, MAXP), b.max_length = at;
+      b.num_seqs = 1, b.slots = ct_i32(o->slots + s, 1, 1), b.lengths = ct_i32(o->lens + s, 1, 1);
+      b.page_table = ct_i32(o->table + s * MAXP, 1, MAXP), b.max_length = at;
       lpattn_tensor tk = view(dev ? &k[s].d : &k[s].h, at, n), tv = view(dev ? &v[s].d : &v[s].h, at, n);
       lpattn_tensor tq = view(dev ? &q[s].d : &q[s].h, at, n);
       CHECK_STATUS(lpattn_kv_append(ctx, o->pool, &b, &tk, &tv, prec == LPATTN_PREC_THRIFT ? &tq : NULL),
@@ -93,7 +86,7 @@ static int side_make(lpattn_ctx *ctx, int dev, int shuffle, lpattn_precision pre
 }
 static void side_free(side *o) {
   lpattn_kv_pool_free(o->pool);
-  drop(o->dev, o->table), drop(o->dev, o->slots), drop(o->dev, o->lens);
+  ct_drop(o->dev, o->table), ct_drop(o->dev, o->slots), ct_drop(o->dev, o->lens);
 }
 
 typedef struct { ct_pair o, l, h; } outs;
@@ -115,8 +108,8 @@ static lpattn_status decode(lpattn_ctx *ctx, const side *o, const ct_pair *q, in
   ct_up(&x);
   lpattn_kv_batch b;
   lpattn_kv_batch_init(&b);
-  b.num_seqs = NS, b.slots = i32(o->slots, 1, NS), b.lengths = i32(o->lens, 1, NS);
-  b.page_table = i32(o->table, NS, MAXP), b.max_length = LEN[0];
+  b.num_seqs = NS, b.slots = ct_i32(o->slots, 1, NS), b.lengths = ct_i32(o->lens, 1, NS);
+  b.page_table = ct_i32(o->table, NS, MAXP), b.max_length = LEN[0];
   lpattn_attn_aux aux;
   lpattn_attn_aux_init(&aux);
   aux.lse = o->dev ? r->l.d : r->l.h, aux.entropy = o->dev ? r->h.d : r->h.h;
@@ -148,10 +141,10 @@ static lpattn_attn_params params_of(const pcase *c, int left, float cap) {
 
 /* The windows and softcaps: smaller than a page, a few pages, across a
  * chunk boundary (the first sequence's rows at 2195.. see back to ~1195:
- * chunks 1 and 2), larger than the context, the softcap alone and with a
- * window. */
+ * chunks 1 and 2), larger than the context, INT_MAX (key + window must not
+ * overflow: every key seen), the softcap alone and with a window. */
 static const struct { int left; float cap; } WIN[] = {{20, 0.0f}, {150, 0.0f}, {1000, 0.0f}, {5000, 0.0f},
-                                                        {-1, 10.0f}, {300, 5.0f}};
+                                                        {INT_MAX, 0.0f}, {-1, 10.0f}, {300, 5.0f}};
 enum { NWIN = sizeof WIN / sizeof WIN[0] };
 
 static int run_prec(lpattn_ctx *cu, lpattn_ctx *ref, ct_pair *k, ct_pair *v, ct_pair *q, const pcase *c) {
