@@ -248,7 +248,7 @@ class KVPool:
         the keys at positions p - left .. p; pages wholly before the window
         are not read. softcap: s = softcap * tanh(s / softcap). Host
         backends and CUDA, every pool precision but PASA (docs/SEMANTICS.md
-        "Sliding window and softcap"); HIP: UNSUPPORTED.
+        "Sliding window and softcap"); CUDA MLA pools and HIP: UNSUPPORTED.
 
         q_descale ("fp8_static" pools): float32 [num_seqs, Hkv] or one
         number; q is cast to E4M3(q / q_descale) (None: 1)."""
